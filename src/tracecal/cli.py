@@ -1,0 +1,229 @@
+"""The `tracecal` command line (typer + rich). Each command wraps library calls and nothing more."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import numpy as np
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.table import Table
+
+app = typer.Typer(
+    help="tracecal: single-pass decoding-trace confidence (TRACE / TRACE+), calibration benchmarks and SECL.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+)
+console = Console(stderr=True)
+out_console = Console()
+
+ModelOpt = Annotated[
+    str | None,
+    typer.Option("--model", "-m", help="HF model id, local dir or .gguf path (default: offline SmolLM2-135M)"),
+]
+DataDirOpt = Annotated[
+    Path | None,
+    typer.Option("--data-dir", help="evaluation data folder (default: $TRACECAL_DATA or ../shared/data)"),
+]
+
+
+def progress_bar() -> Progress:
+    return Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+        console=console,
+        transient=False,
+    )
+
+
+def fail(msg: str, code: int = 2) -> None:
+    console.print(f"[bold red]error:[/] {msg}", soft_wrap=True, markup=True)
+    raise typer.Exit(code)
+
+
+def _read_prompt_file(path: Path) -> tuple[list[Any], list[str]]:
+    """A JSONL of prompts: each line a JSON string, or an object with `prompt` (or `messages`) and `id`."""
+    prompts: list[Any] = []
+    ids: list[str] = []
+    with open(path, encoding="utf-8") as f:
+        for lineno, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise ValueError(f"{path}:{lineno}: not valid JSON ({e.msg})") from e
+            if isinstance(obj, str):
+                prompts.append(obj)
+                ids.append(str(len(ids)))
+            elif isinstance(obj, dict) and (obj.get("prompt") or obj.get("messages")):
+                prompts.append(obj.get("messages") or obj["prompt"])
+                ids.append(str(obj.get("id", len(ids))))
+            else:
+                raise ValueError(f"{path}:{lineno}: expected a string or an object with a non-empty 'prompt'")
+    if not prompts:
+        raise ValueError(f"{path}: no prompts found")
+    return prompts, ids
+
+
+@app.command()
+def generate(
+    out: Annotated[Path, typer.Option("--out", "-o", help="traces Parquet file to write")],
+    task: Annotated[str | None, typer.Option("--task", "-t", help="a task name (see `tracecal tasks`)")] = None,
+    prompts: Annotated[Path | None, typer.Option("--prompts", "-p", help="JSONL of prompts")] = None,
+    model: ModelOpt = None,
+    limit: Annotated[int | None, typer.Option(help="first N rows of the task")] = None,
+    max_new_tokens: Annotated[int | None, typer.Option(help="default: the task's, else 32")] = None,
+    batch_size: Annotated[int, typer.Option(help="prompts per batch")] = 16,
+    top_logprobs: Annotated[int, typer.Option(help="keep top-k alternatives per step")] = 0,
+    jsonl: Annotated[Path | None, typer.Option(help="also export the traces as JSONL")] = None,
+    data_dir: DataDirOpt = None,
+) -> None:
+    """Generate answers and record their traces (one decoding pass each) → Parquet."""
+    if (task is None) == (prompts is None):
+        fail("give exactly one of --task or --prompts")
+    stop: tuple[str, ...] = ()
+    try:
+        import tracecal
+
+        if prompts is not None:
+            plist, ids = _read_prompt_file(prompts)
+            mnt = max_new_tokens or 32
+            with console.status("loading model…"):
+                lm = tracecal.load_model(model, batch_size=batch_size)
+        else:
+            from tracecal.tasks import get_task
+
+            tk = get_task(task)  # type: ignore[arg-type]
+            examples = tk.load(limit=limit, data_dir=data_dir)
+            with console.status("loading model…"):
+                lm = tracecal.load_model(model, batch_size=batch_size)
+            plist = [tk.prompt(ex, chat=lm.chat) for ex in examples]
+            ids = [ex.id for ex in examples]
+            stop = tuple(tk.stop_strings(lm.chat))
+            mnt = max_new_tokens or tk.max_new_tokens
+        if limit is not None and prompts is not None:
+            plist, ids = plist[:limit], ids[:limit]
+        with progress_bar() as pb:
+            job = pb.add_task("generating", total=len(plist))
+            traces = lm.generate(
+                plist,
+                max_new_tokens=mnt,
+                ids=ids,
+                stop_strings=stop,
+                top_logprobs=top_logprobs,
+                progress=lambda n: pb.advance(job, n),
+            )
+        tracecal.save_traces(traces, out)
+        if jsonl is not None:
+            tracecal.export_jsonl(traces, jsonl)
+    except (ValueError, FileNotFoundError, RuntimeError) as e:
+        fail(str(e))
+    n_tok = sum(t.length for t in traces)
+    console.print(f"wrote {len(traces)} traces ({n_tok} answer tokens) to [bold]{out}[/]")
+
+
+@app.command()
+def score(
+    traces_path: Annotated[Path, typer.Argument(help="traces Parquet file (or folder of shards)")],
+    calibrator: Annotated[Path | None, typer.Option("--calibrator", "-c", help="TRACE+ calibrator JSON")] = None,
+    csv: Annotated[Path | None, typer.Option("--csv", help="write all rows as CSV here")] = None,
+    show: Annotated[int, typer.Option(help="rows to print in the table")] = 20,
+) -> None:
+    """Score traces: TRACE confidence and, with a calibrator, the TRACE+ probability."""
+    import tracecal
+    from tracecal.trace import TraceFileError
+    from tracecal.traceplus import CalibratorFileError
+
+    try:
+        traces = tracecal.load_traces(traces_path)
+        conf = tracecal.trace_confidence(traces)
+        prob = tracecal.TracePlus.load(calibrator).predict_proba(traces) if calibrator else None
+    except (TraceFileError, CalibratorFileError, FileNotFoundError, ValueError) as e:
+        fail(str(e))
+    rows = []
+    for i, t in enumerate(traces):
+        r = {"id": t.id, "tokens": t.length, "stop": t.stop_reason, "c_trace": float(conf[i])}
+        if prob is not None:
+            r["p_trace_plus"] = float(prob[i])
+        r["answer"] = t.text
+        rows.append(r)
+    n_empty = sum(t.is_empty for t in traces)
+    if csv is not None:
+        import csv as csvmod
+
+        with open(csv, "w", newline="", encoding="utf-8") as f:
+            w = csvmod.DictWriter(f, fieldnames=list(rows[0].keys()) if rows else ["id"])
+            w.writeheader()
+            w.writerows(rows)
+        console.print(f"wrote {len(rows)} rows to [bold]{csv}[/]")
+    table = Table(title=f"{traces_path} — {len(traces)} answers (entropy: {traces[0].entropy_kind if traces else '-'})")
+    for col in rows[0].keys() if rows else ["id"]:
+        table.add_column(col, overflow="fold", max_width=60 if col == "answer" else None)
+    for r in rows[:show]:
+        table.add_row(*[f"{v:.4f}" if isinstance(v, float) else str(v) for v in r.values()])
+    out_console.print(table)
+    if n_empty:
+        console.print(f"[yellow]{n_empty} zero-token answers have no trace: their confidence is NaN[/]")
+
+
+@app.command("fit-calibrator")
+def fit_calibrator(
+    traces_path: Annotated[Path, typer.Argument(help="traces of the calibration split")],
+    labels: Annotated[Path, typer.Option(help="CSV or JSONL with columns id,label (0/1)")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="calibrator JSON to write")],
+    C: Annotated[float, typer.Option("--C", help="inverse L2 strength")] = 1.0,
+) -> None:
+    """Fit a TRACE+ calibrator on labelled traces and save it as JSON."""
+    import tracecal
+
+    try:
+        traces = tracecal.load_traces(traces_path)
+        lab = _read_labels(labels)
+        missing = [t.id for t in traces if t.id not in lab]
+        if missing:
+            raise ValueError(f"{len(missing)} traces have no label in {labels} (first: {missing[:3]})")
+        y = np.array([lab[t.id] for t in traces])
+        cal = tracecal.TracePlus(C=C).fit(traces, y)
+        cal.save(out)
+    except (ValueError, FileNotFoundError) as e:
+        fail(str(e))
+    console.print(f"fitted TRACE+ on {len(traces)} answers (base rate {y.mean():.3f}); wrote [bold]{out}[/]")
+
+
+def _read_labels(path: Path) -> dict[str, int]:
+    out: dict[str, int] = {}
+    if path.suffix == ".csv":
+        import csv as csvmod
+
+        with open(path, encoding="utf-8") as f:
+            for lineno, row in enumerate(csvmod.DictReader(f), 2):
+                if row.get("label") not in ("0", "1"):
+                    raise ValueError(f"{path}:{lineno}: label must be 0 or 1, got {row.get('label')!r}")
+                out[str(row["id"])] = int(row["label"])
+    else:
+        with open(path, encoding="utf-8") as f:
+            for lineno, line in enumerate(f, 1):
+                if line.strip():
+                    obj = json.loads(line)
+                    if obj.get("label") not in (0, 1, True, False):
+                        raise ValueError(f"{path}:{lineno}: label must be 0 or 1")
+                    out[str(obj["id"])] = int(obj["label"])
+    return out
+
+
+def main() -> None:  # pragma: no cover
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    app()
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,109 @@
+"""Evaluation tasks: loaders (original file formats), prompt templates and correctness labellers.
+
+Built-in tasks (``TASKS`` / ``get_task(name)``), read from :func:`data_dir` (``shared/data``, see its
+MANIFEST.md)::
+
+    triviaqa  svamp  gsm8k  truthfulqa  mlqa  arc_easy  arc_challenge  commonsenseqa
+
+Typical use by the evaluation harness::
+
+    task = get_task("triviaqa")
+    examples = task.load(limit=200, data_dir=None, on_error="skip", seed=None)
+    prompt = task.prompt(example, chat=True)          # [{"role": "user", "content": ...}] or a str
+    stops, budget = task.stop_strings(chat=True), task.max_new_tokens
+    z = task.label(example, answer_text)              # 0 / 1
+    task.label_rule                                   # the rule in words, for reports
+
+User files (``load_user_file(path, kind=...)`` or ``task_from_file(path, labeller=...)``)
+------------------------------------------------------------------------------------------
+Formats, by suffix: ``.jsonl`` (one JSON object per line), ``.json`` (one JSON list of objects), ``.csv``
+(UTF-8, a header row). Fields:
+
+``question`` (required, non-empty string)
+``answer`` (string or number) and/or ``answers`` (a list of strings; in CSV, or as a JSON string: a
+    ``;``-separated string or a JSON array) - at least one answer is required. For ``math`` the first
+    answer must be a number (``"3,000"``, ``"2.5"``, ``"$5"``, ``"1/2"``). For ``mc`` it is the gold
+    option: a letter (``"B"``), its text, or in JSON an integer 0-based index.
+``id`` (optional; default ``<name>-<row index>``; must be unique)
+``context`` (optional passage shown in the prompt; used by ``extractive``)
+``choices`` (``mc`` only, required: a list, or ``;``-separated / JSON array in CSV; lettered A, B, ...)
+``incorrect_answers`` (``truthful`` only, required: list, or ``;``-separated)
+Any other field is kept in ``Example.meta``.
+
+Kinds and their labellers: ``qa`` -> ``alias``, ``math`` -> ``numeric``, ``extractive`` -> ``f1``,
+``mc`` -> ``mc``, ``truthful`` -> ``truthful`` (the labeller names are accepted as kinds too).
+
+Malformed rows (invalid JSON, missing/empty fields, a non-numeric math gold, ...): ``on_error="skip"``
+warns (:class:`MalformedRowWarning`, text ``"<file>, line N: <reason> (row skipped)"``; for a JSON list
+``"list index I (line N)"``) and skips the row; ``on_error="raise"`` raises :class:`MalformedRowError`
+(a ``ValueError``) with the same text. A file with no usable row raises :class:`EmptyTaskFileError`.
+
+Hub datasets: ``task_from_hub(name, split, question_field, answer_field, labeller)`` needs the optional
+``datasets`` package (``pip install 'tracecal[hub]'``) and network; otherwise :class:`HubUnavailableError`.
+"""
+
+from tracecal.tasks.base import (
+    DATA_ENV_VAR,
+    TASKS,
+    EmptyTaskFileError,
+    Example,
+    MalformedRowError,
+    MalformedRowWarning,
+    Task,
+    TaskDataError,
+    UnknownTaskError,
+    data_dir,
+    get_task,
+    register_task,
+)
+from tracecal.tasks.builtin import BUILTIN_TASKS, TRUTHFULQA_NO_COMMENT
+from tracecal.tasks.labels import (
+    LABELLERS,
+    Labeller,
+    alias_match,
+    extract_choice_letter,
+    extract_last_number,
+    f1_match,
+    get_labeller,
+    mc_match,
+    normalize_answer,
+    numeric_match,
+    token_f1,
+    truthful_match,
+)
+from tracecal.tasks.user import HubUnavailableError, load_user_file, task_from_file, task_from_hub
+
+TASK_NAMES: tuple[str, ...] = tuple(t.name for t in BUILTIN_TASKS)
+
+__all__ = [
+    "DATA_ENV_VAR",
+    "LABELLERS",
+    "TASKS",
+    "TASK_NAMES",
+    "TRUTHFULQA_NO_COMMENT",
+    "EmptyTaskFileError",
+    "Example",
+    "HubUnavailableError",
+    "Labeller",
+    "MalformedRowError",
+    "MalformedRowWarning",
+    "Task",
+    "TaskDataError",
+    "UnknownTaskError",
+    "alias_match",
+    "data_dir",
+    "extract_choice_letter",
+    "extract_last_number",
+    "f1_match",
+    "get_labeller",
+    "get_task",
+    "load_user_file",
+    "mc_match",
+    "normalize_answer",
+    "numeric_match",
+    "register_task",
+    "task_from_file",
+    "task_from_hub",
+    "token_f1",
+    "truthful_match",
+]
