@@ -160,3 +160,19 @@ def test_select_keeps_values() -> None:
     sub = b.select([3, 0, 2])
     np.testing.assert_array_equal(sub.surprisal, [4.0, 5.0, 6.0, 1.0])
     np.testing.assert_array_equal(sub.lengths, [3, 1, 0])
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.lists(st.integers(0, 50), min_size=1, max_size=200), st.integers(1, 300))
+def test_chunked_equals_whole(lengths: list[int], max_tokens: int) -> None:
+    from tracecal.features import trace_plus_features
+    from tracecal.operators import chunked
+
+    rng = np.random.default_rng(len(lengths))
+    off = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    b = TraceBatch(rng.random(off[-1]) * 3, rng.random(off[-1]) * 4, off)
+    whole = trace_risk(TraceBatch(b.surprisal, b.entropy, b.offsets))
+    parts = chunked(lambda bb: trace_risk(TraceBatch(bb.surprisal, bb.entropy, bb.offsets)), b, max_tokens)
+    np.testing.assert_array_equal(np.isnan(whole), np.isnan(parts))
+    np.testing.assert_allclose(whole, parts, rtol=1e-12)
+    assert trace_plus_features(b).shape == (len(lengths), 8)

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from tracecal.operators import as_batch, decayed_mean, first_k_mean, seg_max, seg_mean, slope
+from tracecal.operators import as_batch, chunked, decayed_mean, first_k_mean, seg_max, seg_mean, slope
 from tracecal.trace import Trace, TraceBatch
 
 __all__ = ["feature_names", "trace_plus_features"]
@@ -47,6 +47,15 @@ def trace_plus_features(
 ) -> np.ndarray:
     """φ for every answer: float64 array of shape ``(B, n_features)`` (see `feature_names`)."""
     b = as_batch(traces)
+    if len(b) == 0:
+        n = len(feature_names(lams, seq_likelihood, first_k))
+        return np.zeros((0, n))
+    return chunked(lambda bb: _features(bb, lams, first_k, kernel, seq_likelihood, low_prob_threshold), b)
+
+
+def _features(
+    b: TraceBatch, lams: Sequence[float], first_k: int, kernel: str, seq_likelihood: bool, low_prob_threshold: float
+) -> np.ndarray:
     seg = b.segments
     H, s = b.entropy, b.surprisal
     cols = [
@@ -63,4 +72,4 @@ def trace_plus_features(
             np.exp(-seg_mean(s, seg)),
             seg_mean((s > -np.log(low_prob_threshold)).astype(np.float64), seg),
         ]
-    return np.column_stack(cols) if len(seg) else np.zeros((0, len(cols)))
+    return np.column_stack(cols)

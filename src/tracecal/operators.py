@@ -243,20 +243,28 @@ def slope(u: np.ndarray, seg: Segments | np.ndarray) -> np.ndarray:
     return _nan_empty(seg, out)
 
 
+def _edge_k_mean(u: np.ndarray, seg: Segments, k: int, from_end: bool) -> np.ndarray:
+    """Mean of the first / last min(k, T) values via k per-answer gathers (no pass over all tokens)."""
+    if k < 1:
+        raise ValueError(f"k must be ≥ 1, got {k}")
+    total = np.zeros(len(seg))
+    if seg.n_tokens:
+        for j in range(k):
+            has = seg.lengths > j
+            idx = (seg.ends - 1 - j) if from_end else (seg.starts + j)
+            total += np.where(has, u[np.clip(idx, 0, seg.n_tokens - 1)], 0.0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return _nan_empty(seg, total / np.minimum(seg.lengths, k))
+
+
 def first_k_mean(u: np.ndarray, seg: Segments | np.ndarray, k: int = 3) -> np.ndarray:
     """mean(u_1 … u_min(k,T))."""
-    seg = _seg(seg)
-    mask = seg.pos < k
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return seg.reduce(np.add, np.where(mask, u, 0.0)) / np.minimum(seg.lengths, k)
+    return _edge_k_mean(u, _seg(seg), k, from_end=False)
 
 
 def last_k_mean(u: np.ndarray, seg: Segments | np.ndarray, k: int = 3) -> np.ndarray:
     """mean(u_max(1,T−k+1) … u_T)."""
-    seg = _seg(seg)
-    mask = seg.pos >= seg.broadcast(seg.lengths - k)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return seg.reduce(np.add, np.where(mask, u, 0.0)) / np.minimum(seg.lengths, k)
+    return _edge_k_mean(u, _seg(seg), k, from_end=True)
 
 
 # --------------------------------------------------------------------------------------------------- TRACE
@@ -291,10 +299,21 @@ def as_batch(traces: Sequence[Trace] | TraceBatch) -> TraceBatch:
     return TraceBatch.from_traces(traces)
 
 
+def chunked(fn: Callable[[TraceBatch], np.ndarray], b: TraceBatch, max_tokens: int = 1 << 16) -> np.ndarray:
+    """Apply a per-answer function chunk by chunk (cache-sized temporaries) and concatenate."""
+    if int(b.offsets[-1]) <= max_tokens:
+        return fn(b)
+    parts = [fn(sub) for _, _, sub in b.chunks(max_tokens)]
+    return np.concatenate(parts) if parts else fn(b)
+
+
 def trace_risk(traces: Sequence[Trace] | TraceBatch, config: TraceConfig | None = None) -> np.ndarray:
     """TRACE risk R per answer, nats (NaN for a zero-token answer)."""
     cfg = config or TraceConfig()
-    b = as_batch(traces)
+    return chunked(lambda b: _trace_risk(b, cfg), as_batch(traces))
+
+
+def _trace_risk(b: TraceBatch, cfg: TraceConfig) -> np.ndarray:
     seg = b.segments
     r = np.zeros(len(seg))
     if cfg.alpha:
