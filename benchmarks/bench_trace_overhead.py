@@ -81,10 +81,10 @@ def main() -> None:
     tp, tr = float(np.median(t_plain)), float(np.median(t_rec))
     print(f"identical answers: {same}  ({n_tok} answer tokens per run)")
     print(
-        f"plain model.generate     : {n_tok / tp:8.1f} tokens/s  (median {tp:.2f} s; runs {np.round(t_plain, 2).tolist()})"
+        f"plain generate: {n_tok / tp:8.1f} tokens/s  (median {tp:.2f} s; runs {np.round(t_plain, 2).tolist()})"
     )
     print(
-        f"tracecal recording       : {n_tok / tr:8.1f} tokens/s  (median {tr:.2f} s; runs {np.round(t_rec, 2).tolist()})"
+        f"tracecal recording: {n_tok / tr:8.1f} tokens/s  (median {tr:.2f} s; runs {np.round(t_rec, 2).tolist()})"
     )
     print(f"throughput ratio rec/plain: {tp / tr:.4f}  (overhead {100 * (tr / tp - 1):+.2f}%)")
     per = np.array([sum(x.nbytes for x in (t.token_ids, t.surprisal, t.entropy, t.offsets)) for t in traces])
