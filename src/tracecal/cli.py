@@ -220,6 +220,111 @@ def _read_labels(path: Path) -> dict[str, int]:
     return out
 
 
+def _fmt(mean: float, sd: float) -> str:
+    if mean != mean:  # NaN
+        return "n/a"
+    return f"{mean:.3f}" if sd != sd else f"{mean:.3f}±{sd:.3f}"
+
+
+def print_results(res: Any, metrics: list[str]) -> None:
+    """Terminal tables: estimators × tasks (+ average), one table per metric, best per column in bold."""
+    tasks = list(res.metrics)
+    info = res.tasks
+    head = Table(title="tasks", show_lines=False)
+    for c in ("task", "n", "accuracy", "correct (cal/eval per split)", "zero-token", "hit length limit", "label rule"):
+        head.add_column(c, overflow="fold", max_width=60 if c == "label rule" else None)
+    for t, d in info.items():
+        head.add_row(t, str(d["n"]), f"{d['accuracy']:.3f}", f"{d['n_correct_cal']}/{d['n_correct_eval']}",
+                     str(d["zero_token_answers"]), str(d["stopped_at_length"]), d["label_rule"])  # fmt: skip
+    out_console.print(head)
+    lower_better = {"brier", "ece", "aece", "aurc", "risk@10", "risk@50", "risk@90"}
+    for metric in metrics:
+        table = Table(title=f"{metric.upper()} ({'lower' if metric in lower_better else 'higher'} is better; "
+                            f"mean±sd over {res.config['n_seeds']} splits)")  # fmt: skip
+        table.add_column("estimator", style="bold")
+        for t in tasks:
+            table.add_column(t, justify="right")
+        best: dict[str, float] = {}
+        for t in tasks:
+            vals = [res.metrics[t][e][metric]["mean"] for e in res.estimators if e in res.metrics[t]]
+            vals = [v for v in vals if v == v]
+            if vals:
+                best[t] = min(vals) if metric in lower_better else max(vals)
+        for e in res.estimators:
+            cells = []
+            for t in tasks:
+                m = res.metrics[t][e][metric]
+                s = _fmt(m["mean"], m["sd"])
+                cells.append(f"[bold green]{s}[/]" if best.get(t) == m["mean"] else s)
+            table.add_row(e, *cells)
+        out_console.print(table)
+    if res.substitutes:
+        console.print("[dim]substitutes: " + "; ".join(res.substitutes) + "[/]")
+
+
+@app.command()
+def evaluate(
+    tasks: Annotated[str, typer.Option(help="comma-separated task names")] = "triviaqa,svamp,truthfulqa,mlqa",
+    limit: Annotated[int | None, typer.Option(help="first N questions per task")] = 1000,
+    run_dir: Annotated[Path, typer.Option("--run-dir", "-r", help="run directory (resumable)")] = Path("runs/main"),
+    model: ModelOpt = None,
+    estimators: Annotated[str, typer.Option(help="'all', names, or groups trace-only,beam,semantic,extra")] = "all",
+    seeds: Annotated[int, typer.Option(help="random calibration/evaluation splits")] = 20,
+    cal_frac: Annotated[float, typer.Option(help="share of each task used for calibration")] = 0.35,
+    calibrator: Annotated[str, typer.Option(help="platt | isotonic | temperature")] = "platt",
+    batch_size: Annotated[int, typer.Option(help="prompts per generation batch")] = 16,
+    max_new_tokens: Annotated[int | None, typer.Option(help="default: each task's own")] = None,
+    shard_size: Annotated[int, typer.Option(help="questions per resumable shard")] = 64,
+    on_error: Annotated[str, typer.Option(help="malformed data rows: skip (warn) | raise")] = "skip",
+    metrics: Annotated[str, typer.Option(help="metrics to print")] = "auroc,brier,ece",
+    report: Annotated[bool, typer.Option("--report/--no-report", help="write RUN/report.html")] = True,
+    data_dir: DataDirOpt = None,
+) -> None:
+    """Generate once (resumable), score every estimator under the paper's protocol, print the comparison."""
+    from tracecal.evaluate import ConfigMismatchError, EvalConfig
+    from tracecal.evaluate import evaluate as run_eval
+
+    cfg = EvalConfig(
+        tasks=[t.strip() for t in tasks.split(",") if t.strip()],
+        limit=limit,
+        model=model,
+        estimators=estimators,  # type: ignore[arg-type]
+        n_seeds=seeds,
+        cal_frac=cal_frac,
+        calibrator=calibrator,
+        batch_size=batch_size,
+        max_new_tokens=max_new_tokens,
+        shard_size=shard_size,
+        on_error=on_error,
+        data_dir=str(data_dir) if data_dir else None,
+    )
+    t0 = __import__("time").perf_counter()
+    try:
+        with progress_bar() as pb:
+            jobs: dict[str, Any] = {}
+
+            def prog(desc: str, done: int, total: int) -> None:
+                if desc not in jobs:
+                    jobs[desc] = pb.add_task(desc, total=total)
+                pb.update(jobs[desc], completed=done, total=total)
+
+            res = run_eval(run_dir, cfg, progress=prog)
+    except (ValueError, FileNotFoundError, RuntimeError, ConfigMismatchError) as e:
+        fail(str(e))
+    assert res is not None
+    print_results(res, [m.strip() for m in metrics.split(",") if m.strip()])
+    console.print(f"results: [bold]{run_dir}/results.json[/], {run_dir}/results.csv "
+                  f"({__import__('time').perf_counter() - t0:.0f} s this invocation)")  # fmt: skip
+    if report:
+        try:
+            from tracecal.report import write_report
+        except ImportError:
+            console.print("[yellow]report module not available[/]")
+        else:
+            path = write_report(run_dir)
+            console.print(f"report: [bold]{path}[/]")
+
+
 def main() -> None:  # pragma: no cover
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     app()

@@ -468,12 +468,13 @@ class HFModel:
                 top_k=None,
                 length_penalty=1.0,
                 early_stopping=True,
-                output_scores=False,
+                output_scores=True,  # transformers returns sequences_scores only with output_scores
                 return_dict_in_generate=True,
                 eos_token_id=self.stop_ids,
                 pad_token_id=self.pad_id,
             )
             scores = res.sequences_scores.float().cpu().numpy().reshape(len(idx), num_beams)
+            del res
             out[idx] = -np.sort(-scores, axis=1)
         return out
 

@@ -1,0 +1,300 @@
+"""The estimators of METHOD §2–§4: TRACE, TRACE+, the 19 baselines, P(True) and verbalised confidence.
+
+All higher = more confident. p_t = exp(−s_t); H_t in nats; operators from `tracecal.operators`, computed
+over the whole batch at once. A zero-token answer scores NaN (the harness maps NaN to the least confident
+value and reports how many it mapped).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from tracecal.estimators.base import BEAM, EMBEDDER, EXTRA, TRACE, Estimator, Inputs, register
+from tracecal.metrics import auroc
+from tracecal.operators import (
+    TraceConfig,
+    chunked,
+    first_k_mean,
+    last_k_mean,
+    seg_max,
+    seg_mean,
+    seg_min,
+    seg_var,
+    slope,
+    trace_confidence,
+    window_peak,
+)
+from tracecal.traceplus import TracePlus
+
+
+def _nan_empty(inputs: Inputs, x: np.ndarray) -> np.ndarray:
+    x = np.asarray(x, dtype=np.float64)
+    x[inputs.batch.lengths == 0] = np.nan
+    return x
+
+
+# ------------------------------------------------------------------------------------------- TRACE family
+@register
+class Trace_(Estimator):
+    """c_TRACE = exp(−R), R = α·D_λ(H) + β·M^(w)(H) + γ·L_ρ(s) (METHOD §2)."""
+
+    name = "trace"
+    family = "TRACE"
+    description = "TRACE: exp(−(0.4·D_2(H) + 0.4·M^4(H) + 0.2·L_1/4(s)))"
+
+    def __init__(self, alpha: float = 0.4, beta: float = 0.4, gamma: float = 0.2, lam: float = 2.0,
+                 window: int = 4, rho: float = 0.25, kernel: str = "exp") -> None:  # fmt: skip
+        self.alpha, self.beta, self.gamma, self.lam = alpha, beta, gamma, lam
+        self.window, self.rho, self.kernel = window, rho, kernel
+
+    def score(self, inputs: Inputs) -> np.ndarray:
+        cfg = TraceConfig(self.alpha, self.beta, self.gamma, self.lam, self.window, self.rho, self.kernel)
+        return trace_confidence(inputs.batch, cfg)
+
+
+@register
+class TracePlusEstimator(Estimator):
+    """TRACE+: logistic calibrator on the 8 trace features, fitted on the calibration split (METHOD §3)."""
+
+    name = "trace_plus"
+    family = "TRACE"
+    description = "TRACE+: σ(b + wᵀ·z(φ)), φ = 8 trace features, L2 logistic (C = 1)"
+    self_calibrated = True
+    needs_fit = True
+
+    def __init__(self, C: float = 1.0, seq_likelihood: bool = False) -> None:
+        self.C, self.seq_likelihood = C, seq_likelihood
+
+    def fit(self, inputs: Inputs, y: np.ndarray) -> TracePlusEstimator:
+        import warnings
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)  # zero-token answers / single class: reported by harness
+            self.model_ = TracePlus(C=self.C, seq_likelihood=self.seq_likelihood).fit(inputs.batch, y)
+        return self
+
+    def score(self, inputs: Inputs) -> np.ndarray:
+        return self.model_.predict_proba(inputs.batch)
+
+
+@register
+class TracePlusSeqLik(TracePlusEstimator):
+    name = "trace_plus_seqlik"
+    description = "TRACE+ ablation: + min p, geometric-mean p, share of p < 0.5"
+
+    def __init__(self, C: float = 1.0, seq_likelihood: bool = True) -> None:
+        super().__init__(C, seq_likelihood)
+
+
+# ------------------------------------------------------------------------------------ likelihood (1–6)
+def _trace_estimator(name: str, family: str, description: str, fn: Any) -> type[Estimator]:
+    def score(self: Estimator, inputs: Inputs) -> np.ndarray:
+        return _nan_empty(inputs, chunked(fn, inputs.batch))
+
+    cls = type(name, (Estimator,), {"name": name, "family": family, "description": description, "score": score,
+                                    "__doc__": description})  # fmt: skip
+    return register(cls)
+
+
+def _first_prob(b: Any) -> np.ndarray:
+    seg = b.segments
+    out = np.full(len(seg), np.nan)
+    ne = seg.nonempty
+    out[ne] = np.exp(-b.surprisal[seg.starts[ne]])
+    return out
+
+
+_trace_estimator("first_token_prob", "likelihood", "p_1, probability of the first answer token", _first_prob)
+_trace_estimator("mean_prob", "likelihood", "mean_t p_t", lambda b: seg_mean(np.exp(-b.surprisal), b.segments))
+_trace_estimator(
+    "norm_seq_prob", "likelihood", "exp(mean_t log p_t), length-normalised sequence probability",
+    lambda b: np.exp(-seg_mean(b.surprisal, b.segments)),
+)  # fmt: skip
+_trace_estimator(
+    "seq_likelihood", "likelihood", "exp(Σ_t log p_t) (= G-NLL under greedy decoding)",
+    lambda b: np.exp(-np.add.reduceat(b.surprisal, b.segments.starts) if b.segments.all_nonempty
+                     else -b.segments.reduce(np.add, b.surprisal)),
+)  # fmt: skip
+_trace_estimator("min_prob", "likelihood", "min_t p_t", lambda b: np.exp(-seg_max(b.surprisal, b.segments)))
+_trace_estimator(
+    "high_prob_rate", "likelihood", "share of tokens with p_t > 0.9 (our choice of threshold)",
+    lambda b: seg_mean((b.surprisal < -np.log(0.9)).astype(np.float64), b.segments),
+)  # fmt: skip
+
+# ---------------------------------------------------------------------------------------- entropy (7–10)
+_trace_estimator("neg_mean_entropy", "entropy", "−mean_t H_t", lambda b: -seg_mean(b.entropy, b.segments))
+_trace_estimator("neg_max_entropy", "entropy", "−max_t H_t", lambda b: -seg_max(b.entropy, b.segments))
+_trace_estimator(
+    "neg_first3_entropy", "entropy", "−mean of the first 3 H_t", lambda b: -first_k_mean(b.entropy, b.segments, 3)
+)
+_trace_estimator(
+    "neg_last3_entropy", "entropy", "−mean of the last 3 H_t", lambda b: -last_k_mean(b.entropy, b.segments, 3)
+)
+
+# ------------------------------------------------------------------------------------- trajectory (11–14)
+_trace_estimator(
+    "neg_window_entropy", "trajectory", "−M^(4)(H), windowed peak entropy",
+    lambda b: -window_peak(b.entropy, b.segments, 4),
+)  # fmt: skip
+_trace_estimator("neg_entropy_var", "trajectory", "−Var_t(H_t)", lambda b: -seg_var(b.entropy, b.segments))
+_trace_estimator("neg_entropy_slope", "trajectory", "−slope of H_t on t", lambda b: -slope(b.entropy, b.segments))
+_trace_estimator("prob_slope", "trajectory", "+slope of p_t on t", lambda b: slope(np.exp(-b.surprisal), b.segments))
+
+
+# ------------------------------------------------------------------------------------------ beam (15–17)
+def _beam(inputs: Inputs) -> np.ndarray:
+    if inputs.beam is None:
+        raise ValueError("beam estimators need the beam pass (run with a beam estimator selected)")
+    return inputs.beam
+
+
+@register
+class BeamRatio(Estimator):
+    """exp(s_1 − s_k): margin of the best beam over beam k; k ∈ {2..B} chosen on the calibration split."""
+
+    name = "beam_ratio"
+    family = "beam"
+    needs = frozenset({TRACE, BEAM})
+    description = "beam score ratio exp(s_1 − s_k), k chosen by calibration-split AUROC"
+    needs_fit = True
+
+    def __init__(self, k: int | None = None, candidates: Sequence[int] = (2, 3, 4, 5)) -> None:
+        self.k, self.candidates = k, tuple(candidates)
+
+    def _score_k(self, beam: np.ndarray, k: int) -> np.ndarray:
+        with np.errstate(over="ignore", invalid="ignore"):
+            return np.exp(beam[:, 0] - beam[:, k - 1])
+
+    def fit(self, inputs: Inputs, y: np.ndarray) -> BeamRatio:
+        beam = _beam(inputs)
+        if self.k is not None:
+            self.k_ = self.k
+            return self
+        best, best_k = -np.inf, self.candidates[0]
+        for k in (c for c in self.candidates if c <= beam.shape[1]):
+            s = self._score_k(beam, k)
+            ok = np.isfinite(s)
+            if ok.sum() > 1 and 0 < y[ok].sum() < ok.sum():
+                a = auroc(y[ok], s[ok])
+                if a > best:
+                    best, best_k = a, k
+        self.k_ = best_k
+        return self
+
+    def score(self, inputs: Inputs) -> np.ndarray:
+        return self._score_k(_beam(inputs), getattr(self, "k_", self.k or 2))
+
+
+def _beam_q(beam: np.ndarray) -> np.ndarray:
+    z = beam - np.nanmax(beam, axis=1, keepdims=True)
+    e = np.where(np.isfinite(z), np.exp(z), 0.0)
+    return e / e.sum(axis=1, keepdims=True)
+
+
+@register
+class BeamTailThinness(Estimator):
+    """½·Σ_i q_i² with q = softmax(beam scores) (our reading of "tail thinness")."""
+
+    name = "beam_tail_thinness"
+    family = "beam"
+    needs = frozenset({TRACE, BEAM})
+    description = "½·Σ q_i², q = softmax of the 5 beam scores"
+
+    def score(self, inputs: Inputs) -> np.ndarray:
+        q = _beam_q(_beam(inputs))
+        return 0.5 * np.sum(q * q, axis=1)
+
+
+@register
+class BeamNegEntropy(Estimator):
+    """−H(q), q = softmax of the beam scores."""
+
+    name = "beam_neg_entropy"
+    family = "beam"
+    needs = frozenset({TRACE, BEAM})
+    description = "−H(q), q = softmax of the 5 beam scores"
+
+    def score(self, inputs: Inputs) -> np.ndarray:
+        q = _beam_q(_beam(inputs))
+        return np.sum(np.where(q > 0, q * np.log(np.where(q > 0, q, 1.0)), 0.0), axis=1)
+
+
+# ------------------------------------------------------------------------------------- semantic (18–19)
+@register
+class TokenSAR(Estimator):
+    """TokenSAR: −Σ_t s_t·R̃_t with R̃ the normalised leave-one-token-out relevance (METHOD §4)."""
+
+    name = "tokensar"
+    family = "semantic"
+    needs = frozenset({TRACE, EMBEDDER})
+    description = "TokenSAR: −Σ s_t·R̃_t, relevance from all-MiniLM-L6-v2 cosine (substitute for the cross-encoder)"
+    substitute = "TokenSAR relevance: all-MiniLM-L6-v2 sentence-embedding cosine instead of the original cross-encoder"
+
+    def score(self, inputs: Inputs) -> np.ndarray:
+        if inputs.tokensar_rel is None:
+            raise ValueError("tokensar needs token relevances from the embedding pass")
+        return _nan_empty(inputs, -inputs.batch.segments.reduce(np.add, inputs.batch.surprisal * inputs.tokensar_rel))
+
+
+@register
+class MARS(Estimator):
+    """MARS: Π_t p_t^{w_t}, w_t = 1/(2T) + u_t/2, u = word-level leave-one-out importance (sums to 1)."""
+
+    name = "mars"
+    family = "semantic"
+    needs = frozenset({TRACE, EMBEDDER})
+    description = "MARS: Π p_t^(1/(2T) + u_t/2), word importance from all-MiniLM-L6-v2 leave-one-out"
+    substitute = (
+        "MARS importance: word-level leave-one-out all-MiniLM-L6-v2 relevance instead of the trained BERT scorer"
+    )
+
+    def score(self, inputs: Inputs) -> np.ndarray:
+        if inputs.mars_u is None:
+            raise ValueError("mars needs word importances from the embedding pass")
+        seg = inputs.batch.segments
+        T = seg.broadcast(seg.lengths.astype(np.float64))
+        w = 1.0 / (2.0 * T) + inputs.mars_u / 2.0
+        return _nan_empty(inputs, np.exp(-seg.reduce(np.add, w * inputs.batch.surprisal)))
+
+
+# ------------------------------------------------------------------------------------------- extra inference
+@register
+class PTrue(Estimator):
+    """P(True) = P(yes)/(P(yes)+P(no)) on the model's own answer (one extra forward pass)."""
+
+    name = "p_true"
+    family = "extra inference"
+    needs = frozenset({TRACE, EXTRA})
+    description = "P(True): P(yes)/(P(yes)+P(no)) asked about its own answer"
+
+    def score(self, inputs: Inputs) -> np.ndarray:
+        if inputs.p_true is None:
+            raise ValueError("p_true needs the extra-inference pass")
+        return np.asarray(inputs.p_true, dtype=np.float64)
+
+
+@register
+class Verbalized(Estimator):
+    """Verbalised confidence: probability-weighted mean of the 0–100 number the model would state."""
+
+    name = "verbalized"
+    family = "extra inference"
+    needs = frozenset({TRACE, EXTRA})
+    description = "verbalised 0–100 confidence, expectation over the number tokens"
+
+    def score(self, inputs: Inputs) -> np.ndarray:
+        if inputs.verbalized is None:
+            raise ValueError("verbalized needs the extra-inference pass")
+        return np.asarray(inputs.verbalized, dtype=np.float64)
+
+
+PAPER_BASELINES = [
+    "first_token_prob", "mean_prob", "norm_seq_prob", "seq_likelihood", "min_prob", "high_prob_rate",
+    "neg_mean_entropy", "neg_max_entropy", "neg_first3_entropy", "neg_last3_entropy",
+    "neg_window_entropy", "neg_entropy_var", "neg_entropy_slope", "prob_slope",
+    "beam_ratio", "beam_tail_thinness", "beam_neg_entropy", "tokensar", "mars",
+]  # fmt: skip
+_ = (seg_min, EMBEDDER, EXTRA, BEAM)

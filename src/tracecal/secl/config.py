@@ -1,0 +1,134 @@
+"""`SECLConfig`: every choice of SECL (METHOD §6) as a named parameter, with our defaults."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
+__all__ = ["SECLConfig", "GATES", "LOSSES", "SCOPES", "STATISTICS"]
+
+GATES = ("detector", "always", "never")
+LOSSES = ("directional", "mse")
+SCOPES = ("confidence", "all")
+STATISTICS = ("mean_entropy", "max_entropy", "mean_surprisal", "first_entropy")
+
+
+@dataclass
+class SECLConfig:
+    """Parameters of a SECL run (defaults in brackets are our choices where METHOD §6 leaves one open).
+
+    Gate (when to adapt):
+        gate: ``"detector"`` (Page-Hinkley opens bursts) | ``"always"`` (every question may train) |
+            ``"never"`` (frozen model; SECL = frozen v).
+        statistic: per-question detector input, default the answer's mean token entropy mean_t H_t.
+        ph_delta: Page-Hinkley tolerance δ, in reference standard deviations [0.25].
+        ph_lambda: Page-Hinkley alarm threshold λ, in reference standard deviations [10].
+        ph_min_samples: observations after a (re)start before an alarm may fire; the first ones also give
+            the reference mean/sd used to standardise the statistic [20].
+        ph_direction: ``"both"`` (two-sided) | ``"up"`` | ``"down"`` [both].
+        ph_standardize: feed z = (x − μ_ref)/σ_ref instead of x (δ, λ then in sd units) [True].
+        burst_size: a burst lasts at most N questions after an alarm [32].
+        burst_patience: close a burst early after this many consecutive questions with |v − τ| ≤ bin;
+            0 = never early [0].
+        start_burst: the start of deployment counts as a change point (open a burst at question 0) [True].
+
+    Update (what one adaptation step is):
+        n_bins: confidence bins of the loss and of the update threshold [10].
+        update_threshold: train only when |v − τ| > this (one bin = 1/n_bins) [0.1].
+        loss: ``"directional"`` — cross-entropy between the model's n-bin confidence distribution q and a
+            target t centred on τ, t_k ∝ exp(−(c_k − τ)²/(2·target_sd²)) over bin centres c_k — or ``"mse"``
+            — (E[conf] − τ)².
+        target_sd: sd of the discretised Gaussian target, in confidence units [0.1 = one bin].
+        optimizer: ``"adam"`` | ``"sgd"``; lr; weight_decay; max_grad_norm (clip of the LoRA gradient norm).
+        steps_per_update: optimiser steps per trained question [1].
+        max_step: bound on the change of v a single update may cause, |v_after − v_before| ≤ max_step; a
+            larger move is scaled back (see `SECLAdapter.update`) [0.1].
+        no_overshoot: also bound the move by |v_before − τ| (never step past the target) [True].
+        accumulate: LoRA weights accumulate across the stream; False resets them (and the optimiser)
+            to the initial adapter (= base model) after every question [True].
+
+    LoRA:
+        lora_r, lora_alpha, lora_dropout; lora_targets: module names (attention projections by default);
+        lora_layers: adapt the top-K decoder layers only (0 = all layers) [4].
+
+    Other:
+        scope: where the adapter is active. ``"confidence"`` — only when the model verbalises its
+            confidence: answers, their traces and τ come from the base model (the target never drifts
+            with the adapter) [default]. ``"all"`` — the adapted model also answers and computes τ.
+        batch_size: questions per forward batch where no update can happen in between [8].
+        seed: seeds LoRA initialisation (and nothing else is random: decoding is greedy) [0].
+    """
+
+    gate: str = "detector"
+    statistic: str = "mean_entropy"
+    ph_delta: float = 0.25
+    ph_lambda: float = 10.0
+    ph_min_samples: int = 20
+    ph_direction: str = "both"
+    ph_standardize: bool = True
+    burst_size: int = 32
+    burst_patience: int = 0
+    start_burst: bool = True
+    n_bins: int = 10
+    update_threshold: float = 0.1
+    loss: str = "directional"
+    target_sd: float = 0.1
+    optimizer: str = "adam"
+    lr: float = 3e-3
+    weight_decay: float = 0.0
+    max_grad_norm: float = 1.0
+    steps_per_update: int = 1
+    max_step: float = 0.1
+    no_overshoot: bool = True
+    accumulate: bool = True
+    lora_r: int = 8
+    lora_alpha: int = 16
+    lora_dropout: float = 0.0
+    lora_targets: tuple[str, ...] = field(default_factory=lambda: ("q_proj", "v_proj"))
+    lora_layers: int = 4
+    scope: str = "confidence"
+    batch_size: int = 8
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if isinstance(self.lora_targets, str):
+            self.lora_targets = tuple(t.strip() for t in self.lora_targets.split(",") if t.strip())
+        self.lora_targets = tuple(self.lora_targets)
+        checks = {
+            "gate": (self.gate, GATES),
+            "loss": (self.loss, LOSSES),
+            "scope": (self.scope, SCOPES),
+            "statistic": (self.statistic, STATISTICS),
+            "ph_direction": (self.ph_direction, ("both", "up", "down")),
+            "optimizer": (self.optimizer, ("adam", "sgd")),
+        }
+        for name, (value, allowed) in checks.items():
+            if value not in allowed:
+                raise ValueError(f"{name} must be one of {', '.join(allowed)}; got {value!r}")
+        if not self.lora_targets:
+            raise ValueError("lora_targets is empty")
+        for name in ("burst_size", "ph_min_samples", "n_bins", "lora_r", "steps_per_update", "batch_size"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be ≥ 1, got {getattr(self, name)}")
+        for name in ("lr", "max_step", "target_sd", "max_grad_norm"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
+        if self.lora_layers < 0 or self.burst_patience < 0 or self.update_threshold < 0:
+            raise ValueError("lora_layers, burst_patience and update_threshold must be ≥ 0")
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["lora_targets"] = list(self.lora_targets)
+        return d
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> SECLConfig:
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(d) - known)
+        if unknown:
+            raise ValueError(f"unknown SECLConfig fields: {', '.join(unknown)}")
+        return cls(**d)

@@ -1,0 +1,256 @@
+"""Change detection and the adaptation gate of SECL (METHOD §6 "Gate").
+
+Page-Hinkley test (two-sided by default) on a per-question statistic x_t (default: the answer's mean token
+entropy). After a (re)start, the first ``min_samples`` observations give a reference mean μ and sd σ; with
+``standardize`` the test runs on z_t = clip((x_t − μ)/σ, ±clip) so that δ and λ are in sd units. With
+z̄_t the running mean of z since the (re)start:
+
+    increase:  m_t = Σ_{i≤t} (z_i − z̄_i − δ),   alarm when m_t − min_{i≤t} m_i > λ
+    decrease:  m'_t = Σ_{i≤t} (z_i − z̄_i + δ),  alarm when max_{i≤t} m'_i − m'_t > λ
+
+No alarm fires before ``min_samples`` observations; after an alarm the test restarts (new reference).
+
+The gate turns alarms into adaptation bursts: an alarm (or the stream start, with ``start_burst``) opens a
+burst covering the next ``burst_size`` questions (that question included); an alarm inside a burst restarts
+it. With ``patience`` > 0 a burst closes early after that many consecutive questions that needed no update.
+`AlwaysGate` and `NeverGate` are the ablation gates (every question / no question may train).
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import numpy as np
+
+from tracecal.secl.config import SECLConfig
+
+__all__ = [
+    "PageHinkley",
+    "ChangeDetector",
+    "Gate",
+    "GateStep",
+    "DetectorGate",
+    "AlwaysGate",
+    "NeverGate",
+    "make_gate",
+    "false_alarm_rate",
+]
+
+
+class ChangeDetector(Protocol):
+    def update(self, x: float) -> bool: ...
+
+    def reset(self) -> None: ...
+
+
+@dataclass
+class PageHinkley:
+    """Page-Hinkley change detector (see the module docstring for the statistic).
+
+    Args:
+        delta: tolerated drift δ (sd units when ``standardize``).
+        threshold: alarm threshold λ (sd units when ``standardize``).
+        min_samples: observations after a restart before an alarm may fire (and the reference window).
+        direction: ``"both"``, ``"up"`` (increases only) or ``"down"``.
+        standardize: run on z-scores of the reference window (scale-free δ, λ).
+        clip: clip |z| at this value (robustness to heavy tails; 0 = off).
+    """
+
+    delta: float = 0.25
+    threshold: float = 10.0
+    min_samples: int = 20
+    direction: str = "both"
+    standardize: bool = True
+    clip: float = 3.0
+    n: int = field(default=0, init=False)
+    n_seen: int = field(default=0, init=False)
+    alarms: list[int] = field(default_factory=list, init=False)
+    alarm_directions: list[str] = field(default_factory=list, init=False)
+
+    def __post_init__(self) -> None:
+        if self.direction not in ("both", "up", "down"):
+            raise ValueError(f"direction must be both, up or down; got {self.direction!r}")
+        if self.min_samples < 1 or self.threshold <= 0 or self.delta < 0:
+            raise ValueError("need min_samples ≥ 1, threshold > 0, delta ≥ 0")
+        self.reset()
+
+    def reset(self) -> None:
+        """Restart the test (the next ``min_samples`` observations form the new reference)."""
+        self.n = 0
+        self._buf: list[float] = []
+        self._mu, self._sd = 0.0, 1.0
+        self._mean = 0.0
+        self._k = 0  # observations fed to the PH sums
+        self._m_up = self._min_up = 0.0
+        self._m_dn = self._max_dn = 0.0
+        self.last_stat = 0.0
+
+    def _z(self, x: float) -> float:
+        if not self.standardize:
+            return x
+        z = (x - self._mu) / self._sd
+        return float(np.clip(z, -self.clip, self.clip)) if self.clip > 0 else z
+
+    def _feed(self, z: float) -> str | None:
+        self._k += 1
+        self._mean += (z - self._mean) / self._k
+        self._m_up += z - self._mean - self.delta
+        self._min_up = min(self._min_up, self._m_up)
+        self._m_dn += z - self._mean + self.delta
+        self._max_dn = max(self._max_dn, self._m_dn)
+        up, dn = self._m_up - self._min_up, self._max_dn - self._m_dn
+        self.last_stat = max(up if self.direction != "down" else 0.0, dn if self.direction != "up" else 0.0)
+        if self.n < self.min_samples:
+            return None
+        if self.direction != "down" and up > self.threshold:
+            return "up"
+        if self.direction != "up" and dn > self.threshold:
+            return "down"
+        return None
+
+    def update(self, x: float) -> bool:
+        """Observe x; True when a change is detected (the detector then restarts)."""
+        x = float(x)
+        if not math.isfinite(x):
+            return False  # an empty answer has no statistic: skip it
+        self.n += 1
+        self.n_seen += 1
+        hit: str | None = None
+        if self.standardize and self.n <= self.min_samples:
+            self._buf.append(x)
+            if self.n == self.min_samples:
+                arr = np.asarray(self._buf)
+                self._mu = float(arr.mean())
+                self._sd = float(max(arr.std(ddof=1) if len(arr) > 1 else 0.0, 1e-6))
+                for b in self._buf:
+                    hit = self._feed(self._z(b))
+                    if hit is not None:
+                        break
+        elif not self.standardize or self.n > self.min_samples:
+            hit = self._feed(self._z(x))
+        if hit is not None:
+            self.alarms.append(self.n_seen - 1)
+            self.alarm_directions.append(hit)
+            self.reset()
+            return True
+        return False
+
+
+@dataclass
+class GateStep:
+    """The gate's decision for one question."""
+
+    open: bool
+    alarm: bool
+    burst: int  # id of the burst the question is in (−1 outside bursts)
+
+
+class Gate(Protocol):
+    def observe(self, x: float) -> GateStep: ...
+
+    def feedback(self, updated: bool) -> None: ...
+
+
+class AlwaysGate:
+    """Every question may train (ablation ``gate=always``)."""
+
+    name = "always"
+
+    def observe(self, x: float) -> GateStep:
+        return GateStep(True, False, 0)
+
+    def feedback(self, updated: bool) -> None:
+        pass
+
+
+class NeverGate:
+    """No question trains (ablation ``gate=never``: SECL's confidence is the frozen model's)."""
+
+    name = "never"
+
+    def observe(self, x: float) -> GateStep:
+        return GateStep(False, False, -1)
+
+    def feedback(self, updated: bool) -> None:
+        pass
+
+
+@dataclass
+class DetectorGate:
+    """Bursts of at most ``burst_size`` questions opened by a change detector's alarms."""
+
+    detector: PageHinkley
+    burst_size: int = 32
+    start_burst: bool = True
+    patience: int = 0
+    name: str = "detector"
+    remaining: int = field(default=0, init=False)
+    n_bursts: int = field(default=0, init=False)
+    _quiet: int = field(default=0, init=False)
+    _started: bool = field(default=False, init=False)
+
+    def observe(self, x: float) -> GateStep:
+        alarm = self.detector.update(x)
+        opened = alarm or (self.start_burst and not self._started)
+        self._started = True
+        if opened:
+            self.remaining = self.burst_size
+            self.n_bursts += 1
+            self._quiet = 0
+        if self.remaining > 0:
+            self.remaining -= 1
+            return GateStep(True, alarm, self.n_bursts - 1)
+        return GateStep(False, alarm, -1)
+
+    def feedback(self, updated: bool) -> None:
+        """Tell the gate whether the question it let through was trained on (for ``patience``)."""
+        if updated:
+            self._quiet = 0
+            return
+        self._quiet += 1
+        if self.patience and self._quiet >= self.patience:
+            self.remaining = 0
+
+    def copy(self) -> DetectorGate:
+        return copy.deepcopy(self)
+
+
+def make_detector(cfg: SECLConfig) -> PageHinkley:
+    return PageHinkley(
+        delta=cfg.ph_delta,
+        threshold=cfg.ph_lambda,
+        min_samples=cfg.ph_min_samples,
+        direction=cfg.ph_direction,
+        standardize=cfg.ph_standardize,
+    )
+
+
+def make_gate(cfg: SECLConfig) -> DetectorGate | AlwaysGate | NeverGate:
+    """The gate named by ``cfg.gate``."""
+    if cfg.gate == "always":
+        return AlwaysGate()
+    if cfg.gate == "never":
+        return NeverGate()
+    return DetectorGate(make_detector(cfg), cfg.burst_size, cfg.start_burst, cfg.burst_patience)
+
+
+def false_alarm_rate(
+    detector_factory: type[PageHinkley] | None = None,
+    n_streams: int = 200,
+    length: int = 600,
+    seed: int = 0,
+    dist: str = "normal",
+    **kwargs: float | int | str | bool,
+) -> float:
+    """Alarms per 1000 observations on stationary i.i.d. streams (``normal`` or skewed ``gamma``)."""
+    rng = np.random.default_rng(seed)
+    factory = detector_factory or PageHinkley
+    total = 0
+    for _ in range(n_streams):
+        det = factory(**kwargs)  # type: ignore[arg-type]
+        xs = rng.normal(size=length) if dist == "normal" else rng.gamma(2.0, 1.0, size=length)
+        total += sum(det.update(float(x)) for x in xs)
+    return 1000.0 * total / (n_streams * length)

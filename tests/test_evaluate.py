@@ -1,0 +1,117 @@
+"""The evaluation harness: splits, NaN mapping, resumable runs on the real model, re-scoring without generation."""
+
+from __future__ import annotations
+
+import json
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import tracecal
+from tracecal import evaluate as ev
+from tracecal.evaluate import ConfigMismatchError, EvalConfig, stratified_split
+from tracecal.metrics import SingleClassWarning
+
+
+def test_stratified_split_keeps_class_shares() -> None:
+    y = np.array([1] * 20 + [0] * 80)
+    cal, evl = stratified_split(y, 0.35, seed=3)
+    assert len(set(cal) & set(evl)) == 0 and len(cal) + len(evl) == 100
+    assert y[cal].sum() == 7 and y[evl].sum() == 13
+    cal2, _ = stratified_split(y, 0.35, seed=4)
+    assert not np.array_equal(cal, cal2)
+    # a class with one member: falls back to a random split, no crash
+    cal3, ev3 = stratified_split(np.array([1] + [0] * 9), 0.35, seed=0)
+    assert len(cal3) + len(ev3) == 10
+
+
+def test_sanitize_maps_non_finite_to_least_confident() -> None:
+    x, n = ev._sanitize(np.array([0.2, np.nan, 0.9, -np.inf, np.inf]))
+    assert n == 3 and np.all(np.isfinite(x))
+    assert x[1] < 0.2 and x[3] < 0.2 and x[4] == 0.9
+
+
+class Counting:
+    """Wraps the session model and counts generated prompts."""
+
+    def __init__(self, lm) -> None:  # type: ignore[no-untyped-def]
+        self.lm, self.generated = lm, 0
+
+    def __getattr__(self, name: str):  # type: ignore[no-untyped-def]
+        return getattr(self.lm, name)
+
+    def generate(self, prompts, **kw):  # type: ignore[no-untyped-def]
+        self.generated += len(prompts)
+        return self.lm.generate(prompts, **kw)
+
+
+CFG = dict(tasks=["triviaqa"], limit=12, shard_size=4, n_seeds=4, estimators=["trace-only", "p_true", "verbalized"])
+
+
+def test_run_is_resumable_and_rescoring_never_regenerates(tmp_path: Path, model, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    counting = Counting(model)
+    monkeypatch.setattr(tracecal, "load_model", lambda *a, **k: counting)
+    real_save = ev.save_traces
+    calls = {"n": 0}
+
+    def crashing_save(traces, path):  # type: ignore[no-untyped-def]
+        calls["n"] += 1
+        if calls["n"] == 2:
+            raise KeyboardInterrupt("killed halfway")
+        return real_save(traces, path)
+
+    run = tmp_path / "run"
+    monkeypatch.setattr(ev, "save_traces", crashing_save)
+    with pytest.raises(KeyboardInterrupt):
+        ev.evaluate(run, EvalConfig(**CFG))
+    assert len(list((run / "traces" / "triviaqa").glob("*.parquet"))) == 1
+    assert not list((run / "traces" / "triviaqa").glob(".*tmp")), "no half-written shard is left"
+    assert counting.generated == 8  # shard 0 saved, shard 1 generated then lost
+
+    monkeypatch.setattr(ev, "save_traces", real_save)
+    res = ev.evaluate(run, EvalConfig(**CFG))
+    assert counting.generated == 16, "the resumed run generated only the two missing shards"
+    assert res is not None and res.tasks["triviaqa"]["n"] == 12
+
+    # re-scoring with other settings loads no model and generates nothing
+    monkeypatch.setattr(tracecal, "load_model", lambda *a, **k: pytest.fail("re-scoring must not load a model"))
+    res2 = ev.evaluate(run, EvalConfig(**(CFG | {"n_seeds": 2, "calibrator": "isotonic"})))
+    assert res2 is not None and res2.config["calibrator"] == "isotonic"
+
+    out = json.loads((run / "results.json").read_text())
+    m = out["metrics"]["triviaqa"]["trace"]
+    assert set(m) >= {"auroc", "brier", "ece", "aece", "auprc", "aurc", "risk@10", "risk@50", "risk@90", "base_rate"}
+    assert m["n_correct_cal"]["mean"] == out["tasks"]["triviaqa"]["n_correct_cal"]
+    assert (run / "results.csv").read_text().startswith("task,estimator,metric,mean,sd,n_seeds")
+    for name in ("rows.parquet", "scores.parquet", "predictions.parquet", "timings.json", "config.json"):
+        assert (run / name).exists(), name
+
+    # changing what generation depends on is refused, not mixed
+    with pytest.raises(ConfigMismatchError, match="limit"):
+        ev.evaluate(run, EvalConfig(**(CFG | {"limit": 20})))
+
+
+def test_single_class_split_gives_nan_auroc_with_warning() -> None:
+    from tracecal.estimators import Inputs
+    from tracecal.trace import TraceBatch
+
+    rng = np.random.default_rng(0)
+    b = TraceBatch.from_lists([rng.random(3) for _ in range(20)], [rng.random(3) for _ in range(20)])
+    data = ev.TaskData("t", [], [], np.zeros(20, int), Inputs(b), "rule")
+    cal, evl = stratified_split(data.y, 0.35, 0)
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        m, _, prob = ev._one_split("trace", data, None, cal, evl, EvalConfig(tasks=["t"]))
+    assert np.isnan(m["auroc"]) and m["brier"] == pytest.approx(0.0)
+    assert any(issubclass(x.category, SingleClassWarning) for x in w)
+
+
+def test_bad_config_errors() -> None:
+    with pytest.raises(ValueError, match="unknown task|Unknown task|not a known task"):
+        ev.evaluate("/tmp/never", EvalConfig(tasks=["trivia_qa_x"]))
+    with pytest.raises(ValueError, match="estimator"):
+        ev.evaluate("/tmp/never", EvalConfig(tasks=["triviaqa"], estimators=["nope"]))
+    with pytest.raises(ValueError, match="calibrator|platt"):
+        ev.evaluate("/tmp/never", EvalConfig(tasks=["triviaqa"], calibrator="magic"))
