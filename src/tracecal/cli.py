@@ -325,6 +325,33 @@ def evaluate(
             console.print(f"report: [bold]{path}[/]")
 
 
+@app.command("tasks")
+def list_tasks() -> None:
+    """List the built-in tasks with their default answer length and labelling rule."""
+    from tracecal.tasks import TASK_NAMES, get_task
+
+    table = Table(title="tasks")
+    for c in ("task", "max new tokens", "label rule"):
+        table.add_column(c, overflow="fold")
+    for name in TASK_NAMES:
+        t = get_task(name)
+        table.add_row(name, str(t.max_new_tokens), t.label_rule)
+    out_console.print(table)
+
+
+@app.command("estimators")
+def list_estimators() -> None:
+    """List the registered estimators, their family and what each needs."""
+    from tracecal.estimators import REGISTRY
+
+    table = Table(title="estimators")
+    for c in ("name", "family", "needs", "description"):
+        table.add_column(c, overflow="fold")
+    for name, cls in REGISTRY.items():
+        table.add_row(name, cls.family, ",".join(sorted(cls.needs)), cls.description)
+    out_console.print(table)
+
+
 def main() -> None:  # pragma: no cover
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     app()

