@@ -278,9 +278,14 @@ def evaluate(
     on_error: Annotated[str, typer.Option(help="malformed data rows: skip (warn) | raise")] = "skip",
     metrics: Annotated[str, typer.Option(help="metrics to print")] = "auroc,brier,ece",
     report: Annotated[bool, typer.Option("--report/--no-report", help="write RUN/report.html")] = True,
+    threads: Annotated[int | None, typer.Option(help="torch CPU threads (default: torch's choice)")] = None,
     data_dir: DataDirOpt = None,
 ) -> None:
     """Generate once (resumable), score every estimator under the paper's protocol, print the comparison."""
+    if threads:
+        import torch
+
+        torch.set_num_threads(threads)
     from tracecal.evaluate import ConfigMismatchError, EvalConfig
     from tracecal.evaluate import evaluate as run_eval
 
@@ -350,6 +355,17 @@ def list_estimators() -> None:
     for name, cls in REGISTRY.items():
         table.add_row(name, cls.family, ",".join(sorted(cls.needs)), cls.description)
     out_console.print(table)
+
+
+def _register_subcommands() -> None:
+    from tracecal.report.cli import report_command
+    from tracecal.secl.cli import secl_command
+
+    app.command("report")(report_command)
+    app.command("secl")(secl_command)
+
+
+_register_subcommands()
 
 
 def main() -> None:  # pragma: no cover

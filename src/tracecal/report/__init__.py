@@ -1,0 +1,268 @@
+"""Self-contained HTML reports of a scored run directory (`tracecal report RUN_DIR`).
+
+One HTML file with no external scripts, styles or fonts (a Content-Security-Policy forbids loading any):
+
+* the results tables (sortable): per task the examples and base rate; per task × estimator every metric;
+* a reliability diagram per estimator and task (bin accuracy vs confidence, bin counts, ECE);
+* risk–coverage curves of the selected estimators, one chart per task;
+* confidence histograms split by correct / incorrect;
+* an example browser (50 answers a page, filter by task / correctness / text, sort by confidence):
+  question, gold answers, model answer, correctness, and the answer's tokens coloured by surprisal or
+  entropy with the TRACE peak window (the w = 4 tokens of highest mean entropy) marked.
+
+Figures are lightweight inline SVG drawn from the same numbers the metrics use (`tracecal.report.plotdata`);
+``figures_dir`` also writes each figure as PNG and SVG for papers (matplotlib, `tracecal.report.figures`).
+
+Usage::
+
+    from tracecal.report import write_report
+    write_report("runs/main")                        # -> runs/main/report.html
+    write_report("runs/main", figures_dir="figs", estimators="trace,trace_plus,p_true")
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from tracecal.operators import TraceConfig
+from tracecal.report.data import RunData, default_curve_estimators, load_run, peak_windows, select_estimators
+from tracecal.report.html import e, examples_section, figure_block, json_for_script, page, results_tables
+from tracecal.report.plotdata import task_plots
+from tracecal.report.svg import histogram_svg, reliability_svg, risk_coverage_svg
+
+__all__ = ["write_report", "build_html", "example_payload", "peak_windows", "load_run", "RunData"]
+
+PAGE_SIZE = 50
+MAX_GOLDS = 8
+RELIABILITY_CAPTION = (
+    "{t}: bars are the accuracy of the answers whose calibrated confidence falls in each bin (dots: their mean "
+    "confidence), numbers the answers per bin, the dashed line perfect calibration. Hover for exact values."
+)
+RC_CAPTION = (
+    "{t}: error rate among the most confident answers as the share kept grows (lower is better). Oracle: a "
+    "perfect ranking; random: the task's error rate."
+)
+HIST_CAPTION = "{t}: calibrated confidence of correct (green) and incorrect (red) answers, 20 equal bins."
+
+
+def _golds(s: Any) -> list[str]:
+    if isinstance(s, list):
+        return [str(g) for g in s]
+    try:
+        v = json.loads(s) if isinstance(s, str) else s
+    except (TypeError, ValueError):
+        return [str(s)]
+    return [str(g) for g in v] if isinstance(v, list) else [str(v)]
+
+
+def _centi(x: np.ndarray) -> list[int]:
+    """Values in nats as integer hundredths (compact JSON); non-finite → 0 / large."""
+    return np.rint(np.nan_to_num(x, nan=0.0, posinf=9999.0, neginf=0.0) * 100).astype(np.int64).tolist()
+
+
+def example_payload(
+    run: RunData, estimators: list[str], max_examples: int | None = None, window: int | None = None
+) -> dict[str, Any]:
+    """The example browser's data: one compact array per answer (see ``F`` in the page's JavaScript).
+
+    Each answer is ``[task index, id, question, golds (≤ 8), number of golds, answer, correct, stop reason,
+    seed-0 split, token strings (None without a trace), surprisal×100, entropy×100, peak window start,
+    peak window length, [calibrated probability per estimator (None if unavailable)]]``.
+    ``max_examples`` caps the answers per task (the first ones in run order).
+    """
+    w = TraceConfig().window if window is None else window
+    rows = run.rows
+    ex: list[list[Any]] = []
+    all_s: list[np.ndarray] = []
+    all_h: list[np.ndarray] = []
+    for k, task in enumerate(run.tasks):
+        idx = run.task_rows.get(task, np.zeros(0, np.int64))
+        tt = run.tokens.get(task)
+        if tt is None or idx.size == 0:
+            continue
+        take = idx.size if max_examples is None else min(idx.size, max(0, int(max_examples)))
+        off = tt.offsets
+        end = int(off[take])
+        ws, wl = peak_windows(tt.entropy[:end], off[: take + 1], w)
+        all_s.append(tt.surprisal[:end])
+        all_h.append(tt.entropy[:end])
+        s_c, h_c = _centi(tt.surprisal[:end]), _centi(tt.entropy[:end])
+        probs = [run.prob[x][idx[:take]] for x in estimators]
+        probs_l = [[round(float(v), 4) if math.isfinite(v) else None for v in p.tolist()] for p in probs]
+        ws_l, wl_l, off_l, present = ws.tolist(), wl.tolist(), off.tolist(), tt.present.tolist()
+        for j in range(take):
+            i = int(idx[j])
+            a, b = off_l[j], off_l[j + 1]
+            golds = _golds(rows["golds"][i])
+            ex.append(
+                [
+                    k,
+                    str(rows["id"][i]),
+                    str(rows["question"][i] or ""),
+                    golds[:MAX_GOLDS],
+                    len(golds),
+                    str(rows["answer"][i] or ""),
+                    int(run.correct[i]),
+                    str(rows["stop_reason"][i] or ""),
+                    str(run.split[i] or ""),
+                    tt.strings[a:b] if present[j] else None,
+                    s_c[a:b],
+                    h_c[a:b],
+                    ws_l[j],
+                    wl_l[j],
+                    [p[j] for p in probs_l],
+                ]
+            )
+
+    def scale(parts: list[np.ndarray]) -> float:
+        v = np.concatenate(parts) if parts else np.zeros(0)
+        v = v[np.isfinite(v)]
+        return round(max(1.0, float(np.percentile(v, 99))) if v.size else 1.0, 1)
+
+    return {
+        "tasks": run.tasks,
+        "est": estimators,
+        "w": w,
+        "page_size": PAGE_SIZE,
+        "scale": {"s": scale(all_s), "h": scale(all_h)},
+        "ex": ex,
+    }
+
+
+def _meta_lines(run: RunData, shown: list[str]) -> list[str]:
+    cfg = run.results.get("config") or {}
+    tinfo = run.results.get("tasks") or {}
+    tasks = ", ".join(f"{t} ({tinfo.get(t, {}).get('n', '?')})" for t in run.tasks)
+    lines = [
+        f"Run <code>{e(run.path.resolve())}</code> · model {e(cfg.get('model') or 'default')} · "
+        f"{run.n:,} answers: {e(tasks)}",
+        f"{len(shown)} estimators · {e(cfg.get('n_seeds', '?'))} seeds · calibration share "
+        f"{e(cfg.get('cal_frac', '?'))} · calibrator {e(cfg.get('calibrator', '?'))} · "
+        f"{e(cfg.get('n_bins', '?'))} ECE bins · written {e(time.strftime('%Y-%m-%d %H:%M'))}",
+    ]
+    subs = run.results.get("substitutes") or []
+    if subs:
+        lines.append("Substitutes: " + e("; ".join(map(str, subs))))
+    return lines
+
+
+def build_html(
+    run: RunData,
+    estimators: list[str],
+    curve_estimators: list[str],
+    figures_dir: Path | None = None,
+    max_examples: int | None = None,
+) -> str:
+    """Render the report of a loaded run (figures also written to ``figures_dir`` as PNG + SVG when given)."""
+    n_bins = int((run.results.get("config") or {}).get("n_bins") or 10)
+    plots = [task_plots(run, t, estimators, curve_estimators, n_bins) for t in run.tasks]
+    if figures_dir is not None:
+        from tracecal.report.figures import export_figures
+
+        export_figures(plots, figures_dir)
+    blocks: dict[str, list[str]] = {"reliability": [], "risk_coverage": [], "histogram": []}
+    for tp in plots:
+        head = f"<h3>{e(tp.task)}</h3>"
+        blocks["reliability"].append(
+            head + figure_block(f"reliability-{tp.task}", reliability_svg(tp), RELIABILITY_CAPTION.format(t=tp.task))
+        )
+        blocks["risk_coverage"].append(
+            head + figure_block(f"risk-coverage-{tp.task}", risk_coverage_svg(tp), RC_CAPTION.format(t=tp.task))
+        )
+        blocks["histogram"].append(
+            head + figure_block(f"histogram-{tp.task}", histogram_svg(tp), HIST_CAPTION.format(t=tp.task))
+        )
+    timings = run.results.get("timings") or {}
+    timing_rows = "".join(
+        f'<tr><td class="l">{e(k)}</td><td data-v="{float(v)!r}">{float(v):.1f}</td></tr>'
+        for k, v in timings.items()
+        if isinstance(v, int | float)
+    )
+    results_sec = (
+        '<section id="results"><h2>Results</h2>'
+        + results_tables(run.results, run.tasks, estimators)
+        + (
+            '<details><summary>Timings (seconds per stage)</summary><table class="sortable" id="timings-table">'
+            '<thead><tr><th class="l" data-type="str">stage</th><th data-type="num">seconds</th></tr></thead>'
+            f"<tbody>{timing_rows}</tbody></table></details>"
+            if timing_rows
+            else ""
+        )
+        + "</section>"
+    )
+    rel_sec = (
+        '<section id="reliability"><h2>Reliability diagrams</h2><p class="note">Calibrated confidence of the '
+        "seed-0 evaluation split in equal-width bins; ECE is that split's (the table averages all splits).</p>"
+        + "".join(blocks["reliability"])
+        + "</section>"
+    )
+    rc_sec = (
+        '<section id="risk-coverage"><h2>Risk–coverage curves</h2><p class="note">Estimators: '
+        + e(", ".join(curve_estimators))
+        + ".</p>"
+        + "".join(blocks["risk_coverage"])
+        + "</section>"
+    )
+    hist_sec = '<section id="histograms"><h2>Confidence histograms</h2>' + "".join(blocks["histogram"]) + "</section>"
+    payload = example_payload(run, curve_estimators, max_examples)
+    ex_sec = examples_section(
+        run.tasks, len(payload["ex"]), run.n, curve_estimators[0] if curve_estimators else None, payload["w"]
+    )
+    title = f"tracecal report — {run.path.resolve().name}"
+    return page(
+        title, _meta_lines(run, estimators), [results_sec, rel_sec, rc_sec, hist_sec, ex_sec], json_for_script(payload)
+    )
+
+
+def write_report(
+    run_dir: str | os.PathLike[str],
+    out: str | os.PathLike[str] | None = None,
+    figures_dir: str | os.PathLike[str] | None = None,
+    estimators: str | list[str] | None = None,
+    max_examples: int | None = None,
+) -> Path:
+    """Write the self-contained HTML report of a scored run directory and return its path.
+
+    Args:
+        run_dir: a run directory scored by `tracecal.evaluate.evaluate` (``results.json``, ``rows.parquet``,
+            ``predictions.parquet``, ``traces/``).
+        out: the HTML file to write (default ``RUN/report.html``).
+        figures_dir: if given, every figure is also written there as ``<name>.png`` and ``<name>.svg``.
+        estimators: estimators to show (comma-separated names or groups such as ``trace-only``, or a list;
+            default: all of the run's, with the risk–coverage charts limited to TRACE, TRACE+ and the six
+            others of highest mean AUROC).
+        max_examples: at most this many answers per task in the example browser (default: all).
+
+    Raises:
+        FileNotFoundError: ``run_dir`` is not a scored run directory.
+        ValueError: an estimator is not in the run.
+    """
+    run_path = Path(run_dir)
+    res_path = run_path / "results.json"
+    if not res_path.exists():
+        raise FileNotFoundError(f"{res_path} not found: is {run_path} a scored run directory (tracecal evaluate)?")
+    available = list(json.loads(res_path.read_text()).get("estimators") or {})
+    shown = select_estimators(available, estimators)
+    run = load_run(run_path, shown)
+    curves = shown if estimators is not None else default_curve_estimators(run, shown)
+    html_text = build_html(run, shown, curves, Path(figures_dir) if figures_dir is not None else None, max_examples)
+    dest = Path(out) if out is not None else run_path / "report.html"
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(html_text)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, dest)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return dest

@@ -1,0 +1,46 @@
+"""`tracecal report RUN_DIR`: the command function, registered by the main app as
+``app.command("report")(report_command)``."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+__all__ = ["report_command"]
+
+_console = Console(stderr=True)
+
+
+def report_command(
+    run_dir: Annotated[Path, typer.Argument(help="a scored run directory (tracecal evaluate --run-dir)")],
+    out: Annotated[
+        Path | None, typer.Option("--out", "-o", help="HTML file to write (default RUN/report.html)")
+    ] = None,
+    figures: Annotated[
+        Path | None, typer.Option("--figures", help="also write every figure as PNG and SVG into this folder")
+    ] = None,
+    estimators: Annotated[
+        str | None,
+        typer.Option(help="comma-separated estimators or groups (trace-only, beam, semantic, extra); default all"),
+    ] = None,
+    max_examples: Annotated[
+        int | None, typer.Option("--max-examples", help="at most this many answers per task in the example browser")
+    ] = None,
+) -> None:
+    """Write a self-contained HTML report: results, reliability diagrams, risk–coverage, token views."""
+    from tracecal.report import write_report
+
+    t0 = time.perf_counter()
+    try:
+        path = write_report(run_dir, out=out, figures_dir=figures, estimators=estimators, max_examples=max_examples)
+    except (FileNotFoundError, ValueError) as err:
+        _console.print(f"[bold red]error:[/] {err}", soft_wrap=True, markup=True, highlight=False)
+        raise typer.Exit(2) from err
+    size = path.stat().st_size / 1e6
+    _console.print(f"report: [bold]{path}[/] ({size:.1f} MB, {time.perf_counter() - t0:.1f} s)", highlight=False)
+    if figures is not None:
+        _console.print(f"figures: [bold]{figures}[/] (PNG + SVG)", highlight=False)

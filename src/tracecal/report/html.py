@@ -1,0 +1,237 @@
+"""HTML assembly: tables, figure blocks, the example-browser controls and the embedded JSON data.
+
+Every piece of run data that reaches the markup goes through `html.escape`; the example data travels
+as JSON inside ``<script type="application/json">`` with ``<``, ``>`` and ``&`` written as ``\\u003c``,
+``\\u003e`` and ``\\u0026`` (so neither ``</script>`` nor ``<!--`` can end or confuse the element), and
+the page's JavaScript inserts it with ``textContent`` only.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable, Sequence
+from html import escape
+from typing import Any
+
+from tracecal.report.assets import CSP, CSS, ERROR_JS, MAIN_JS
+
+__all__ = ["METRIC_COLUMNS", "json_for_script", "page", "results_tables", "figure_block", "examples_section"]
+
+# (metric key, header, higher is better)
+METRIC_COLUMNS: tuple[tuple[str, str, bool], ...] = (
+    ("auroc", "AUROC ↑", True),
+    ("auprc", "AUPRC ↑", True),
+    ("aurc", "AURC ↓", False),
+    ("brier", "Brier ↓", False),
+    ("ece", "ECE ↓", False),
+    ("aece", "AECE ↓", False),
+    ("risk@10", "risk@10 ↓", False),
+    ("risk@50", "risk@50 ↓", False),
+    ("risk@90", "risk@90 ↓", False),
+)
+
+
+def e(x: Any) -> str:
+    """HTML-escape any value (quotes too, so the result is safe inside attributes)."""
+    return escape(str(x), quote=True)
+
+
+def json_for_script(obj: Any) -> str:
+    """JSON safe to embed in a ``<script type="application/json">`` element (no ``<``, ``>``, ``&``)."""
+    s = json.dumps(obj, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    return (
+        s.replace("&", "\\u0026")
+        .replace("<", "\\u003c")
+        .replace(">", "\\u003e")
+        .replace("\u2028", "\\u2028")
+        .replace("\u2029", "\\u2029")
+    )
+
+
+def _num(v: Any) -> float:
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return math.nan
+    return f
+
+
+def _fmt(v: float, digits: int = 3) -> str:
+    return f"{v:.{digits}f}" if math.isfinite(v) else "—"
+
+
+def _dv(v: float) -> str:
+    """The ``data-v`` sort key of a numeric cell ('' for NaN, sorted last)."""
+    return repr(float(v)) if math.isfinite(v) else ""
+
+
+def _metric_cell(m: dict[str, Any] | None, best: bool) -> str:
+    mean = _num((m or {}).get("mean"))
+    sd = _num((m or {}).get("sd"))
+    sd_html = f' <span class="sd">±{_fmt(sd)}</span>' if math.isfinite(sd) and math.isfinite(mean) else ""
+    cls = ' class="best"' if best else ""
+    return f'<td data-v="{_dv(mean)}"{cls}>{_fmt(mean)}{sd_html}</td>'
+
+
+def results_tables(results: dict[str, Any], tasks: list[str], estimators: list[str]) -> str:
+    """The per-task summary table and the sortable task × estimator results table."""
+    tinfo: dict[str, dict[str, Any]] = results.get("tasks") or {}
+    metrics: dict[str, dict[str, dict[str, Any]]] = results.get("metrics") or {}
+    cfg = results.get("config") or {}
+    n_seeds = cfg.get("n_seeds", "?")
+    out: list[str] = []
+    # ---- task summary
+    out.append('<h3>Tasks</h3><div class="tablewrap"><table class="sortable" id="task-table"><thead><tr>')
+    heads = [("task", "l", "str"), ("examples", "", "num"), ("correct", "", "num"), ("base rate", "", "num"),
+             ("eval / cal per seed", "", "num"), ("mean tokens", "", "num"), ("empty answers", "", "num"),
+             ("stopped at length", "", "num"), ("entropy", "l", "str"), ("label rule", "l", "str")]  # fmt: skip
+    out += [f'<th class="{c}" data-type="{t}">{e(h)}</th>' for h, c, t in heads]
+    out.append("</tr></thead><tbody>")
+    for task in tasks:
+        ti = tinfo.get(task, {})
+        first = next(iter((metrics.get(task) or {}).values()), {})
+        n_eval = _num((first.get("n") or {}).get("mean"))
+        n_cal = _num((first.get("n_cal") or {}).get("mean"))
+        split = f"{_fmt(n_eval, 0)} / {_fmt(n_cal, 0)}"
+        acc = _num(ti.get("accuracy"))
+        ek = ti.get("entropy_kind", "")
+        ek = ", ".join(map(str, ek)) if isinstance(ek, list) else str(ek)
+        out.append(
+            f'<tr data-task="{e(task)}"><td class="l">{e(task)}</td>'
+            f'<td data-v="{_dv(_num(ti.get("n")))}">{e(ti.get("n", "—"))}</td>'
+            f'<td data-v="{_dv(_num(ti.get("n_correct")))}">{e(ti.get("n_correct", "—"))}</td>'
+            f'<td data-v="{_dv(acc)}">{_fmt(acc)}</td>'
+            f'<td data-v="{_dv(n_eval)}">{e(split)}</td>'
+            f'<td data-v="{_dv(_num(ti.get("mean_answer_tokens")))}">{_fmt(_num(ti.get("mean_answer_tokens")), 1)}</td>'
+            f'<td data-v="{_dv(_num(ti.get("zero_token_answers")))}">{e(ti.get("zero_token_answers", "—"))}</td>'
+            f'<td data-v="{_dv(_num(ti.get("stopped_at_length")))}">{e(ti.get("stopped_at_length", "—"))}</td>'
+            f'<td class="l">{e(ek)}</td><td class="rule">{e(ti.get("label_rule", ""))}</td></tr>'
+        )
+    out.append("</tbody></table></div>")
+    # ---- results
+    rows_tasks = list(tasks) + (["average"] if "average" in metrics else [])
+    out.append(
+        f'<h3>Results</h3><p class="note">Mean <span class="sd">± sd</span> over {e(n_seeds)} calibration / '
+        "evaluation splits. AUROC, AUPRC, AURC and risk@k rank the raw scores; Brier and (adaptive) ECE use "
+        "calibrated probabilities. Bold: the best estimator of the task for that metric. Click a header to sort."
+        ' <label>Task: <select id="results-task"><option value="">all</option>'
+        + "".join(f'<option value="{e(t)}">{e(t)}</option>' for t in rows_tasks)
+        + "</select></label></p>"
+    )
+    out.append('<div class="tablewrap"><table class="sortable" id="results-table"><thead><tr>')
+    heads2 = [("task", "l", "str"), ("estimator", "l", "str"), ("family", "l", "str"), ("n", "", "num"),
+              ("base rate", "", "num")] + [(h, "", "num") for _, h, _ in METRIC_COLUMNS]  # fmt: skip
+    out += [f'<th class="{c}" data-type="{t}">{e(h)}</th>' for h, c, t in heads2]
+    out.append("</tr></thead><tbody>")
+    est_info: dict[str, dict[str, Any]] = results.get("estimators") or {}
+    for task in rows_tasks:
+        per = metrics.get(task) or {}
+        shown = [x for x in estimators if x in per]
+        best: dict[str, set[str]] = {}
+        for key, _, higher in METRIC_COLUMNS:
+            vals = {x: _num((per[x].get(key) or {}).get("mean")) for x in shown}
+            fin = [v for v in vals.values() if math.isfinite(v)]
+            if len(fin) > 1 and max(fin) > min(fin):  # ties for best are all marked; no mark if all equal
+                top = max(fin) if higher else min(fin)
+                best[key] = {x for x, v in vals.items() if math.isfinite(v) and abs(v - top) <= 1e-12}
+        if task == "average":
+            n_all = sum(_num(tinfo.get(t, {}).get("n")) for t in tasks)
+            accs = [_num(tinfo.get(t, {}).get("accuracy")) for t in tasks]
+            accs = [a for a in accs if math.isfinite(a)]
+            n_val, base = n_all, (sum(accs) / len(accs) if accs else math.nan)
+        else:
+            n_val, base = _num(tinfo.get(task, {}).get("n")), _num(tinfo.get(task, {}).get("accuracy"))
+        for est in shown:
+            info = est_info.get(est, {})
+            cls = ' class="avg"' if task == "average" else ""
+            cells = [
+                f'<td class="l">{e(task)}</td>',
+                f'<td class="l" title="{e(info.get("description", ""))}">{e(est)}</td>',
+                f'<td class="l">{e(info.get("family", ""))}</td>',
+                f'<td data-v="{_dv(n_val)}">{_fmt(n_val, 0)}</td>',
+                f'<td data-v="{_dv(base)}">{_fmt(base)}</td>',
+            ]
+            cells += [_metric_cell(per[est].get(key), est in best.get(key, ())) for key, _, _ in METRIC_COLUMNS]
+            out.append(f'<tr data-task="{e(task)}"{cls}>' + "".join(cells) + "</tr>")
+    out.append("</tbody></table></div>")
+    return "".join(out)
+
+
+def figure_block(name: str, svg: str, caption: str) -> str:
+    """One figure: trusted inline SVG markup (built with escaped text by `tracecal.report.svg`) and a caption."""
+    return f'<figure id="fig-{e(name)}">{svg}<figcaption>{e(caption)}</figcaption></figure>'
+
+
+def _select(id_: str, label: str, options: Iterable[tuple[str, str]]) -> str:
+    opts = "".join(f'<option value="{e(v)}">{e(t)}</option>' for v, t in options)
+    return f'<label>{e(label)} <select id="{e(id_)}">{opts}</select></label>'
+
+
+def examples_section(tasks: Sequence[str], n_examples: int, n_total: int, primary: str | None, window: int) -> str:
+    """Controls and containers of the example browser (rendered client-side from ``#report-data``)."""
+    sort_opts = [("order", "run order")]
+    if primary:
+        sort_opts += [("asc", f"{primary} confidence, lowest first"), ("desc", f"{primary} confidence, highest first")]
+    limited = (
+        f" Showing {n_examples:,} of the run's {n_total:,} answers (<code>max_examples</code>)."
+        if n_examples < n_total
+        else ""
+    )
+    controls = "".join(
+        [
+            _select("ex-task", "Task", [("", "all")] + [(str(i), t) for i, t in enumerate(tasks)]),
+            _select("ex-correct", "Correctness", [("", "all"), ("1", "correct"), ("0", "incorrect")]),
+            '<label>Search <input type="search" id="ex-search" placeholder="question, answer, gold or id"></label>',
+            _select("ex-sort", "Order", sort_opts),
+            _select("ex-mode", "Colour tokens by", [("s", "surprisal −log p"), ("h", "entropy H")]),
+        ]
+    )
+    legend = (
+        '<span class="legend">0 <span class="grad"></span> <span id="ex-legend-max"></span> of '
+        '<span id="ex-legend-name"></span> (darker = more surprising / uncertain) · '
+        f'<span class="pkbox"></span> TRACE peak window (w = {window}, the highest mean entropy)</span>'
+    )
+    pager = (
+        '<div class="pager"><button type="button" id="ex-prev{s}">◀ previous</button>'
+        '<span id="ex-page{s}"></span><button type="button" id="ex-next{s}">next ▶</button></div>'
+    )
+    return (
+        '<section id="examples"><h2>Examples</h2>'
+        '<p class="note">Each answer with its question, gold answers and the model\'s tokens coloured by '
+        "surprisal or entropy: the view that explains why an answer got low confidence. Confidences are the "
+        f"calibrated probabilities of the seed-0 evaluation split.{limited}</p>"
+        f'<div class="controls">{controls}{legend}</div>'
+        + pager.format(s="")
+        + '<div id="ex-list"></div>'
+        + pager.format(s="-bottom")
+        + "</section>"
+    )
+
+
+def page(title: str, meta_lines: list[str], body_sections: list[str], data_json: str) -> str:
+    """The whole self-contained document."""
+    nav = "".join(
+        f'<a href="#{a}">{e(t)}</a>'
+        for a, t in (
+            ("results", "Results"),
+            ("reliability", "Reliability"),
+            ("risk-coverage", "Risk–coverage"),
+            ("histograms", "Histograms"),
+            ("examples", "Examples"),
+        )
+    )
+    meta = "".join(f'<p class="meta">{line}</p>' for line in meta_lines)
+    return (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        f'<meta http-equiv="Content-Security-Policy" content="{e(CSP)}">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        f"<title>{e(title)}</title><style>{CSS}</style></head>\n<body>"
+        '<ul id="js-errors" hidden></ul>'
+        f"<script>{ERROR_JS}</script>"
+        f'<header class="top"><h1>{e(title)}</h1>{meta}</header><nav>{nav}</nav><main>'
+        + "".join(body_sections)
+        + "</main>\n"
+        f'<script type="application/json" id="report-data">{data_json}</script>\n'
+        f"<script>{MAIN_JS}</script></body></html>\n"
+    )

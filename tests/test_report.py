@@ -1,0 +1,281 @@
+"""The HTML report: escaping, sections, TRACE peak windows, figure export, CLI, and a real run in Chromium."""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+import shutil
+import subprocess
+from html.parser import HTMLParser
+from pathlib import Path
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+import typer
+from typer.testing import CliRunner
+
+import tracecal
+from tracecal.operators import Segments, window_peak
+from tracecal.report import example_payload, load_run, peak_windows, write_report
+from tracecal.report.cli import report_command
+from tracecal.report.synthetic import write_synthetic_run
+
+REPO = Path(__file__).resolve().parents[1]
+XSS = "<script>alert(1)</script>"
+EVIL_EST = 'evil<img src=x onerror="alert(2)">'
+SECTIONS = ("results", "reliability", "risk-coverage", "histograms", "examples")
+
+
+@pytest.fixture(scope="module")
+def synth(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A small synthetic run with markup planted in a question, an answer, a gold, a token and a name."""
+    run = tmp_path_factory.mktemp("synth") / "run"
+    write_synthetic_run(
+        run,
+        tasks=("triviaqa", "svamp"),
+        n_per_task=30,
+        estimators=("trace", "trace_plus", "p_true", EVIL_EST),
+        n_seeds=3,
+        seed=1,
+        overrides={
+            ("triviaqa", 0): {
+                "question": f"What does {XSS} do? </script><!-- & ",
+                "answer": f"It runs {XSS}",
+                "golds": [XSS, "gold & co"],
+                "tokens": ["It", " runs", " <script>", "alert(1)", "</script>"],
+            }
+        },
+    )
+    return run
+
+
+def _data_blob(page: str) -> dict:  # type: ignore[type-arg]
+    m = re.search(r'<script type="application/json" id="report-data">(.*?)</script>', page, re.S)
+    assert m, "no #report-data element"
+    return json.loads(m.group(1))
+
+
+def test_report_escapes_text_and_has_every_section(synth: Path, tmp_path: Path) -> None:
+    out = write_report(synth, out=tmp_path / "r.html")
+    page = out.read_text(encoding="utf-8")
+    # no markup from the data survives: the planted strings appear only escaped
+    assert XSS not in page and "<img src=x" not in page and "<!-- &" not in page
+    assert page.count("<script") == 3  # error recorder, JSON data, main script: nothing injected
+    assert html.escape(EVIL_EST) in page  # estimator name escaped in the table and figures
+    assert "\\u003cscript\\u003ealert(1)\\u003c/script\\u003e" in page  # JSON blob: < > escaped
+    # the JSON round-trips to exactly the original text (the browser renders it with textContent)
+    data = _data_blob(page)
+    first = data["ex"][0]
+    assert first[1] == "triviaqa-0" and first[2] == f"What does {XSS} do? </script><!-- & "
+    assert first[5] == f"It runs {XSS}" and first[3][0] == XSS
+    assert first[9] == ["It", " runs", " <script>", "alert(1)", "</script>"]
+    assert "innerHTML" not in page  # the page only ever uses textContent for data
+    # sections, self-containment
+    for sec in SECTIONS:
+        assert f'<section id="{sec}">' in page
+    assert 'http-equiv="Content-Security-Policy"' in page
+    assert not re.search(r"""(src|href)=["']?(https?:)?//""", page), "external resources referenced"
+    # results table: (2 tasks + average) × 4 estimators, with n and base rate columns
+    table = page[page.index('id="results-table"') :]
+    table = table[: table.index("</table>")]
+    assert table.count("<tr data-task=") == 3 * 4
+    assert "base rate" in table and ">30<" in table
+    # one reliability and one histogram panel per estimator and task; one risk-coverage chart per task
+    assert page.count('aria-label="reliability ') == 2 * 4
+    assert page.count('aria-label="histogram ') == 2 * 4
+    assert page.count('aria-label="risk-coverage ') == 2
+    assert re.search(r"ECE \d\.\d{3} · n=\d+", page)
+
+
+def test_payload_aligns_predictions_and_traces_by_id(synth: Path, tmp_path: Path) -> None:
+    """Reordered predictions.parquet and traces still join on (task, id)."""
+    run = tmp_path / "run"
+    shutil.copytree(synth, run)
+    base = example_payload(load_run(synth, ["trace"]), ["trace"])
+    pred = pq.read_table(run / "predictions.parquet")
+    pq.write_table(pred.take(np.arange(pred.num_rows)[::-1]), run / "predictions.parquet")
+    shard = run / "traces" / "svamp" / "00000.parquet"
+    t = pq.read_table(shard)
+    pq.write_table(t.take(np.arange(t.num_rows)[::-1]), shard, compression="zstd")
+    moved = example_payload(load_run(run, ["trace"]), ["trace"])
+    assert moved["ex"] == base["ex"]
+    assert sum(r[8] == "eval" for r in base["ex"]) > 0
+    assert all((r[14][0] is None) == (r[8] == "cal") for r in base["ex"])
+    limited = example_payload(load_run(synth, ["trace"]), ["trace"], max_examples=5)
+    assert len(limited["ex"]) == 10 and [r[1] for r in limited["ex"][:2]] == ["triviaqa-0", "triviaqa-1"]
+
+
+def test_peak_windows_match_window_peak() -> None:
+    rng = np.random.default_rng(0)
+    lengths = np.array([0, 1, 3, 4, 5, 9, 17, 64, 2, 0, 33])
+    offsets = np.concatenate([[0], np.cumsum(lengths)])
+    h = rng.exponential(1.0, offsets[-1])
+    h[offsets[6] : offsets[6] + 8] = 1.0  # a tie: equal windows everywhere in answer 6 ...
+    h[offsets[6] + 8 :] = 0.5  # ... the first of them wins
+    start, length = peak_windows(h, offsets, 4)
+    peak = window_peak(h, Segments(offsets), 4)
+    for i, (a, b) in enumerate(zip(offsets[:-1], offsets[1:], strict=True)):
+        T = b - a
+        assert length[i] == min(T, 4)
+        if T == 0:
+            assert np.isnan(peak[i])
+            continue
+        if T < 4:
+            assert start[i] == 0
+        assert 0 <= start[i] <= T - length[i]
+        assert np.mean(h[a + start[i] : a + start[i] + length[i]]) == pytest.approx(peak[i], rel=1e-12)
+    assert start[6] == 0
+    h[offsets[7] : offsets[8]] = np.nan  # NaN entropy never yields a window outside the answer
+    start, length = peak_windows(h, offsets, 4)
+    assert start[7] == 0 and length[7] == 4
+    with pytest.raises(ValueError):
+        peak_windows(h, offsets, 0)
+
+
+def test_estimator_selection_and_figure_export(synth: Path, tmp_path: Path) -> None:
+    figs = tmp_path / "figs"
+    out = write_report(synth, out=tmp_path / "sel.html", figures_dir=figs, estimators="trace,p_true")
+    page = out.read_text(encoding="utf-8")
+    assert page.count('aria-label="reliability ') == 2 * 2 and "trace_plus" not in page
+    names = sorted(p.name for p in figs.iterdir())
+    assert names == sorted(
+        f"{kind}_{task}.{ext}"
+        for kind in ("reliability", "risk_coverage", "histogram")
+        for task in ("triviaqa", "svamp")
+        for ext in ("png", "svg")
+    )
+    for p in figs.glob("*.png"):
+        assert p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and p.stat().st_size > 5_000
+    svg = (figs / "reliability_triviaqa.svg").read_text()
+    assert svg.lstrip().startswith("<?xml") and "<svg" in svg and "trace" in svg
+    with pytest.raises(ValueError, match="not in this run"):
+        write_report(synth, out=tmp_path / "x.html", estimators="trace,nope")
+    with pytest.raises(FileNotFoundError, match="results.json"):
+        write_report(tmp_path / "missing")
+
+
+def test_cli_report_command(synth: Path, tmp_path: Path) -> None:
+    app = typer.Typer()
+    app.command("report")(report_command)
+    app.command("noop")(lambda: None)  # two commands: `report` stays a subcommand
+    runner = CliRunner()
+    out = tmp_path / "cli.html"
+    res = runner.invoke(app, ["report", str(synth), "--out", str(out), "--estimators", "trace,trace_plus",
+                              "--max-examples", "3"])  # fmt: skip
+    assert res.exit_code == 0, res.output
+    assert out.exists() and len(_data_blob(out.read_text(encoding="utf-8"))["ex"]) == 6
+    res = runner.invoke(app, ["report", str(tmp_path / "nowhere")])
+    assert res.exit_code == 2 and "not found" in res.output
+
+
+# ------------------------------------------------------------------------------------- real run in Chromium
+CHROMIUM_FLAGS = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-dev-shm-usage",
+    "--enable-logging=stderr",
+    "--v=0",
+)
+
+
+def _chromium() -> str:
+    path = shutil.which("chromium") or ("/usr/bin/chromium" if Path("/usr/bin/chromium").exists() else None)
+    if path is None:
+        pytest.fail(
+            "chromium not found: the report's browser test needs Debian's chromium "
+            "(scripts/setup.sh installs it: apt-get install -y chromium)"
+        )
+    return path
+
+
+def _run_chromium(args: list[str], tmp: Path) -> subprocess.CompletedProcess[str]:
+    cmd = [_chromium(), *CHROMIUM_FLAGS, f"--user-data-dir={tmp / 'chromium-profile'}", *args]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=False)
+
+
+class _Tokens(HTMLParser):
+    """Collects the text of every ``span.tok`` inside ``article[data-id=...]`` and the ``#js-errors`` items."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.article: str | None = None
+        self.depth = 0
+        self.in_tok = False
+        self.in_err = False
+        self.tokens: dict[str, list[str]] = {}
+        self.errors: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        a = dict(attrs)
+        if tag == "article":
+            self.article = a.get("data-id")
+            self.tokens[self.article or ""] = []
+        if tag == "span" and "tok" in (a.get("class") or "").split() and self.article is not None:
+            self.in_tok = True
+            self.tokens[self.article].append("")
+        if a.get("id") == "js-errors":
+            self.in_err = True
+        if tag == "li" and self.in_err:
+            self.errors.append("")
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "span":
+            self.in_tok = False
+        if tag == "article":
+            self.article = None
+        if tag == "ul":
+            self.in_err = False
+
+    def handle_data(self, data: str) -> None:
+        if self.in_tok and self.article is not None:
+            self.tokens[self.article][-1] += data
+        if self.in_err and self.errors:
+            self.errors[-1] += data
+
+
+def test_report_of_a_real_run_loads_in_headless_chromium(tmp_path: Path, model, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    from tracecal.evaluate import EvalConfig, evaluate
+
+    _chromium()  # fail early (before generating) when the browser is missing
+    monkeypatch.setattr(tracecal, "load_model", lambda *a, **k: model)
+    run = tmp_path / "run"
+    evaluate(
+        run,
+        EvalConfig(tasks=["triviaqa"], limit=12, shard_size=12, n_seeds=3,
+                   estimators=["trace-only", "p_true", "verbalized"]),
+    )  # fmt: skip
+    out = write_report(run)  # (figure export is covered on the synthetic run above)
+    assert out == run / "report.html" and out.stat().st_size < 20e6
+    known = tracecal.load_traces(run / "traces" / "triviaqa")[0]
+    assert known.token_strings, "the known example has tokens"
+
+    res = _run_chromium(["--dump-dom", out.resolve().as_uri()], tmp_path)
+    dom = res.stdout
+    assert res.returncode == 0 and "</html>" in dom, res.stderr[-2000:]
+    console = [ln for ln in res.stderr.splitlines() if ":CONSOLE" in ln]
+    assert not console, f"console messages: {console}"
+    assert 'data-ready="1"' in dom, "the page's script did not finish"
+    parsed = _Tokens()
+    parsed.feed(dom)
+    assert parsed.errors == [], f"JavaScript errors recorded in #js-errors: {parsed.errors}"
+    for sec in SECTIONS:
+        assert f'id="{sec}"' in dom
+    assert dom.count("<article") == 12  # the example browser rendered every answer of the first page
+    assert html.escape(known.text, quote=False) in dom
+    assert parsed.tokens[known.id] == [t.replace("\n", "\u21b5\n") for t in known.token_strings]
+    assert dom.count('class="tok pk"') > 0  # TRACE peak windows are marked
+
+    shot_dir = REPO / "artifacts"
+    shot_dir.mkdir(exist_ok=True)
+    shot = shot_dir / "report-screenshot.png"
+    shot.unlink(missing_ok=True)
+    res = _run_chromium([f"--screenshot={shot}", "--window-size=1400,2000", out.resolve().as_uri()], tmp_path)
+    assert shot.exists() and shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", res.stderr[-2000:]
