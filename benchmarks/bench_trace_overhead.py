@@ -54,7 +54,10 @@ def main() -> None:
     ap.add_argument("--batch-size", type=int, default=16)
     ap.add_argument("--max-new-tokens", type=int, default=32)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--threads", type=int, default=0, help="torch threads (0 = torch's default)")
     a = ap.parse_args()
+    if a.threads:
+        torch.set_num_threads(a.threads)
     lm = tracecal.load_model(batch_size=a.batch_size)
     task = get_task("triviaqa")
     prompts = [task.prompt(ex, chat=True) for ex in task.load(limit=a.n)]

@@ -357,6 +357,28 @@ def list_estimators() -> None:
     out_console.print(table)
 
 
+@app.command()
+def serve(
+    model: ModelOpt = None,
+    calibrator: Annotated[Path | None, typer.Option("--calibrator", "-c", help="TRACE+ calibrator JSON")] = None,
+    host: Annotated[str, typer.Option(help="bind address")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="port")] = 8000,
+    no_model: Annotated[bool, typer.Option("--no-model", help="serve /score only (no /generate)")] = False,
+) -> None:
+    """Run the confidence service (FastAPI): /generate, /score, /health."""
+    import uvicorn
+
+    import tracecal
+    from tracecal.serve import create_app
+
+    try:
+        cal = tracecal.TracePlus.load(calibrator) if calibrator else None
+    except (ValueError, FileNotFoundError) as e:
+        fail(str(e))
+    lm = None if no_model else tracecal.load_model(model)
+    uvicorn.run(create_app(lm, cal), host=host, port=port)
+
+
 def _register_subcommands() -> None:
     from tracecal.report.cli import report_command
     from tracecal.secl.cli import secl_command
