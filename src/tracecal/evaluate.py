@@ -393,6 +393,33 @@ class Results:
         }  # fmt: skip
 
 
+def results_markdown(res: Results | dict[str, Any], metrics: tuple[str, ...] = ("auroc", "brier", "ece")) -> str:
+    """Markdown tables (estimators × tasks, mean ± sd) and a task summary, for docs and papers."""
+    d = res.to_json() if isinstance(res, Results) else res
+    tasks = list(d["metrics"])
+    lines = ["| task | n | accuracy | correct answers (cal / eval per split) | zero-token | label rule |",
+             "|---|---:|---:|---:|---:|---|"]  # fmt: skip
+    for t, info in d["tasks"].items():
+        lines.append(f"| {t} | {info['n']} | {info['accuracy']:.3f} | {info['n_correct_cal']} / "
+                     f"{info['n_correct_eval']} | {info['zero_token_answers']} | {info['label_rule']} |")  # fmt: skip
+    for metric in metrics:
+        lines += ["", f"**{metric.upper()}** (mean ± sd over {d['config']['n_seeds']} splits)", ""]
+        lines.append("| estimator | " + " | ".join(tasks) + " |")
+        lines.append("|---|" + "---:|" * len(tasks))
+        for est in d["estimators"]:
+            cells = []
+            for t in tasks:
+                m = d["metrics"][t].get(est, {}).get(metric)
+                if m is None or m["mean"] != m["mean"]:
+                    cells.append("n/a")
+                elif m["sd"] != m["sd"]:
+                    cells.append(f"{m['mean']:.3f}")
+                else:
+                    cells.append(f"{m['mean']:.3f} ± {m['sd']:.3f}")
+            lines.append(f"| {est} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
 def _agg(vals: list[float]) -> dict[str, float]:
     a = np.asarray(vals, dtype=np.float64)
     ok = a[np.isfinite(a)]

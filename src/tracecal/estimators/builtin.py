@@ -261,34 +261,36 @@ class MARS(Estimator):
 
 
 # ------------------------------------------------------------------------------------------- extra inference
+class _ExtraInference(Estimator):
+    """Reads one per-answer value computed by the extra-inference pass (`tracecal.selfeval`)."""
+
+    family = "extra inference"
+    needs = frozenset({TRACE, EXTRA})
+    field: str = ""
+
+    def score(self, inputs: Inputs) -> np.ndarray:
+        value = getattr(inputs, self.field)
+        if value is None:
+            raise ValueError(f"{self.name} needs the extra-inference pass")
+        return np.asarray(value, dtype=np.float64)
+
+
 @register
-class PTrue(Estimator):
+class PTrue(_ExtraInference):
     """P(True) = P(yes)/(P(yes)+P(no)) on the model's own answer (one extra forward pass)."""
 
     name = "p_true"
-    family = "extra inference"
-    needs = frozenset({TRACE, EXTRA})
+    field = "p_true"
     description = "P(True): P(yes)/(P(yes)+P(no)) asked about its own answer"
-
-    def score(self, inputs: Inputs) -> np.ndarray:
-        if inputs.p_true is None:
-            raise ValueError("p_true needs the extra-inference pass")
-        return np.asarray(inputs.p_true, dtype=np.float64)
 
 
 @register
-class Verbalized(Estimator):
+class Verbalized(_ExtraInference):
     """Verbalised confidence: probability-weighted mean of the 0–100 number the model would state."""
 
     name = "verbalized"
-    family = "extra inference"
-    needs = frozenset({TRACE, EXTRA})
+    field = "verbalized"
     description = "verbalised 0–100 confidence, expectation over the number tokens"
-
-    def score(self, inputs: Inputs) -> np.ndarray:
-        if inputs.verbalized is None:
-            raise ValueError("verbalized needs the extra-inference pass")
-        return np.asarray(inputs.verbalized, dtype=np.float64)
 
 
 PAPER_BASELINES = [
