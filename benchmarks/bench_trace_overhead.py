@@ -3,7 +3,8 @@
     python benchmarks/bench_trace_overhead.py [--n 64] [--batch-size 16] [--max-new-tokens 32] [--rounds 3]
 
 Same model (the offline default), the same prompts (TriviaQA questions, chat template), the same left-padded
-batches and greedy decoding; the two are run alternately, round after round, and the answers must be
+batches and greedy decoding, both starting from the same token ids; the two are run alternately batch by
+batch (plain first on even batches, recording first on odd ones) and the answers must be
 identical. Prints tokens/s of each, the throughput ratio, and the memory a trace keeps per answer.
 """
 
@@ -69,26 +70,33 @@ def main() -> None:
     # warm-up (not timed)
     plain_generate(lm, prompt_ids[: a.batch_size], a.batch_size, 4)
     lm.generate(prompts[: a.batch_size], max_new_tokens=4)
-    t_plain, t_rec = [], []
+    # alternate at batch granularity (plain, rec, rec, plain, ...) so drifts in machine load hit both alike
+    order = np.argsort([-len(p) for p in prompt_ids], kind="stable")
+    batches = [order[i : i + a.batch_size] for i in range(0, len(order), a.batch_size)]
+    t_plain, t_rec = [0.0] * a.rounds, [0.0] * a.rounds
+    plain: list[list[int]] = [[] for _ in prompts]
+    traces: list = [None] * len(prompts)
     for r in range(a.rounds):
-        for kind in ("plain", "rec") if r % 2 == 0 else ("rec", "plain"):
-            t0 = time.perf_counter()
-            if kind == "plain":
-                plain = plain_generate(lm, prompt_ids, a.batch_size, a.max_new_tokens)
-                t_plain.append(time.perf_counter() - t0)
-            else:
-                traces = lm.generate(prompts, max_new_tokens=a.max_new_tokens)
-                t_rec.append(time.perf_counter() - t0)
+        for j, idx in enumerate(batches):
+            for kind in ("plain", "rec") if (r + j) % 2 == 0 else ("rec", "plain"):
+                t0 = time.perf_counter()
+                if kind == "plain":
+                    out = plain_generate(lm, [prompt_ids[i] for i in idx], len(idx), a.max_new_tokens)
+                    t_plain[r] += time.perf_counter() - t0
+                    for i, o in zip(idx, out, strict=True):
+                        plain[i] = o
+                else:
+                    pre = [{"prompt_ids": prompt_ids[i]} for i in idx]  # both sides start from the same ids
+                    tr = lm.generate(pre, max_new_tokens=a.max_new_tokens, batch_size=len(idx))
+                    t_rec[r] += time.perf_counter() - t0
+                    for i, t in zip(idx, tr, strict=True):
+                        traces[i] = t
     same = all(p == t.token_ids.tolist() for p, t in zip(plain, traces, strict=True))
     n_tok = sum(len(p) for p in plain)
     tp, tr = float(np.median(t_plain)), float(np.median(t_rec))
     print(f"identical answers: {same}  ({n_tok} answer tokens per run)")
-    print(
-        f"plain generate: {n_tok / tp:8.1f} tokens/s  (median {tp:.2f} s; runs {np.round(t_plain, 2).tolist()})"
-    )
-    print(
-        f"tracecal recording: {n_tok / tr:8.1f} tokens/s  (median {tr:.2f} s; runs {np.round(t_rec, 2).tolist()})"
-    )
+    print(f"plain generate: {n_tok / tp:8.1f} tokens/s  (median {tp:.2f} s; runs {np.round(t_plain, 2).tolist()})")
+    print(f"tracecal recording: {n_tok / tr:8.1f} tokens/s  (median {tr:.2f} s; runs {np.round(t_rec, 2).tolist()})")
     print(f"throughput ratio rec/plain: {tp / tr:.4f}  (overhead {100 * (tr / tp - 1):+.2f}%)")
     per = np.array([sum(x.nbytes for x in (t.token_ids, t.surprisal, t.entropy, t.offsets)) for t in traces])
     T = np.array([t.length for t in traces])

@@ -205,7 +205,12 @@ class HFModel:
 
     # ------------------------------------------------------------------ prompts
     def encode_prompt(self, prompt: Prompt) -> list[int]:
-        """The exact ids fed to the model: chat template for chat models, plain text otherwise."""
+        """The exact ids fed to the model: chat template for chat models, plain text otherwise.
+
+        A dict with ``prompt_ids`` is taken as already encoded (e.g. to re-run a stored trace's prompt).
+        """
+        if isinstance(prompt, dict) and prompt.get("prompt_ids") is not None:
+            return [int(i) for i in prompt["prompt_ids"]]
         if isinstance(prompt, dict):
             prompt = prompt.get("messages") or prompt.get("prompt") or ""
         if isinstance(prompt, list):
@@ -223,6 +228,8 @@ class HFModel:
 
     @staticmethod
     def _prompt_text(prompt: Prompt) -> str:
+        if isinstance(prompt, dict) and prompt.get("prompt_ids") is not None and not prompt.get("prompt"):
+            return ""
         if isinstance(prompt, dict):
             prompt = prompt.get("messages") or prompt.get("prompt") or ""
         if isinstance(prompt, list):
