@@ -58,6 +58,12 @@ def test_batching_does_not_change_greedy_answers(model, traces) -> None:  # type
         np.testing.assert_allclose(a.entropy, b.entropy, atol=2e-3)
 
 
+def test_prompt_ids_rerun_reproduces_answer(model, traces) -> None:  # type: ignore[no-untyped-def]
+    (again,) = model.generate([{"prompt_ids": traces[1].prompt_ids.tolist()}], max_new_tokens=20)
+    assert again.text == traces[1].text
+    np.testing.assert_array_equal(again.prompt_ids, traces[1].prompt_ids)
+
+
 def test_length_stop_and_topk(model) -> None:  # type: ignore[no-untyped-def]
     (t,) = model.generate(["Count from one to one hundred in words."], max_new_tokens=5, top_logprobs=3)
     assert t.length == 5 and t.stop_reason == "length"

@@ -80,6 +80,9 @@ def test_run_is_resumable_and_rescoring_never_regenerates(tmp_path: Path, model,
     res2 = ev.evaluate(run, EvalConfig(**(CFG | {"n_seeds": 2, "calibrator": "isotonic"})))
     assert res2 is not None and res2.config["calibrator"] == "isotonic"
 
+    md = ev.results_markdown(res2)
+    assert "| trace |" in md and "**AUROC**" in md and "| triviaqa | 12 |" in md
+
     out = json.loads((run / "results.json").read_text())
     m = out["metrics"]["triviaqa"]["trace"]
     assert set(m) >= {"auroc", "brier", "ece", "aece", "auprc", "aurc", "risk@10", "risk@50", "risk@90", "base_rate"}
