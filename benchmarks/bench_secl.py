@@ -17,6 +17,7 @@ import argparse
 import json
 import os
 import resource
+import sys
 import time
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -44,7 +45,17 @@ def main() -> None:
     ap.add_argument("--out", default=None, help="write the SECL result JSON here")
     ap.add_argument("--save-adapter", default=None)
     ap.add_argument("--set", dest="overrides", action="append", default=[], help="SECLConfig key=value")
+    ap.add_argument("--progress", action="store_true", help="log progress to stderr")
     a = ap.parse_args()
+    t_begin = time.perf_counter()
+
+    last: dict[str, int] = {}
+
+    def progress(stage: str, done: int, total: int) -> None:
+        if a.progress and (done == total or done - last.get(stage, 0) >= 25):
+            last[stage] = done
+            print(f"[{time.perf_counter() - t_begin:7.0f}s] {stage} {done}/{total}", file=sys.stderr, flush=True)
+
     torch.set_num_threads(a.threads)
     load0 = os.getloadavg()[0]
     rss0 = peak_rss_mib()
@@ -59,14 +70,14 @@ def main() -> None:
     reused = frozen is not None
     t1 = time.perf_counter()
     if frozen is None:
-        frozen = frozen_pass(lm, items, a.batch_size)
+        frozen = frozen_pass(lm, items, a.batch_size, progress)
         if a.cache:
             frozen.save(a.cache)
     t_frozen = time.perf_counter() - t1
     rss_frozen = peak_rss_mib()
     cfg = SECLConfig(batch_size=a.batch_size, **parse_overrides(a.overrides))
     t2 = time.perf_counter()
-    res = run_secl(lm, items, cfg, frozen=frozen, save_adapter=a.save_adapter)
+    res = run_secl(lm, items, cfg, frozen=frozen, progress=progress, save_adapter=a.save_adapter)
     t_secl = time.perf_counter() - t2
     if a.out:
         res.to_json(a.out)
