@@ -26,6 +26,7 @@ Reset restores the initial adapter (B = 0, so the model equals the base model bi
 from __future__ import annotations
 
 import json
+import warnings
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -127,7 +128,8 @@ class SECLAdapter:
             task_type="CAUSAL_LM",
         )
         # the LoRA A matrices are random (kaiming); seed them without touching the global RNG stream
-        with torch.random.fork_rng(devices=[]):
+        with torch.random.fork_rng(devices=[]), warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*")
             torch.manual_seed(self.cfg.seed)
             self.peft = get_peft_model(lm.model, self.lora_config)
         self.peft.eval()  # dropout off; gradients still flow
@@ -274,7 +276,9 @@ class SECLAdapter:
         """Write the LoRA adapter (``adapter_model.safetensors`` + ``adapter_config.json``) and ``secl_config.json``."""
         path = Path(path)
         path.mkdir(parents=True, exist_ok=True)
-        self.peft.save_pretrained(str(path), safe_serialization=True)
+        with warnings.catch_warnings():  # GGUF-loaded models have no config.json next to the weights
+            warnings.filterwarnings("ignore", message="Could not find a config file")
+            self.peft.save_pretrained(str(path), safe_serialization=True)
         (path / SECL_CONFIG_FILE).write_text(self.cfg.to_json(), encoding="utf-8")
         if not (path / ADAPTER_FILE).is_file():
             raise RuntimeError(f"peft did not write {ADAPTER_FILE} in {path}")
