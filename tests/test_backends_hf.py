@@ -104,3 +104,12 @@ def test_plain_prompt_for_base_mode(model) -> None:  # type: ignore[no-untyped-d
     assert "\n" not in t.text and t.length > 0 and t.stop_reason == "stop_string"
     s, h = model.teacher_forced(t.prompt_ids, t.token_ids)
     assert np.abs(h - t.entropy).max() <= 2e-3
+
+
+def test_beam_scores_shared_prefill_equals_plain_beam_search(model) -> None:  # type: ignore[no-untyped-def]
+    prompts = ["Who wrote Hamlet?", "What is the capital of Peru? Answer in one word, please."]
+    plain = model.beam_scores(prompts, num_beams=3, max_new_tokens=6, shared_prefill=False)
+    shared = model.beam_scores(prompts, num_beams=3, max_new_tokens=6, shared_prefill=True)
+    assert plain.shape == (2, 3) and np.all(np.isfinite(plain))
+    assert np.all(np.diff(plain, axis=1) <= 0), "best beam first"
+    assert np.abs(plain - shared).max() <= 1e-4

@@ -118,3 +118,64 @@ def test_bad_config_errors() -> None:
         ev.evaluate("/tmp/never", EvalConfig(tasks=["triviaqa"], estimators=["nope"]))
     with pytest.raises(ValueError, match="calibrator|platt"):
         ev.evaluate("/tmp/never", EvalConfig(tasks=["triviaqa"], calibrator="magic"))
+
+
+def _claim_of(pid: int, host: str | None = None) -> str:
+    import socket
+    import time
+
+    return json.dumps({"host": host or socket.gethostname(), "pid": pid, "time": time.time()})
+
+
+def test_claims_skip_live_workers_and_take_over_dead_ones(tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    run = ev.RunDir(tmp_path)
+    assert run.claim("traces", "t", 0), "a free shard is claimed"
+    assert run.claim("traces", "t", 0), "our own leftover claim is ours to retake"
+    run.release("traces", "t", 0)
+    assert not run.claim_path("traces", "t", 0).exists()
+
+    live = run.claim_path("traces", "t", 1)
+    live.parent.mkdir(parents=True, exist_ok=True)
+    live.write_text(_claim_of(os.getppid()))  # the parent process is alive
+    assert not run.claim("traces", "t", 1), "a live worker's shard is left to it"
+
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    run.claim_path("traces", "t", 2).write_text(_claim_of(int(dead.stdout)))
+    assert run.claim("traces", "t", 2), "a killed worker's claim is taken over"
+    run.claim_path("traces", "t", 3).write_text("")  # a claim cut short while being written
+    assert run.claim("traces", "t", 3)
+    run.claim_path("traces", "t", 4).write_text(_claim_of(1, host="another-host"))
+    assert not run.claim("traces", "t", 4), "another host's fresh claim is respected"
+
+
+def test_worker_waits_for_a_shard_another_worker_holds(tmp_path: Path, model, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    import os
+    import threading
+    import time
+
+    counting = Counting(model)
+    monkeypatch.setattr(tracecal, "load_model", lambda *a, **k: counting)
+    run = ev.RunDir(tmp_path / "run")
+    held = run.claim_path("traces", "triviaqa", 1)
+    held.parent.mkdir(parents=True, exist_ok=True)
+    held.write_text(_claim_of(os.getppid()))  # shard 1 belongs to a (live) other worker
+    cfg = EvalConfig(tasks=["triviaqa"], limit=12, shard_size=4, n_seeds=2, estimators=["trace", "mean_prob"])
+    box: dict[str, object] = {}
+    th = threading.Thread(target=lambda: box.update(res=ev.evaluate(run.path, cfg, poll_s=0.1)))
+    th.start()
+    deadline = time.time() + 120
+    while not (run.has("traces", "triviaqa", 0) and run.has("traces", "triviaqa", 2)) and time.time() < deadline:
+        time.sleep(0.1)
+    time.sleep(0.5)
+    assert th.is_alive(), "the worker waits instead of scoring an incomplete run"
+    assert not run.has("traces", "triviaqa", 1) and counting.generated == 8
+    held.unlink()  # the other worker died without writing its shard: this one takes it over
+    th.join(timeout=120)
+    assert not th.is_alive()
+    res = box["res"]
+    assert isinstance(res, ev.Results) and res.tasks["triviaqa"]["n"] == 12 and counting.generated == 12
+    assert not list((run.path / "traces" / "triviaqa").glob("*.claim"))

@@ -279,6 +279,9 @@ def evaluate(
     metrics: Annotated[str, typer.Option(help="metrics to print")] = "auroc,brier,ece",
     report: Annotated[bool, typer.Option("--report/--no-report", help="write RUN/report.html")] = True,
     threads: Annotated[int | None, typer.Option(help="torch CPU threads (default: torch's choice)")] = None,
+    dtype: Annotated[
+        str, typer.Option(help="model weights: auto (fp32 on CPU, bf16 on GPU) | float32 | bfloat16 | float16")
+    ] = "auto",
     data_dir: DataDirOpt = None,
 ) -> None:
     """Generate once (resumable), score every estimator under the paper's protocol, print the comparison."""
@@ -293,6 +296,7 @@ def evaluate(
         tasks=[t.strip() for t in tasks.split(",") if t.strip()],
         limit=limit,
         model=model,
+        dtype=dtype,
         estimators=estimators,  # type: ignore[arg-type]
         n_seeds=seeds,
         cal_frac=cal_frac,

@@ -12,8 +12,14 @@ A run directory is the unit of work and is resumable at shard granularity::
     RUN/predictions.parquet             seed-0 split: raw score and calibrated probability per estimator
     RUN/results.json, results.csv       metrics mean ± sd over seeds, per task × estimator (+ average)
     RUN/timings.json                    seconds spent per stage (accumulated over resumed runs)
+    RUN/<kind>/<task>/<shard>.claim     a worker is computing that shard (removed when it is written)
 
-Re-running the same command continues where it stopped; re-scoring (other estimators, calibrator, seeds)
+Re-running the same command continues where it stopped. Several workers may share one run directory (e.g.
+one ``tracecal evaluate --threads 1`` per core): a worker claims a shard (an exclusive ``.claim`` file naming
+its host and pid) before computing it and skips shards other live workers hold; a claim whose process is
+gone (killed) is taken over. Each worker waits for the others' shards before scoring.
+
+Re-scoring (other estimators, calibrator, seeds)
 never regenerates. Protocol: for each of ``n_seeds`` seeds, a stratified 35 % calibration / 65 %
 evaluation split; AUROC (and AUPRC, AURC, selective risk) on raw scores of the evaluation split; Brier and
 ECE on probabilities from a calibrator (Platt by default) fitted on the calibration split; TRACE+ is its
@@ -24,7 +30,9 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import platform
+import socket
 import time
 import warnings
 from collections.abc import Callable
@@ -66,6 +74,7 @@ class EvalConfig:
     tasks: list[str]
     limit: int | None = None
     model: str | None = None
+    dtype: str = "auto"
     estimators: list[str] = field(default_factory=lambda: list(REGISTRY))
     n_seeds: int = 20
     cal_frac: float = 0.35
@@ -81,7 +90,9 @@ class EvalConfig:
     data_dir: str | None = None
     seed: int = 0
 
-    GENERATION_KEYS = ("limit", "model", "max_new_tokens", "chat", "shard_size", "num_beams", "beam_max_new_tokens")
+    GENERATION_KEYS = (
+        "limit", "model", "dtype", "max_new_tokens", "chat", "shard_size", "num_beams", "beam_max_new_tokens"
+    )  # fmt: skip
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -111,9 +122,60 @@ class RunDir:
         return json.loads(p.read_text()) if p.exists() else None
 
     def add_time(self, stage: str, seconds: float) -> None:
-        t = self.read_json("timings.json") or {}
-        t[stage] = t.get(stage, 0.0) + seconds
-        self.write_json("timings.json", t)
+        import fcntl
+
+        self.path.mkdir(parents=True, exist_ok=True)
+        with open(self.path / ".timings.lock", "w") as lock:  # several workers may add at once
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            t = self.read_json("timings.json") or {}
+            t[stage] = t.get(stage, 0.0) + seconds
+            self.write_json("timings.json", t)
+
+    # ---- claims: several workers on one run directory
+    def claim_path(self, kind: str, task: str, k: int) -> Path:
+        return self.shard(kind, task, k).with_suffix(".claim")
+
+    def claim(self, kind: str, task: str, k: int) -> bool:
+        """Take shard ``k`` for this process; False if another live worker holds it (a dead one's is taken)."""
+        p = self.claim_path(kind, task, k)
+        p.parent.mkdir(parents=True, exist_ok=True)
+        me = {"host": socket.gethostname(), "pid": os.getpid(), "time": time.time()}
+        for _ in range(2):
+            try:
+                fd = os.open(p, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+            except FileExistsError:
+                if self._claim_alive(p):
+                    return False
+                p.unlink(missing_ok=True)  # stale: its worker was killed
+                continue
+            with os.fdopen(fd, "w") as f:
+                json.dump(me, f)
+            return True
+        return False
+
+    def release(self, kind: str, task: str, k: int) -> None:
+        self.claim_path(kind, task, k).unlink(missing_ok=True)
+
+    @staticmethod
+    def _claim_alive(p: Path) -> bool:
+        """A claim is alive while its process runs (same host) — or for 6 h if it is another host's."""
+        try:
+            c = json.loads(p.read_text() or "{}")
+        except (OSError, ValueError):
+            return False
+        if not c:
+            return False
+        if c.get("pid") == os.getpid() and c.get("host") == socket.gethostname():
+            return False  # our own leftover (e.g. an interrupted call in this process)
+        if c.get("host") != socket.gethostname():
+            return time.time() - float(c.get("time", 0)) < 6 * 3600
+        try:
+            os.kill(int(c["pid"]), 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return True
 
 
 def _versions() -> dict[str, str]:
@@ -132,7 +194,8 @@ def _prepare_config(run: RunDir, cfg: EvalConfig) -> None:
     old = run.read_json("config.json")
     if old is not None:
         for k in EvalConfig.GENERATION_KEYS:
-            if old.get("config", {}).get(k) != getattr(cfg, k):
+            default = "auto" if k == "dtype" else None  # runs written before the field existed
+            if old.get("config", {}).get(k, default) != getattr(cfg, k):
                 raise ConfigMismatchError(
                     f"{run.path} was generated with {k}={old['config'].get(k)!r}, not {getattr(cfg, k)!r}: "
                     "use a new run directory (or the original setting) — generations are never mixed"
@@ -158,7 +221,7 @@ class _Lazy:
         if self._lm is None:
             import tracecal
 
-            self._lm = tracecal.load_model(self.cfg.model, batch_size=self.cfg.batch_size)
+            self._lm = tracecal.load_model(self.cfg.model, batch_size=self.cfg.batch_size, dtype=self.cfg.dtype)
             if self.cfg.chat is not None:
                 self._lm.chat = self.cfg.chat
         return self._lm
@@ -179,28 +242,46 @@ def _shards(n: int, size: int) -> list[tuple[int, int, int]]:
     return [(k, s, min(s + size, n)) for k, s in enumerate(range(0, n, size))]
 
 
-def _gen_stage(run: RunDir, task: Any, examples: list[Any], cfg: EvalConfig, lazy: _Lazy, progress: Progress) -> None:
+def _gen_stage(run: RunDir, task: Any, examples: list[Any], cfg: EvalConfig, lazy: _Lazy, progress: Progress) -> int:
+    """Generate the missing shards; returns how many were left to other workers."""
     shards = _shards(len(examples), cfg.shard_size)
     todo = [s for s in shards if not run.has("traces", task.name, s[0])]
     done = len(examples) - sum(b - a for _, a, b in todo)
     progress(f"generate {task.name}", done, len(examples))
+    skipped = 0
     for k, a, b in todo:
-        t0 = time.perf_counter()
-        lm = lazy.lm
-        exs = examples[a:b]
-        prompts = [task.prompt(ex, chat=lm.chat) for ex in exs]
-        traces = lm.generate(
-            prompts,
-            max_new_tokens=cfg.max_new_tokens or task.max_new_tokens,
-            stop_strings=tuple(task.stop_strings(lm.chat)),
-            ids=[ex.id for ex in exs],
-        )
-        for t in traces:
-            t.meta["task"] = task.name
-        save_traces(traces, run.shard("traces", task.name, k))
-        run.add_time(f"generate/{task.name}", time.perf_counter() - t0)
+        if run.has("traces", task.name, k):
+            done += b - a
+            continue
+        if not run.claim("traces", task.name, k):
+            skipped += 1
+            continue
+        try:
+            _gen_shard(run, task, examples, cfg, lazy, k, a, b)
+        finally:
+            run.release("traces", task.name, k)
         done += b - a
         progress(f"generate {task.name}", done, len(examples))
+    return skipped
+
+
+def _gen_shard(
+    run: RunDir, task: Any, examples: list[Any], cfg: EvalConfig, lazy: _Lazy, k: int, a: int, b: int
+) -> None:
+    t0 = time.perf_counter()
+    lm = lazy.lm
+    exs = examples[a:b]
+    prompts = [task.prompt(ex, chat=lm.chat) for ex in exs]
+    traces = lm.generate(
+        prompts,
+        max_new_tokens=cfg.max_new_tokens or task.max_new_tokens,
+        stop_strings=tuple(task.stop_strings(lm.chat)),
+        ids=[ex.id for ex in exs],
+    )
+    for t in traces:
+        t.meta["task"] = task.name
+    save_traces(traces, run.shard("traces", task.name, k))
+    run.add_time(f"generate/{task.name}", time.perf_counter() - t0)
 
 
 def _aux_stage(
@@ -211,51 +292,69 @@ def _aux_stage(
     cfg: EvalConfig,
     lazy: _Lazy,
     progress: Progress,
-) -> None:
+) -> int:
+    """Compute the missing shards of pass ``kind``; returns how many were left to other workers."""
     shards = _shards(len(examples), cfg.shard_size)
     todo = [s for s in shards if not run.has(kind, task.name, s[0])]
     done = len(examples) - sum(b - a for _, a, b in todo)
     progress(f"{kind} {task.name}", done, len(examples))
+    skipped = 0
     for k, a, b in todo:
-        t0 = time.perf_counter()
-        traces = load_traces(run.shard("traces", task.name, k))
-        exs = examples[a:b]
-        ids = [t.id for t in traces]
-        if kind == "extra":
-            from tracecal.selfeval import p_true, verbalized_confidence
-
-            qs = [ex.question for ex in exs]
-            ans = [t.text for t in traces]
-            pt = p_true(lazy.lm, qs, ans)
-            v, _, mass = verbalized_confidence(lazy.lm, qs, ans)
-            table = pa.table({"id": ids, "p_true": pt, "verbalized": v, "digit_mass": mass})
-        elif kind == "beam":
-            prompts = [task.prompt(ex, chat=lazy.lm.chat) for ex in exs]
-            # our choice for cost: the beam pass is capped at beam_max_new_tokens (s_i are length-normalised)
-            mnt = cfg.max_new_tokens or task.max_new_tokens
-            if cfg.beam_max_new_tokens:
-                mnt = min(mnt, cfg.beam_max_new_tokens)
-            scores = lazy.lm.beam_scores(prompts, num_beams=cfg.num_beams, max_new_tokens=mnt)
-            table = pa.table({"id": ids, "beam": [list(r) for r in scores]})
-        elif kind == "semantic":
-            from tracecal.semantic import relevance
-
-            rel, u = relevance(traces, [ex.question for ex in exs], lazy.embedder)
-            b_ = TraceBatch(rel, rel, TraceBatch.from_traces(traces).offsets)
-            off = b_.offsets
-            table = pa.table(
-                {
-                    "id": ids,
-                    "tokensar_rel": [rel[off[i] : off[i + 1]].tolist() for i in range(len(ids))],
-                    "mars_u": [u[off[i] : off[i + 1]].tolist() for i in range(len(ids))],
-                }
-            )
-        else:  # pragma: no cover
-            raise ValueError(kind)
-        run.write_table(table, run.shard(kind, task.name, k))
-        run.add_time(f"{kind}/{task.name}", time.perf_counter() - t0)
+        if run.has(kind, task.name, k):
+            done += b - a
+            continue
+        if not run.has("traces", task.name, k) or not run.claim(kind, task.name, k):
+            skipped += 1  # its generation or this pass is in another worker's hands
+            continue
+        try:
+            _aux_shard(kind, run, task, examples, cfg, lazy, k, a, b)
+        finally:
+            run.release(kind, task.name, k)
         done += b - a
         progress(f"{kind} {task.name}", done, len(examples))
+    return skipped
+
+
+def _aux_shard(
+    kind: str, run: RunDir, task: Any, examples: list[Any], cfg: EvalConfig, lazy: _Lazy, k: int, a: int, b: int
+) -> None:
+    t0 = time.perf_counter()
+    traces = load_traces(run.shard("traces", task.name, k))
+    exs = examples[a:b]
+    ids = [t.id for t in traces]
+    if kind == "extra":
+        from tracecal.selfeval import p_true, verbalized_confidence
+
+        qs = [ex.question for ex in exs]
+        ans = [t.text for t in traces]
+        pt = p_true(lazy.lm, qs, ans)
+        v, _, mass = verbalized_confidence(lazy.lm, qs, ans)
+        table = pa.table({"id": ids, "p_true": pt, "verbalized": v, "digit_mass": mass})
+    elif kind == "beam":
+        prompts = [task.prompt(ex, chat=lazy.lm.chat) for ex in exs]
+        # our choice for cost: the beam pass is capped at beam_max_new_tokens (s_i are length-normalised)
+        mnt = cfg.max_new_tokens or task.max_new_tokens
+        if cfg.beam_max_new_tokens:
+            mnt = min(mnt, cfg.beam_max_new_tokens)
+        scores = lazy.lm.beam_scores(prompts, num_beams=cfg.num_beams, max_new_tokens=mnt)
+        table = pa.table({"id": ids, "beam": [list(r) for r in scores]})
+    elif kind == "semantic":
+        from tracecal.semantic import relevance
+
+        rel, u = relevance(traces, [ex.question for ex in exs], lazy.embedder)
+        b_ = TraceBatch(rel, rel, TraceBatch.from_traces(traces).offsets)
+        off = b_.offsets
+        table = pa.table(
+            {
+                "id": ids,
+                "tokensar_rel": [rel[off[i] : off[i + 1]].tolist() for i in range(len(ids))],
+                "mars_u": [u[off[i] : off[i + 1]].tolist() for i in range(len(ids))],
+            }
+        )
+    else:  # pragma: no cover
+        raise ValueError(kind)
+    run.write_table(table, run.shard(kind, task.name, k))
+    run.add_time(f"{kind}/{task.name}", time.perf_counter() - t0)
 
 
 def _read_kind(run: RunDir, kind: str, task: str) -> pa.Table | None:
@@ -583,8 +682,12 @@ def evaluate(
     cfg: EvalConfig,
     progress: Progress | None = None,
     stages_only: bool = False,
+    poll_s: float = 10.0,
 ) -> Results | None:
-    """Generate what is missing in ``run_path`` (resumable), then score. Returns the results."""
+    """Generate what is missing in ``run_path`` (resumable; several workers may share it), then score.
+
+    ``poll_s``: seconds between checks while waiting for shards that other workers hold.
+    """
     from tracecal.tasks import get_task
 
     cfg.estimators = resolve_estimators(cfg.estimators)
@@ -604,12 +707,18 @@ def evaluate(
     for tname in cfg.tasks:
         task = get_task(tname)
         task_examples.append((task, task.load(limit=cfg.limit, data_dir=cfg.data_dir, on_error=cfg.on_error)))
-    for task, exs in task_examples:
-        _gen_stage(run, task, exs, cfg, lazy, progress)
-    for kind, need in (("extra", EXTRA), ("semantic", EMBEDDER), ("beam", BEAM)):  # cheapest first
-        if need in needs:
-            for task, exs in task_examples:
-                _aux_stage(kind, run, task, exs, cfg, lazy, progress)
+    while True:  # until no shard is left to another worker
+        pending = 0
+        for task, exs in task_examples:
+            pending += _gen_stage(run, task, exs, cfg, lazy, progress)
+        for kind, need in (("extra", EXTRA), ("semantic", EMBEDDER), ("beam", BEAM)):  # cheapest first
+            if need in needs:
+                for task, exs in task_examples:
+                    pending += _aux_stage(kind, run, task, exs, cfg, lazy, progress)
+        if not pending:
+            break
+        progress("waiting for shards other workers hold", 0, pending)
+        time.sleep(poll_s)
     if stages_only:
         return None
     return score_run(run.path, cfg, progress)

@@ -446,13 +446,41 @@ class HFModel:
             out.append(torch.log_softmax(logits, -1)[:, tok].double().cpu().numpy())
         return np.concatenate(out) if out else np.zeros((0, len(token_ids)))
 
+    def _cache_kw(self) -> str:
+        """transformers ≥ 5.2x names the KV-cache argument ``cache``; older releases ``past_key_values``."""
+        import inspect
+
+        return "cache" if "cache" in inspect.signature(self.model.forward).parameters else "past_key_values"
+
+    @torch.no_grad()
+    def _shared_prefill(self, ids: torch.Tensor, mask: torch.Tensor, copies: int) -> dict[str, Any]:
+        """KV cache of every prompt but its last token, computed once and repeated ``copies`` times per row.
+
+        Beam search over B prompts otherwise runs the prompt through the model B·copies times (transformers
+        expands the inputs before the first forward pass); with a long context (MLQA) that prefill is
+        almost all of the cost. The returned cache is passed to ``generate``, which then feeds only the last
+        prompt token. Left padding keeps that last token real for every row.
+        """
+        pos = (mask.cumsum(-1) - 1).clamp(min=0)
+        out = self.model(input_ids=ids[:, :-1], attention_mask=mask[:, :-1], position_ids=pos[:, :-1], use_cache=True)
+        cache = out.past_key_values
+        cache.batch_repeat_interleave(copies)
+        return {self._cache_kw(): cache}
+
     @torch.no_grad()
     def beam_scores(
-        self, prompts: Sequence[Prompt], num_beams: int = 5, max_new_tokens: int = 32, batch_size: int | None = None
+        self,
+        prompts: Sequence[Prompt],
+        num_beams: int = 5,
+        max_new_tokens: int = 32,
+        batch_size: int | None = None,
+        shared_prefill: bool = True,
     ) -> np.ndarray:
         """Length-normalised log-scores of the final ``num_beams`` beams per prompt, best first: (B, num_beams).
 
         s_i = Σ log p / T_i (transformers' ``sequences_scores`` with ``length_penalty=1``).
+        ``shared_prefill`` computes each prompt's KV cache once instead of once per beam (same scores up to
+        float summation order; prompts of one token fall back to the plain path).
         """
         prompts = check_prompts(prompts)
         prompt_ids = [self.encode_prompt(p) for p in prompts]
@@ -462,10 +490,15 @@ class HFModel:
         order = np.argsort([-len(p) for p in prompt_ids], kind="stable")
         for start in range(0, len(order), bs):
             idx = order[start : start + bs]
-            ids, mask = self._left_pad([prompt_ids[i] for i in idx])
+            batch = [prompt_ids[i] for i in idx]
+            ids, mask = self._left_pad(batch)
+            extra: dict[str, Any] = {}
+            if shared_prefill and min(len(p) for p in batch) >= 2:
+                extra = self._shared_prefill(ids, mask, num_beams)
             res = self.model.generate(
                 input_ids=ids,
                 attention_mask=mask,
+                **extra,
                 max_new_tokens=max_new_tokens,
                 num_beams=num_beams,
                 num_return_sequences=num_beams,
