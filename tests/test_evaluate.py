@@ -179,3 +179,29 @@ def test_worker_waits_for_a_shard_another_worker_holds(tmp_path: Path, model, mo
     res = box["res"]
     assert isinstance(res, ev.Results) and res.tasks["triviaqa"]["n"] == 12 and counting.generated == 12
     assert not list((run.path / "traces" / "triviaqa").glob("*.claim"))
+
+
+def test_score_only_reports_estimators_whose_pass_is_missing_as_not_run(tmp_path: Path, model, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.setattr(tracecal, "load_model", lambda *a, **k: model)
+    run = tmp_path / "run"
+    two = dict(tasks=["triviaqa", "svamp"], limit=6, shard_size=3, n_seeds=2)
+    ev.evaluate(run, EvalConfig(**two, estimators=["trace"]))
+    # P(True) for one of the two triviaqa shards only (as if killed halfway), and none for svamp
+    ev.evaluate(run, EvalConfig(**(two | {"tasks": ["triviaqa"]}), estimators=["p_true"]), stages_only=True)
+    (run / "extra" / "triviaqa" / "00001.parquet").unlink()
+    monkeypatch.setattr(tracecal, "load_model", lambda *a, **k: pytest.fail("score-only must not load a model"))
+    cfg = EvalConfig(**two, estimators=["trace", "p_true"])
+    with pytest.raises(RuntimeError, match="extra pass is incomplete"):
+        ev.score_run(run, cfg)
+    with pytest.warns(UserWarning, match="not scored there: p_true"):
+        res = ev.evaluate(run, cfg, score_only=True)
+    assert res is not None
+    for task in ("triviaqa", "svamp"):
+        assert res.tasks[task]["not_run"] == ["p_true"]
+        assert np.isnan(res.metrics[task]["p_true"]["brier"]["mean"])
+        assert res.metrics[task]["trace"]["brier"]["n_seeds"] == 2
+    assert np.isnan(res.metrics["average"]["p_true"]["brier"]["mean"]), "no average over a subset of tasks"
+    assert np.isfinite(res.metrics["average"]["trace"]["brier"]["mean"])
+    assert "| p_true | n/a | n/a |" in ev.results_markdown(res)
+    with pytest.raises(FileNotFoundError, match="not a run directory"):
+        ev.evaluate(tmp_path / "nothing", cfg, score_only=True)

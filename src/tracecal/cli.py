@@ -283,6 +283,9 @@ def evaluate(
         str, typer.Option(help="model weights: auto (fp32 on CPU, bf16 on GPU) | float32 | bfloat16 | float16")
     ] = "auto",
     data_dir: DataDirOpt = None,
+    score_only: Annotated[
+        bool, typer.Option("--score-only", help="compute nothing; score what RUN holds (incomplete passes: not run)")
+    ] = False,
 ) -> None:
     """Generate once (resumable), score every estimator under the paper's protocol, print the comparison."""
     if threads:
@@ -317,7 +320,7 @@ def evaluate(
                     jobs[desc] = pb.add_task(desc, total=total)
                 pb.update(jobs[desc], completed=done, total=total)
 
-            res = run_eval(run_dir, cfg, progress=prog)
+            res = run_eval(run_dir, cfg, progress=prog, score_only=score_only)
     except (ValueError, FileNotFoundError, RuntimeError, ConfigMismatchError) as e:
         fail(str(e))
     assert res is not None

@@ -372,9 +372,16 @@ class TaskData:
     y: np.ndarray
     inputs: Inputs
     label_rule: str
+    missing: set[str] = field(default_factory=set)  # passes not (completely) in the run directory
 
 
-def _load_task_data(run: RunDir, task: Any, examples: list[Any], needs: set[str]) -> TaskData:
+PASS_OF_NEED = {EXTRA: "extra", BEAM: "beam", EMBEDDER: "semantic"}
+NOT_RUN_KEYS = (*METRICS, "base_rate", "n", "n_correct", "n_correct_cal", "n_cal")
+
+
+def _load_task_data(
+    run: RunDir, task: Any, examples: list[Any], needs: set[str], allow_missing: bool = False
+) -> TaskData:
     traces = load_traces(run.path / "traces" / task.name)
     if len(traces) != len(examples):
         raise RuntimeError(f"{task.name}: {len(traces)} traces for {len(examples)} examples — run incomplete")
@@ -382,21 +389,33 @@ def _load_task_data(run: RunDir, task: Any, examples: list[Any], needs: set[str]
     exs = [by_id[t.id] for t in traces]
     y = np.array([task.label(ex, t.text) for ex, t in zip(exs, traces, strict=True)], dtype=np.int64)
     inp = Inputs(batch=TraceBatch.from_traces(traces), traces=traces)
-    if EXTRA in needs:
-        t = _read_kind(run, "extra", task.name)
-        assert t is not None
+    tables: dict[str, pa.Table] = {}
+    missing: set[str] = set()
+    for need in needs & set(PASS_OF_NEED):
+        t = _read_kind(run, PASS_OF_NEED[need], task.name)
+        if t is None or t.num_rows != len(traces):
+            if not allow_missing:
+                raise RuntimeError(
+                    f"{task.name}: the {PASS_OF_NEED[need]} pass is incomplete "
+                    f"({0 if t is None else t.num_rows} of {len(traces)} answers)"
+                )
+            missing.add(need)
+            continue
+        if t.column("id").to_pylist() != [tr.id for tr in traces]:
+            raise RuntimeError(f"{task.name}: the {PASS_OF_NEED[need]} pass is not aligned with the traces")
+        tables[need] = t
+    if EXTRA in tables:
+        t = tables[EXTRA]
         inp.p_true = t.column("p_true").to_numpy()
         inp.verbalized = t.column("verbalized").to_numpy()
-    if BEAM in needs:
-        t = _read_kind(run, "beam", task.name)
-        assert t is not None
+    if BEAM in tables:
+        t = tables[BEAM]
         inp.beam = np.array(t.column("beam").to_pylist(), dtype=np.float64)
-    if EMBEDDER in needs:
-        t = _read_kind(run, "semantic", task.name)
-        assert t is not None
+    if EMBEDDER in tables:
+        t = tables[EMBEDDER]
         inp.tokensar_rel = np.concatenate([np.asarray(x, float) for x in t.column("tokensar_rel").to_pylist()] or [[]])
         inp.mars_u = np.concatenate([np.asarray(x, float) for x in t.column("mars_u").to_pylist()] or [[]])
-    return TaskData(task.name, exs, traces, y, inp, task.label_rule)
+    return TaskData(task.name, exs, traces, y, inp, task.label_rule, missing)
 
 
 def _sanitize(x: np.ndarray) -> tuple[np.ndarray, int]:
@@ -529,8 +548,15 @@ def _agg(vals: list[float]) -> dict[str, float]:
     }
 
 
-def score_run(run_path: str | Path, cfg: EvalConfig, progress: Progress | None = None) -> Results:
-    """Score a generated run: every estimator × task × seed. Loads no model unless a pass is missing."""
+def score_run(
+    run_path: str | Path, cfg: EvalConfig, progress: Progress | None = None, allow_missing: bool = False
+) -> Results:
+    """Score a generated run: every estimator × task × seed. Loads no model.
+
+    ``allow_missing``: an estimator whose extra pass (P(True)/verbalised, embeddings, beams) is not complete
+    for a task is reported as not run there (NaN metrics, listed in ``tasks[task]["not_run"]``, no average)
+    instead of raising.
+    """
     run = RunDir(run_path)
     progress = progress or (lambda *_: None)
     from tracecal.tasks import get_task
@@ -544,7 +570,8 @@ def score_run(run_path: str | Path, cfg: EvalConfig, progress: Progress | None =
     for tname in cfg.tasks:
         task = get_task(tname)
         examples = task.load(limit=cfg.limit, data_dir=cfg.data_dir, on_error=cfg.on_error)
-        data = _load_task_data(run, task, examples, needs)
+        data = _load_task_data(run, task, examples, needs, allow_missing=allow_missing)
+        not_run = [n for n in names if REGISTRY[n].needs & data.missing]
         y = data.y
         n = len(y)
         lengths = data.inputs.batch.lengths
@@ -560,7 +587,15 @@ def score_run(run_path: str | Path, cfg: EvalConfig, progress: Progress | None =
             "mean_answer_tokens": float(lengths.mean()) if n else float("nan"),
             "entropy_kind": sorted({t.entropy_kind for t in data.traces}),
             "nan_mapped": {},
+            "not_run": not_run,
         }
+        if not_run:
+            warnings.warn(
+                f"{task.name}: {', '.join(sorted(PASS_OF_NEED[x] for x in data.missing))} pass incomplete; "
+                f"not scored there: {', '.join(not_run)}",
+                UserWarning,
+                stacklevel=2,
+            )
         rows_tables.append(
             pa.table(
                 {
@@ -579,7 +614,7 @@ def score_run(run_path: str | Path, cfg: EvalConfig, progress: Progress | None =
         raw: dict[str, np.ndarray | None] = {}
         for name in names:
             est = get_estimator(name)
-            if est.needs_fit:
+            if est.needs_fit or name in not_run:
                 raw[name] = None
                 continue
             raw[name], n_bad = _sanitize(est.score(data.inputs))
@@ -597,6 +632,9 @@ def score_run(run_path: str | Path, cfg: EvalConfig, progress: Progress | None =
             warnings.simplefilter("ignore", UserWarning)
             for i, name in enumerate(names):
                 progress(f"score {task.name}", i, len(names))
+                if name in not_run:
+                    per_est[name] = {k: [float("nan")] for k in NOT_RUN_KEYS}
+                    continue
                 for s, (cal, ev) in enumerate(splits):
                     m, raw_ev, prob = _one_split(name, data, raw[name], cal, ev, cfg)
                     for k, v in m.items():
@@ -631,9 +669,10 @@ def score_run(run_path: str | Path, cfg: EvalConfig, progress: Progress | None =
         avg: dict[str, dict[str, dict[str, float]]] = {}
         for name in names:
             avg[name] = {}
+            complete = not any(name in task_info[t]["not_run"] for t in metrics)  # no average over a subset
             for metric in METRICS:
                 vals = [metrics[t][name][metric]["mean"] for t in metrics]
-                fin = [v for v in vals if math.isfinite(v)]
+                fin = [v for v in vals if math.isfinite(v)] if complete else []
                 avg[name][metric] = {
                     "mean": float(np.mean(fin)) if fin else float("nan"),
                     "sd": float("nan"),
@@ -683,10 +722,13 @@ def evaluate(
     progress: Progress | None = None,
     stages_only: bool = False,
     poll_s: float = 10.0,
+    score_only: bool = False,
 ) -> Results | None:
     """Generate what is missing in ``run_path`` (resumable; several workers may share it), then score.
 
     ``poll_s``: seconds between checks while waiting for shards that other workers hold.
+    ``score_only``: compute nothing; score what the run directory holds (estimators whose pass is incomplete
+    for a task are reported as not run there, see `score_run`).
     """
     from tracecal.tasks import get_task
 
@@ -698,6 +740,10 @@ def evaluate(
         raise ValueError("n_seeds must be ≥ 1")
     make_calibrator(cfg.calibrator)  # validates
     run = RunDir(run_path)
+    if score_only:
+        if not (run.path / "config.json").exists():
+            raise FileNotFoundError(f"{run.path} is not a run directory (no config.json)")
+        return score_run(run.path, cfg, progress, allow_missing=True)
     run.path.mkdir(parents=True, exist_ok=True)
     _prepare_config(run, cfg)
     progress = progress or (lambda *_: None)
