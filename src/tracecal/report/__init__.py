@@ -142,7 +142,8 @@ def _meta_lines(run: RunData, shown: list[str]) -> list[str]:
     tinfo = run.results.get("tasks") or {}
     tasks = ", ".join(f"{t} ({tinfo.get(t, {}).get('n', '?')})" for t in run.tasks)
     lines = [
-        f"Run <code>{e(run.path.resolve())}</code> · model {e(cfg.get('model') or 'default')} · "
+        f"Run <code>{e(run.path.resolve())}</code> · model {e(cfg.get('model') or 'default')} "
+        f"({e(cfg.get('dtype') or 'auto')} weights) · "
         f"{run.n:,} answers: {e(tasks)}",
         f"{len(shown)} estimators · {e(cfg.get('n_seeds', '?'))} seeds · calibration share "
         f"{e(cfg.get('cal_frac', '?'))} · calibrator {e(cfg.get('calibrator', '?'))} · "
@@ -151,6 +152,11 @@ def _meta_lines(run: RunData, shown: list[str]) -> list[str]:
     subs = run.results.get("substitutes") or []
     if subs:
         lines.append("Substitutes: " + e("; ".join(map(str, subs))))
+    not_run = {t: d.get("not_run") for t, d in tinfo.items() if d.get("not_run")}
+    if not_run:
+        lines.append(
+            "Not run (their pass is incomplete): " + e("; ".join(f"{t}: {', '.join(v)}" for t, v in not_run.items()))
+        )
     return lines
 
 
