@@ -1,10 +1,15 @@
-"""Markdown table of SECL ablation results: `python scripts/secl_ablation_table.py runs/secl_ablations/*.json`."""
+"""Markdown tables of SECL results.
+
+python scripts/secl_ablation_table.py runs/secl_ablations/*.json        # one row per run (ablations)
+python scripts/secl_ablation_table.py --domains runs/secl_main.json     # one run, per domain + overall
+"""
 
 from __future__ import annotations
 
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 
 def fmt(x: float | None, pct: bool = False) -> str:
@@ -13,7 +18,7 @@ def fmt(x: float | None, pct: bool = False) -> str:
     return f"{100 * x:.0f} %" if pct else f"{x:.3f}"
 
 
-def main(paths: list[str]) -> None:
+def ablations(paths: list[str]) -> None:
     print(
         "| run | gate | accumulate | loss | LoRA targets (layers) | ECE frozen v | ECE τ | ECE SECL v | ECE reduction "
         "| Brier frozen → SECL | AUROC frozen → SECL | trained share | updates | overhead vs τ-all | SECL pass s |"
@@ -33,5 +38,25 @@ def main(paths: list[str]) -> None:
         )
 
 
+def domains(path: str) -> None:
+    d: dict[str, Any] = json.loads(Path(path).read_text())
+    print(
+        "| domain | n | accuracy | ECE frozen v | ECE τ | ECE SECL v | Brier frozen v | Brier τ | Brier SECL v "
+        "| AUROC frozen v | AUROC τ | AUROC SECL v | trained share |"
+    )
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for dom, m in d["metrics"].items():
+        f, t, s = m["frozen_v"], m["tau"], m["secl_v"]
+        print(
+            f"| {dom} | {f['n']} | {fmt(f['acc'])} | {fmt(f['ece'])} | {fmt(t['ece'])} | {fmt(s['ece'])} | "
+            f"{fmt(f['brier'])} | {fmt(t['brier'])} | {fmt(s['brier'])} | {fmt(f['auroc'])} | {fmt(t['auroc'])} | "
+            f"{fmt(s['auroc'])} | {fmt(d['trained_share'].get(dom), pct=True)} |"
+        )
+
+
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    args = sys.argv[1:]
+    if args and args[0] == "--domains":
+        domains(args[1])
+    else:
+        ablations(args)
