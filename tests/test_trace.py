@@ -116,3 +116,14 @@ def test_batch_validation() -> None:
         TraceBatch(np.zeros(3), np.zeros(3), np.array([0, 2]))
     with pytest.raises(ValueError):
         TraceBatch.from_lists([[1.0]], [[1.0, 2.0]])
+
+
+def test_saved_files_get_the_usual_permissions(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import os
+    import stat
+
+    from tracecal.trace import _UMASK
+
+    t = Trace(text="a", token_ids=np.array([1]), surprisal=np.array([0.1]), entropy=np.array([0.2]))
+    p = save_traces([t], tmp_path / "x.parquet")
+    assert stat.S_IMODE(os.stat(p).st_mode) == 0o666 & ~_UMASK  # not mkstemp's 0600

@@ -343,12 +343,22 @@ def traces_to_table(traces: Iterable[Trace]) -> pa.Table:
     return pa.Table.from_pydict(cols, schema=SCHEMA)
 
 
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+_UMASK = _umask()  # read once at import (os.umask is process-wide; never toggled while threads write)
+
+
 def _atomic_write(path: Path, write: Any) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     os.close(fd)
     try:
         write(tmp)
+        os.chmod(tmp, 0o666 & ~_UMASK)  # mkstemp makes 0600; give the file the usual permissions
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
