@@ -107,13 +107,6 @@ def verbalized_prompt_ids(lm: HFModel, question: str, answer: str, template: str
     return _chat_ids(lm, template.format(question=question, answer=answer), prefill=VERBAL_PREFILL)
 
 
-def _cache_kw(lm: HFModel) -> str:
-    """transformers ≥ 5.2x names the KV-cache argument ``cache``; older releases ``past_key_values``."""
-    import inspect
-
-    return "cache" if "cache" in inspect.signature(lm.model.forward).parameters else "past_key_values"
-
-
 def _digit_ids(lm: HFModel) -> list[int]:
     ids = []
     for d in "0123456789":
@@ -140,13 +133,15 @@ def number_distribution(
         pos = (mask.cumsum(-1) - 1).clamp(min=0)
         out = lm.model(input_ids=ids, attention_mask=mask, position_ids=pos, use_cache=True)
         p0 = torch.softmax(out.logits[:, -1].float(), -1)  # (B, V)
-        cache = out.past_key_values
+        from tracecal.backends.hf import output_cache
+
+        cache = output_cache(out)
         last = mask.sum(-1, keepdim=True)  # next position per row
         # step 1: each of the ten first digits
         cache.batch_repeat_interleave(10)
         m1 = torch.cat([mask.repeat_interleave(10, 0), torch.ones(B * 10, 1, dtype=mask.dtype, device=mask.device)], 1)
         x1 = digits.repeat(B)[:, None]
-        kw = _cache_kw(lm)
+        kw = lm._cache_kw()
         out1 = lm.model(input_ids=x1, attention_mask=m1, position_ids=last.repeat_interleave(10, 0), **{kw: cache})
         p1 = torch.softmax(out1.logits[:, -1].float(), -1).view(B, 10, -1)  # P(· | d1)
         # step 2: after "1","0": is there another "0" (100) or not (10)?

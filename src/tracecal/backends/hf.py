@@ -48,6 +48,11 @@ def default_gguf_path() -> Path:
     return path
 
 
+def output_cache(out: Any) -> Any:
+    """The KV cache of a model output: ``out.cache`` in transformers ≥ 5.2x, ``out.past_key_values`` before."""
+    return out["cache"] if "cache" in out else out.past_key_values
+
+
 class TraceRecorder(LogitsProcessor):
     """Records H_t and s_t on device, step by step, without changing the scores.
 
@@ -463,7 +468,7 @@ class HFModel:
         """
         pos = (mask.cumsum(-1) - 1).clamp(min=0)
         out = self.model(input_ids=ids[:, :-1], attention_mask=mask[:, :-1], position_ids=pos[:, :-1], use_cache=True)
-        cache = out.past_key_values
+        cache = output_cache(out)
         cache.batch_repeat_interleave(copies)
         return {self._cache_kw(): cache}
 
