@@ -194,7 +194,7 @@ def _prepare_config(run: RunDir, cfg: EvalConfig) -> None:
     old = run.read_json("config.json")
     if old is not None:
         for k in EvalConfig.GENERATION_KEYS:
-            default = "auto" if k == "dtype" else None  # runs written before the field existed
+            default = EvalConfig.__dataclass_fields__[k].default  # for runs written before the field existed
             if old.get("config", {}).get(k, default) != getattr(cfg, k):
                 raise ConfigMismatchError(
                     f"{run.path} was generated with {k}={old['config'].get(k)!r}, not {getattr(cfg, k)!r}: "
@@ -242,26 +242,37 @@ def _shards(n: int, size: int) -> list[tuple[int, int, int]]:
     return [(k, s, min(s + size, n)) for k, s in enumerate(range(0, n, size))]
 
 
-def _gen_stage(run: RunDir, task: Any, examples: list[Any], cfg: EvalConfig, lazy: _Lazy, progress: Progress) -> int:
-    """Generate the missing shards; returns how many were left to other workers."""
+def _stage(
+    kind: str, run: RunDir, task: Any, examples: list[Any], cfg: EvalConfig, lazy: _Lazy, progress: Progress
+) -> int:
+    """Compute the missing shards of pass ``kind`` ("traces" = generation); returns how many were left to others.
+
+    A shard is skipped while another live worker holds its claim, or (for the extra passes) while its
+    generation is not on disk yet.
+    """
+    label = f"{'generate' if kind == 'traces' else kind} {task.name}"
     shards = _shards(len(examples), cfg.shard_size)
-    todo = [s for s in shards if not run.has("traces", task.name, s[0])]
+    todo = [s for s in shards if not run.has(kind, task.name, s[0])]
     done = len(examples) - sum(b - a for _, a, b in todo)
-    progress(f"generate {task.name}", done, len(examples))
+    progress(label, done, len(examples))
     skipped = 0
     for k, a, b in todo:
-        if run.has("traces", task.name, k):
+        if run.has(kind, task.name, k):  # another worker wrote it since the stage started
             done += b - a
             continue
-        if not run.claim("traces", task.name, k):
+        ready = kind == "traces" or run.has("traces", task.name, k)
+        if not ready or not run.claim(kind, task.name, k):
             skipped += 1
             continue
         try:
-            _gen_shard(run, task, examples, cfg, lazy, k, a, b)
+            if kind == "traces":
+                _gen_shard(run, task, examples, cfg, lazy, k, a, b)
+            else:
+                _aux_shard(kind, run, task, examples, cfg, lazy, k, a, b)
         finally:
-            run.release("traces", task.name, k)
+            run.release(kind, task.name, k)
         done += b - a
-        progress(f"generate {task.name}", done, len(examples))
+        progress(label, done, len(examples))
     return skipped
 
 
@@ -282,37 +293,6 @@ def _gen_shard(
         t.meta["task"] = task.name
     save_traces(traces, run.shard("traces", task.name, k))
     run.add_time(f"generate/{task.name}", time.perf_counter() - t0)
-
-
-def _aux_stage(
-    kind: str,
-    run: RunDir,
-    task: Any,
-    examples: list[Any],
-    cfg: EvalConfig,
-    lazy: _Lazy,
-    progress: Progress,
-) -> int:
-    """Compute the missing shards of pass ``kind``; returns how many were left to other workers."""
-    shards = _shards(len(examples), cfg.shard_size)
-    todo = [s for s in shards if not run.has(kind, task.name, s[0])]
-    done = len(examples) - sum(b - a for _, a, b in todo)
-    progress(f"{kind} {task.name}", done, len(examples))
-    skipped = 0
-    for k, a, b in todo:
-        if run.has(kind, task.name, k):
-            done += b - a
-            continue
-        if not run.has("traces", task.name, k) or not run.claim(kind, task.name, k):
-            skipped += 1  # its generation or this pass is in another worker's hands
-            continue
-        try:
-            _aux_shard(kind, run, task, examples, cfg, lazy, k, a, b)
-        finally:
-            run.release(kind, task.name, k)
-        done += b - a
-        progress(f"{kind} {task.name}", done, len(examples))
-    return skipped
 
 
 def _aux_shard(
@@ -342,8 +322,7 @@ def _aux_shard(
         from tracecal.semantic import relevance
 
         rel, u = relevance(traces, [ex.question for ex in exs], lazy.embedder)
-        b_ = TraceBatch(rel, rel, TraceBatch.from_traces(traces).offsets)
-        off = b_.offsets
+        off = TraceBatch.from_traces(traces).offsets
         table = pa.table(
             {
                 "id": ids,
@@ -756,11 +735,11 @@ def evaluate(
     while True:  # until no shard is left to another worker
         pending = 0
         for task, exs in task_examples:
-            pending += _gen_stage(run, task, exs, cfg, lazy, progress)
+            pending += _stage("traces", run, task, exs, cfg, lazy, progress)
         for kind, need in (("extra", EXTRA), ("semantic", EMBEDDER), ("beam", BEAM)):  # cheapest first
             if need in needs:
                 for task, exs in task_examples:
-                    pending += _aux_stage(kind, run, task, exs, cfg, lazy, progress)
+                    pending += _stage(kind, run, task, exs, cfg, lazy, progress)
         if not pending:
             break
         progress("waiting for shards other workers hold", 0, pending)

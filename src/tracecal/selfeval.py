@@ -32,6 +32,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
+from tracecal.backends.hf import output_cache
+
 if TYPE_CHECKING:
     from tracecal.backends.hf import HFModel
 
@@ -133,8 +135,6 @@ def number_distribution(
         pos = (mask.cumsum(-1) - 1).clamp(min=0)
         out = lm.model(input_ids=ids, attention_mask=mask, position_ids=pos, use_cache=True)
         p0 = torch.softmax(out.logits[:, -1].float(), -1)  # (B, V)
-        from tracecal.backends.hf import output_cache
-
         cache = output_cache(out)
         last = mask.sum(-1, keepdim=True)  # next position per row
         # step 1: each of the ten first digits
