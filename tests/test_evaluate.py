@@ -1,207 +1,242 @@
-"""The evaluation harness: splits, NaN mapping, resumable runs on the real model, re-scoring without generation."""
+"""The evaluation: splits and NaN mapping, the pure protocol, resumable runs, several workers, identity checks,
+options validated before anything is written, and a pass + estimator added from outside the package."""
 
 from __future__ import annotations
 
 import json
-import warnings
 from pathlib import Path
+from typing import Any, ClassVar
 
 import numpy as np
 import pytest
 
-import tracecal
-from tracecal import evaluate as ev
-from tracecal.evaluate import ConfigMismatchError, EvalConfig, stratified_split
+from tracecal.estimators import REGISTRY, Estimator, Inputs
+from tracecal.evaluate import EvalConfig, evaluate, resolve_dtype
 from tracecal.metrics import SingleClassWarning
+from tracecal.passes import ANSWER, PASSES, Pass
+from tracecal.protocol import ScoreConfig, TaskStats, sanitize, score_tasks, stratified_split
+from tracecal.runstore import ConfigMismatchError, RunStore, RunStoreError
+from tracecal.trace import TraceBatch
+
+FAST = dict(limit=12, n_seeds=3, shard_size=4, max_new_tokens=6, batch_size=4)
 
 
 def test_stratified_split_keeps_class_shares() -> None:
     y = np.array([1] * 20 + [0] * 80)
-    cal, evl = stratified_split(y, 0.35, seed=3)
-    assert len(set(cal) & set(evl)) == 0 and len(cal) + len(evl) == 100
-    assert y[cal].sum() == 7 and y[evl].sum() == 13
-    cal2, _ = stratified_split(y, 0.35, seed=4)
+    cal, ev = stratified_split(y, 0.35, seed=0)
+    assert len(set(cal) & set(ev)) == 0 and len(cal) + len(ev) == 100
+    assert y[cal].sum() == 7 and y[ev].sum() == 13
+    cal2, _ = stratified_split(y, 0.35, seed=1)
     assert not np.array_equal(cal, cal2)
-    # a class with one member: falls back to a random split, no crash
-    cal3, ev3 = stratified_split(np.array([1] + [0] * 9), 0.35, seed=0)
-    assert len(cal3) + len(ev3) == 10
 
 
 def test_sanitize_maps_non_finite_to_least_confident() -> None:
-    x, n = ev._sanitize(np.array([0.2, np.nan, 0.9, -np.inf, np.inf]))
-    assert n == 3 and np.all(np.isfinite(x))
-    assert x[1] < 0.2 and x[3] < 0.2 and x[4] == 0.9
+    x, n = sanitize(np.array([0.2, np.nan, 0.9, -np.inf, np.inf]))
+    assert n == 3 and x[1] < 0.2 and x[3] < 0.2 and x[4] == 0.9
+
+
+def _synthetic_stats(name: str, n: int, seed: int) -> TaskStats:
+    rng = np.random.default_rng(seed)
+    y = (rng.random(n) < 0.4).astype(np.int64)
+    lengths = rng.integers(1, 6, n)
+    # entropy lower for correct answers, so TRACE ranks above chance
+    H = [list(rng.gamma(2.0, 0.6 if y[i] else 1.2, lengths[i])) for i in range(n)]
+    S = [list(rng.gamma(1.5, 0.5, lengths[i])) for i in range(n)]
+    inputs = Inputs(TraceBatch.from_lists(S, H), p_true=np.where(y == 1, 0.8, 0.5) + 0.01 * rng.random(n))
+    return TaskStats(name, [f"q{i}" for i in range(n)], y, inputs, "synthetic rule")
+
+
+def test_score_tasks_is_a_pure_function_of_stats_and_labels() -> None:
+    data = [_synthetic_stats("a", 120, 0), _synthetic_stats("b", 90, 1)]
+    cfg = ScoreConfig(estimators=["trace", "trace_plus", "neg_mean_entropy", "p_true"], n_seeds=4)
+    res = score_tasks(data, cfg)
+    again = score_tasks(data, cfg)
+    assert json.dumps(res.to_json()) == json.dumps(again.to_json())
+    assert list(res.metrics) == ["a", "b", "average"]
+    assert res.metrics["a"]["trace"]["auroc"]["mean"] > 0.6  # the signal planted above
+    assert res.metrics["a"]["p_true"]["auroc"]["mean"] > 0.9
+    assert res.metrics["a"]["trace"]["auroc"]["n_seeds"] == 4
+    frame = res.to_frame()
+    assert set(frame.columns) == {"task", "estimator", "metric", "mean", "sd", "n_seeds"}
+    per_task = len(res.metrics["a"]["trace"])  # every metric and count; the average has the 9 metrics only
+    assert len(frame) == 2 * 4 * per_task + 4 * len(res.metrics["average"]["trace"])
+    assert res.answers["predictions"].num_rows == 210
+
+
+def test_single_class_task_gives_nan_auroc_with_warning() -> None:
+    d = _synthetic_stats("t", 20, 2)
+    d.y[:] = 0
+    with pytest.warns(SingleClassWarning):
+        res = score_tasks([d], ScoreConfig(estimators=["trace"], n_seeds=2))
+    assert np.isnan(res.metrics["t"]["trace"]["auroc"]["mean"])
 
 
 class Counting:
-    """Wraps the session model and counts generated prompts."""
+    """Wraps a backend and counts the prompts it generates for and the beam / forward calls it makes."""
 
-    def __init__(self, lm) -> None:  # type: ignore[no-untyped-def]
-        self.lm, self.generated = lm, 0
+    def __init__(self, lm: Any, fail_after: int | None = None) -> None:
+        self.lm, self.generated, self.fail_after = lm, 0, fail_after
 
-    def __getattr__(self, name: str):  # type: ignore[no-untyped-def]
+    def __getattr__(self, name: str) -> Any:
         return getattr(self.lm, name)
 
-    def generate(self, prompts, **kw):  # type: ignore[no-untyped-def]
+    def generate(self, prompts: list[Any], **kw: Any) -> Any:
+        if self.fail_after is not None and self.generated >= self.fail_after:
+            raise KeyboardInterrupt("simulated kill")
         self.generated += len(prompts)
         return self.lm.generate(prompts, **kw)
 
 
-CFG = dict(tasks=["triviaqa"], limit=12, shard_size=4, n_seeds=4, estimators=["trace-only", "p_true", "verbalized"])
-
-
-def test_run_is_resumable_and_rescoring_never_regenerates(tmp_path: Path, model, monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    counting = Counting(model)
-    monkeypatch.setattr(tracecal, "load_model", lambda *a, **k: counting)
-    real_save = ev.save_traces
-    calls = {"n": 0}
-
-    def crashing_save(traces, path):  # type: ignore[no-untyped-def]
-        calls["n"] += 1
-        if calls["n"] == 2:
-            raise KeyboardInterrupt("killed halfway")
-        return real_save(traces, path)
-
+def test_run_is_resumable_and_rescoring_never_generates(tmp_path: Path, tiny_model) -> None:  # type: ignore[no-untyped-def]
     run = tmp_path / "run"
-    monkeypatch.setattr(ev, "save_traces", crashing_save)
+    base = {"tasks": ["triviaqa", "svamp"], "estimators": ["trace-only", "extra"]} | FAST
+    cfg = lambda **k: EvalConfig(**base | k)  # noqa: E731
+    killed = Counting(tiny_model, fail_after=8)
     with pytest.raises(KeyboardInterrupt):
-        ev.evaluate(run, EvalConfig(**CFG))
-    assert len(list((run / "traces" / "triviaqa").glob("*.parquet"))) == 1
-    assert not list((run / "traces" / "triviaqa").glob(".*tmp")), "no half-written shard is left"
-    assert counting.generated == 8  # shard 0 saved, shard 1 generated then lost
-
-    monkeypatch.setattr(ev, "save_traces", real_save)
-    res = ev.evaluate(run, EvalConfig(**CFG))
-    assert counting.generated == 16, "the resumed run generated only the two missing shards"
-    assert res is not None and res.tasks["triviaqa"]["n"] == 12
-
-    # re-scoring with other settings loads no model and generates nothing
-    monkeypatch.setattr(tracecal, "load_model", lambda *a, **k: pytest.fail("re-scoring must not load a model"))
-    res2 = ev.evaluate(run, EvalConfig(**(CFG | {"n_seeds": 2, "calibrator": "isotonic"})))
-    assert res2 is not None and res2.config["calibrator"] == "isotonic"
-
-    md = ev.results_markdown(res2)
-    assert "| trace |" in md and "**AUROC**" in md and "| triviaqa | 12 |" in md
-
-    out = json.loads((run / "results.json").read_text())
-    m = out["metrics"]["triviaqa"]["trace"]
-    assert set(m) >= {"auroc", "brier", "ece", "aece", "auprc", "aurc", "risk@10", "risk@50", "risk@90", "base_rate"}
-    assert m["n_correct_cal"]["mean"] == out["tasks"]["triviaqa"]["n_correct_cal"]
-    assert (run / "results.csv").read_text().startswith("task,estimator,metric,mean,sd,n_seeds")
-    for name in ("rows.parquet", "scores.parquet", "predictions.parquet", "timings.json", "config.json"):
-        assert (run / name).exists(), name
-
-    # changing what generation depends on is refused, not mixed
-    with pytest.raises(ConfigMismatchError, match="limit"):
-        ev.evaluate(run, EvalConfig(**(CFG | {"limit": 20})))
+        evaluate(run, cfg(), model=killed)
+    assert killed.generated == 8  # two shards written before the "kill"
+    resumed = Counting(tiny_model)
+    res = evaluate(run, cfg(), model=resumed)
+    assert resumed.generated == 24 - 8  # only what was missing
+    assert res is not None and res.tasks["triviaqa"]["n"] == 12 and res.tasks["svamp"]["n"] == 12
+    assert np.isfinite(res.metrics["triviaqa"]["p_true"]["brier"]["mean"])
+    saved = json.loads((run / "results.json").read_text())
+    assert saved["metrics"]["svamp"]["trace"]["ece"]["n_seeds"] == 3
+    assert (run / "results.md").read_text().startswith("| task |")
+    # re-scoring with other settings generates nothing (score-only loads no model at all)
+    never = Counting(tiny_model, fail_after=0)
+    res2 = evaluate(run, cfg(n_seeds=5, calibrator="isotonic", estimators=["trace"]), model=never)
+    assert never.generated == 0 and res2 is not None and res2.metrics["triviaqa"]["trace"]["auroc"]["n_seeds"] <= 5
 
 
-def test_single_class_split_gives_nan_auroc_with_warning() -> None:
-    from tracecal.estimators import Inputs
-    from tracecal.trace import TraceBatch
-
-    rng = np.random.default_rng(0)
-    b = TraceBatch.from_lists([rng.random(3) for _ in range(20)], [rng.random(3) for _ in range(20)])
-    data = ev.TaskData("t", [], [], np.zeros(20, int), Inputs(b), "rule")
-    cal, evl = stratified_split(data.y, 0.35, 0)
-    with warnings.catch_warnings(record=True) as w:
-        warnings.simplefilter("always")
-        m, _, prob = ev._one_split("trace", data, None, cal, evl, EvalConfig(tasks=["t"]))
-    assert np.isnan(m["auroc"]) and m["brier"] == pytest.approx(0.0)
-    assert any(issubclass(x.category, SingleClassWarning) for x in w)
-
-
-def test_bad_config_errors() -> None:
-    with pytest.raises(ValueError, match="unknown task|Unknown task|not a known task"):
-        ev.evaluate("/tmp/never", EvalConfig(tasks=["trivia_qa_x"]))
-    with pytest.raises(ValueError, match="estimator"):
-        ev.evaluate("/tmp/never", EvalConfig(tasks=["triviaqa"], estimators=["nope"]))
-    with pytest.raises(ValueError, match="calibrator|platt"):
-        ev.evaluate("/tmp/never", EvalConfig(tasks=["triviaqa"], calibrator="magic"))
-
-
-def _claim_of(pid: int, host: str | None = None) -> str:
-    import socket
-    import time
-
-    return json.dumps({"host": host or socket.gethostname(), "pid": pid, "time": time.time()})
-
-
-def test_claims_skip_live_workers_and_take_over_dead_ones(tmp_path: Path) -> None:
-    import os
-    import subprocess
-    import sys
-
-    run = ev.RunDir(tmp_path)
-    assert run.claim("traces", "t", 0), "a free shard is claimed"
-    assert run.claim("traces", "t", 0), "our own leftover claim is ours to retake"
-    run.release("traces", "t", 0)
-    assert not run.claim_path("traces", "t", 0).exists()
-
-    live = run.claim_path("traces", "t", 1)
-    live.parent.mkdir(parents=True, exist_ok=True)
-    live.write_text(_claim_of(os.getppid()))  # the parent process is alive
-    assert not run.claim("traces", "t", 1), "a live worker's shard is left to it"
-
-    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
-    run.claim_path("traces", "t", 2).write_text(_claim_of(int(dead.stdout)))
-    assert run.claim("traces", "t", 2), "a killed worker's claim is taken over"
-    run.claim_path("traces", "t", 3).write_text("")  # a claim cut short while being written
-    assert run.claim("traces", "t", 3)
-    run.claim_path("traces", "t", 4).write_text(_claim_of(1, host="another-host"))
-    assert not run.claim("traces", "t", 4), "another host's fresh claim is respected"
-
-
-def test_worker_waits_for_a_shard_another_worker_holds(tmp_path: Path, model, monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    import os
-    import threading
-    import time
-
-    counting = Counting(model)
-    monkeypatch.setattr(tracecal, "load_model", lambda *a, **k: counting)
-    run = ev.RunDir(tmp_path / "run")
-    held = run.claim_path("traces", "triviaqa", 1)
-    held.parent.mkdir(parents=True, exist_ok=True)
-    held.write_text(_claim_of(os.getppid()))  # shard 1 belongs to a (live) other worker
-    cfg = EvalConfig(tasks=["triviaqa"], limit=12, shard_size=4, n_seeds=2, estimators=["trace", "mean_prob"])
-    box: dict[str, object] = {}
-    th = threading.Thread(target=lambda: box.update(res=ev.evaluate(run.path, cfg, poll_s=0.1)))
-    th.start()
-    deadline = time.time() + 120
-    while not (run.has("traces", "triviaqa", 0) and run.has("traces", "triviaqa", 2)) and time.time() < deadline:
-        time.sleep(0.1)
-    time.sleep(0.5)
-    assert th.is_alive(), "the worker waits instead of scoring an incomplete run"
-    assert not run.has("traces", "triviaqa", 1) and counting.generated == 8
-    held.unlink()  # the other worker died without writing its shard: this one takes it over
-    th.join(timeout=120)
-    assert not th.is_alive()
-    res = box["res"]
-    assert isinstance(res, ev.Results) and res.tasks["triviaqa"]["n"] == 12 and counting.generated == 12
-    assert not list((run.path / "traces" / "triviaqa").glob("*.claim"))
-
-
-def test_score_only_reports_estimators_whose_pass_is_missing_as_not_run(tmp_path: Path, model, monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    monkeypatch.setattr(tracecal, "load_model", lambda *a, **k: model)
+def test_score_only_reports_estimators_whose_pass_is_missing_as_not_run(tmp_path: Path, tiny_model) -> None:  # type: ignore[no-untyped-def]
     run = tmp_path / "run"
-    two = dict(tasks=["triviaqa", "svamp"], limit=6, shard_size=3, n_seeds=2)
-    ev.evaluate(run, EvalConfig(**two, estimators=["trace"]))
-    # P(True) for one of the two triviaqa shards only (as if killed halfway), and none for svamp
-    ev.evaluate(run, EvalConfig(**(two | {"tasks": ["triviaqa"]}), estimators=["p_true"]), stages_only=True)
-    (run / "extra" / "triviaqa" / "00001.parquet").unlink()
-    monkeypatch.setattr(tracecal, "load_model", lambda *a, **k: pytest.fail("score-only must not load a model"))
-    cfg = EvalConfig(**two, estimators=["trace", "p_true"])
-    with pytest.raises(RuntimeError, match="extra pass is incomplete"):
-        ev.score_run(run, cfg)
-    with pytest.warns(UserWarning, match="not scored there: p_true"):
-        res = ev.evaluate(run, cfg, score_only=True)
-    assert res is not None
-    for task in ("triviaqa", "svamp"):
-        assert res.tasks[task]["not_run"] == ["p_true"]
-        assert np.isnan(res.metrics[task]["p_true"]["brier"]["mean"])
-        assert res.metrics[task]["trace"]["brier"]["n_seeds"] == 2
-    assert np.isnan(res.metrics["average"]["p_true"]["brier"]["mean"]), "no average over a subset of tasks"
-    assert np.isfinite(res.metrics["average"]["trace"]["brier"]["mean"])
-    assert "| p_true | n/a | n/a |" in ev.results_markdown(res)
-    with pytest.raises(FileNotFoundError, match="not a run directory"):
-        ev.evaluate(tmp_path / "nothing", cfg, score_only=True)
+    evaluate(run, EvalConfig(tasks=["triviaqa"], estimators=["trace"], **FAST), model=tiny_model)
+    with pytest.warns(UserWarning, match="extra pass incomplete"):
+        res = evaluate(run, EvalConfig(tasks=["triviaqa"], estimators=["trace", "p_true"], **FAST), score_only=True)
+    assert res is not None and res.tasks["triviaqa"]["not_run"] == ["p_true"]
+    assert np.isnan(res.metrics["triviaqa"]["p_true"]["auroc"]["mean"])
+    assert np.isfinite(res.metrics["triviaqa"]["trace"]["brier"]["mean"])
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ({"limit": -5}, "limit must be a positive whole number, got -5"),
+        ({"dtype": "float8"}, "dtype must be one of auto, float32, bfloat16, float16, got 'float8'"),
+        ({"shard_size": 0}, "shard-size must be a positive whole number, got 0"),
+        ({"cal_frac": 1.0}, "cal-frac must be strictly between 0 and 1"),
+        ({"n_seeds": 0}, "n-seeds must be a positive whole number"),
+        ({"calibrator": "bogus"}, "calibrator"),
+        ({"estimators": ["tarce"]}, "unknown estimator 'tarce'. Did you mean 'trace'?"),
+        ({"on_error": "ignore"}, "on-error must be 'skip' or 'raise'"),
+    ],
+)
+def test_invalid_options_write_nothing(tmp_path: Path, tiny_model, override: dict[str, Any], message: str) -> None:  # type: ignore[no-untyped-def]
+    run = tmp_path / "run"
+    kw = FAST | {"estimators": ["trace"]} | override
+    with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(".", r"\.").replace("?", r"\?")):
+        evaluate(run, EvalConfig(tasks=["triviaqa"], **kw), model=tiny_model)
+    assert not run.exists()
+    # the corrected command runs
+    assert evaluate(run, EvalConfig(tasks=["triviaqa"], estimators=["trace"], **FAST), model=tiny_model) is not None
+
+
+def test_unknown_task_writes_nothing(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="triviaq"):
+        evaluate(tmp_path / "run", EvalConfig(tasks=["triviaq"], estimators=["trace"], **FAST))
+    assert not (tmp_path / "run").exists()
+
+
+def test_identity_records_the_resolved_dtype(tmp_path: Path, tiny_model) -> None:  # type: ignore[no-untyped-def]
+    run = tmp_path / "run"
+    evaluate(run, EvalConfig(tasks=["triviaqa"], estimators=["trace"], dtype="auto", **FAST), model=tiny_model)
+    ident = json.loads((run / "config.json").read_text())["identity"]
+    assert ident["dtype"] == resolve_dtype("auto") == "float32"  # this machine has no GPU
+    # an explicit float32 after auto on a CPU is the same run
+    evaluate(run, EvalConfig(tasks=["triviaqa"], estimators=["trace"], dtype="float32", **FAST), model=tiny_model)
+    with pytest.raises(ConfigMismatchError, match="dtype='float32', not 'bfloat16'"):
+        evaluate(run, EvalConfig(tasks=["triviaqa"], estimators=["trace"], dtype="bfloat16", **FAST), model=tiny_model)
+    # a run made on a GPU (auto → bfloat16) is refused when resumed with auto on a CPU
+    gpu = RunStore(tmp_path / "gpu")
+    ident = EvalConfig(tasks=[], model=tiny_model.model_id, **FAST).identity()
+    gpu.open({"tasks": ["triviaqa"]}, ident | {"dtype": resolve_dtype("auto", cuda=True)})
+    with pytest.raises(ConfigMismatchError, match="bfloat16"):
+        evaluate(gpu.path, EvalConfig(tasks=["triviaqa"], estimators=["trace"], **FAST), model=tiny_model)
+
+
+def test_run_dir_that_is_a_file_is_a_clear_error(tmp_path: Path) -> None:
+    f = tmp_path / "run"
+    f.write_text("x")
+    with pytest.raises(RunStoreError, match="is a file, not a run directory"):
+        evaluate(f, EvalConfig(tasks=["triviaqa"], estimators=["trace"], **FAST))
+
+
+# ------------------------------------------------------------------------------ a pass and an estimator from outside
+class AnswerCharsPass(Pass):
+    """A new stat: the number of characters of each answer (needs no model)."""
+
+    name = "answer_chars"
+    provides: ClassVar[dict[str, str]] = {"n_chars": ANSWER}
+    resource = None
+
+    def compute(self, model: Any, task: Any, examples: Any, traces: Any) -> dict[str, Any]:
+        assert model is None and len(examples) == len(traces)
+        return {"n_chars": [len(t.text) for t in traces]}
+
+
+class ShortAnswerEstimator(Estimator):
+    """Shorter answers are more confident: −n_chars."""
+
+    name = "short_answer"
+    family = "test"
+    stats = frozenset({"n_chars"})
+
+    def score(self, inputs: Inputs) -> np.ndarray:
+        return -inputs.stat("n_chars")
+
+
+def test_a_new_pass_and_estimator_are_scored_without_editing_tracecal(
+    tmp_path: Path, tiny_model, monkeypatch
+) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.setitem(PASSES, AnswerCharsPass.name, AnswerCharsPass)
+    monkeypatch.setitem(REGISTRY, ShortAnswerEstimator.name, ShortAnswerEstimator)
+    run = tmp_path / "run"
+    res = evaluate(run, EvalConfig(tasks=["triviaqa"], estimators=["trace", "short_answer"], **FAST), model=tiny_model)
+    assert res is not None and "short_answer" in res.metrics["triviaqa"]
+    assert res.estimators["short_answer"]["passes"] == ["answer_chars", "traces"]
+    stored = RunStore(run).read_pass("answer_chars", "triviaqa")
+    answers = [t.text for t in RunStore(run).read_traces("triviaqa")]
+    assert stored is not None and stored.column("n_chars").to_pylist() == [len(a) for a in answers]
+    scores = RunStore(run).read_table("scores")
+    assert scores is not None and scores.column("short_answer").to_pylist() == [-len(a) for a in answers]
+
+
+def test_evaluate_cli_reports_bad_options_and_shows_one_progress_view(tmp_path: Path, tiny_model, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    from typer.testing import CliRunner
+
+    import tracecal.backends.hf as hf
+    from tracecal.cli import app
+
+    monkeypatch.setattr(hf, "load_model", lambda *a, **k: tiny_model)
+    runner = CliRunner()
+    run = tmp_path / "run"
+    for args, msg in [
+        (["--limit", "-5"], "limit must be a positive whole number, got -5"),
+        (["--dtype", "float8"], "dtype must be one of"),
+        (["--shard-size", "0"], "shard-size must be a positive whole number"),
+        (["--metrics", "aurocc"], "unknown metric 'aurocc'"),
+        (["--tasks", "nope"], "nope"),
+    ]:
+        r = runner.invoke(app, ["evaluate", "--run-dir", str(run), "--tasks", "triviaqa", *args])
+        assert r.exit_code == 2 and msg in r.output, (args, r.output)
+        assert "Traceback" not in r.output and not run.exists()
+    f = tmp_path / "file"
+    f.write_text("")
+    r = runner.invoke(app, ["evaluate", "--run-dir", str(f), "--tasks", "triviaqa"])
+    assert r.exit_code == 2 and "is a file, not a run directory" in r.output
+    args = ["evaluate", "--run-dir", str(run), "--tasks", "triviaqa", "--limit", "8", "--shard-size", "4",
+            "--estimators", "trace", "--seeds", "2", "--max-new-tokens", "4", "--no-report"]  # fmt: skip
+    r = runner.invoke(app, args)
+    assert r.exit_code == 0, r.output
+    assert "whole run" in r.output and "AUROC" in r.output

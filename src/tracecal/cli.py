@@ -49,6 +49,19 @@ def fail(msg: str, code: int = 2) -> None:
     raise typer.Exit(code)
 
 
+def out_path(path: Path, what: str) -> Path:
+    """A file path to write ``what`` to: not a folder; its parent folder is created."""
+    if path.is_dir():
+        example = path / ("out" + what_suffix(what))
+        raise ValueError(f"{path} is a folder: give a file path for the {what} (e.g. {example})")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def what_suffix(what: str) -> str:
+    return {"traces": ".parquet", "CSV": ".csv", "calibrator": ".json", "JSONL": ".jsonl"}.get(what, "")
+
+
 def _read_prompt_file(path: Path) -> tuple[list[Any], list[str]]:
     """A JSONL of prompts: each line a JSON string, or an object with `prompt` (or `messages`) and `id`."""
     prompts: list[Any] = []
@@ -92,20 +105,26 @@ def generate(
         fail("give exactly one of --task or --prompts")
     stop: tuple[str, ...] = ()
     try:
-        import tracecal
+        from tracecal.backends.hf import load_model
+        from tracecal.trace import export_jsonl, save_traces
 
+        out_path(out, "traces")
+        if jsonl is not None:
+            out_path(jsonl, "JSONL")
+        if limit is not None and limit < 1:
+            raise ValueError(f"--limit must be ≥ 1, got {limit}")
         if prompts is not None:
             plist, ids = _read_prompt_file(prompts)
             mnt = max_new_tokens or 32
             with console.status("loading model…"):
-                lm = tracecal.load_model(model, batch_size=batch_size)
+                lm = load_model(model, batch_size=batch_size)
         else:
             from tracecal.tasks import get_task
 
             tk = get_task(task)  # type: ignore[arg-type]
             examples = tk.load(limit=limit, data_dir=data_dir)
             with console.status("loading model…"):
-                lm = tracecal.load_model(model, batch_size=batch_size)
+                lm = load_model(model, batch_size=batch_size)
             plist = [tk.prompt(ex, chat=lm.chat) for ex in examples]
             ids = [ex.id for ex in examples]
             stop = tuple(tk.stop_strings(lm.chat))
@@ -122,9 +141,9 @@ def generate(
                 top_logprobs=top_logprobs,
                 progress=lambda n: pb.advance(job, n),
             )
-        tracecal.save_traces(traces, out)
+        save_traces(traces, out)
         if jsonl is not None:
-            tracecal.export_jsonl(traces, jsonl)
+            export_jsonl(traces, jsonl)
     except (ValueError, FileNotFoundError, RuntimeError) as e:
         fail(str(e))
     n_tok = sum(t.length for t in traces)
@@ -139,15 +158,17 @@ def score(
     show: Annotated[int, typer.Option(help="rows to print in the table")] = 20,
 ) -> None:
     """Score traces: TRACE confidence and, with a calibrator, the TRACE+ probability."""
-    import tracecal
-    from tracecal.trace import TraceFileError
-    from tracecal.traceplus import CalibratorFileError
+    from tracecal.operators import trace_confidence
+    from tracecal.trace import load_traces
+    from tracecal.traceplus import TracePlus
 
     try:
-        traces = tracecal.load_traces(traces_path)
-        conf = tracecal.trace_confidence(traces)
-        prob = tracecal.TracePlus.load(calibrator).predict_proba(traces) if calibrator else None
-    except (TraceFileError, CalibratorFileError, FileNotFoundError, ValueError) as e:
+        if csv is not None:
+            out_path(csv, "CSV")
+        traces = load_traces(traces_path)
+        conf = trace_confidence(traces)
+        prob = TracePlus.load(calibrator).predict_proba(traces) if calibrator else None
+    except (FileNotFoundError, ValueError) as e:
         fail(str(e))
     rows = []
     for i, t in enumerate(traces):
@@ -183,88 +204,95 @@ def fit_calibrator(
     C: Annotated[float, typer.Option("--C", help="inverse L2 strength")] = 1.0,
 ) -> None:
     """Fit a TRACE+ calibrator on labelled traces and save it as JSON."""
-    import tracecal
+    from tracecal.trace import load_traces
+    from tracecal.traceplus import TracePlus
 
     try:
-        traces = tracecal.load_traces(traces_path)
+        out_path(out, "calibrator")
+        traces = load_traces(traces_path)
         lab = _read_labels(labels)
         missing = [t.id for t in traces if t.id not in lab]
         if missing:
             raise ValueError(f"{len(missing)} traces have no label in {labels} (first: {missing[:3]})")
         y = np.array([lab[t.id] for t in traces])
-        cal = tracecal.TracePlus(C=C).fit(traces, y)
+        cal = TracePlus(C=C).fit(traces, y)
         cal.save(out)
     except (ValueError, FileNotFoundError) as e:
         fail(str(e))
     console.print(f"fitted TRACE+ on {len(traces)} answers (base rate {y.mean():.3f}); wrote [bold]{out}[/]")
 
 
-def _read_labels(path: Path) -> dict[str, int]:
-    out: dict[str, int] = {}
-    if path.suffix == ".csv":
-        import csv as csvmod
+def _label(value: Any, where: str) -> int:
+    if isinstance(value, bool) or value in (0, 1, "0", "1"):
+        return int(value)
+    raise ValueError(f"{where}: label must be 0 or 1, got {value!r}")
 
-        with open(path, encoding="utf-8") as f:
-            for lineno, row in enumerate(csvmod.DictReader(f), 2):
-                if row.get("label") not in ("0", "1"):
-                    raise ValueError(f"{path}:{lineno}: label must be 0 or 1, got {row.get('label')!r}")
-                out[str(row["id"])] = int(row["label"])
-    else:
-        with open(path, encoding="utf-8") as f:
+
+def _read_labels(path: Path) -> dict[str, int]:
+    """Labels by answer id from a CSV (header with ``id`` and ``label``) or a JSONL of ``{"id", "label"}`` objects."""
+    if not path.is_file():
+        raise FileNotFoundError(f"labels file not found: {path}")
+    out: dict[str, int] = {}
+    with open(path, encoding="utf-8") as f:
+        if path.suffix.lower() == ".csv":
+            import csv as csvmod
+
+            reader = csvmod.DictReader(f)
+            missing = [c for c in ("id", "label") if c not in (reader.fieldnames or [])]
+            if missing:
+                raise ValueError(f"{path}: the CSV needs the columns id and label; missing: {', '.join(missing)} "
+                                 f"(found: {', '.join(reader.fieldnames or []) or 'no header'})")  # fmt: skip
+            for lineno, row in enumerate(reader, 2):
+                out[str(row["id"])] = _label(row["label"], f"{path}:{lineno}")
+        else:
             for lineno, line in enumerate(f, 1):
-                if line.strip():
+                if not line.strip():
+                    continue
+                try:
                     obj = json.loads(line)
-                    if obj.get("label") not in (0, 1, True, False):
-                        raise ValueError(f"{path}:{lineno}: label must be 0 or 1")
-                    out[str(obj["id"])] = int(obj["label"])
+                except json.JSONDecodeError as e:
+                    raise ValueError(f"{path}:{lineno}: not valid JSON ({e.msg})") from e
+                if not isinstance(obj, dict) or "id" not in obj or "label" not in obj:
+                    raise ValueError(f'{path}:{lineno}: each line must be an object {{"id": ..., "label": 0 or 1}}')
+                out[str(obj["id"])] = _label(obj["label"], f"{path}:{lineno}")
+    if not out:
+        raise ValueError(f"{path}: no labels found")
     return out
 
 
-def _fmt(mean: float, sd: float) -> str:
-    if mean != mean:  # NaN
-        return "n/a"
-    return f"{mean:.3f}" if sd != sd else f"{mean:.3f}±{sd:.3f}"
+DEFAULT_TASKS = "triviaqa,svamp,truthfulqa,mlqa"
 
 
-def print_results(res: Any, metrics: list[str]) -> None:
-    """Terminal tables: estimators × tasks (+ average), one table per metric, best per column in bold."""
-    tasks = list(res.metrics)
-    info = res.tasks
-    head = Table(title="tasks", show_lines=False)
-    for c in ("task", "n", "accuracy", "correct (cal/eval per split)", "zero-token", "hit length limit", "label rule"):
-        head.add_column(c, overflow="fold", max_width=60 if c == "label rule" else None)
-    for t, d in info.items():
-        head.add_row(t, str(d["n"]), f"{d['accuracy']:.3f}", f"{d['n_correct_cal']}/{d['n_correct_eval']}",
-                     str(d["zero_token_answers"]), str(d["stopped_at_length"]), d["label_rule"])  # fmt: skip
-    out_console.print(head)
-    lower_better = {"brier", "ece", "aece", "aurc", "risk@10", "risk@50", "risk@90"}
-    for metric in metrics:
-        table = Table(title=f"{metric.upper()} ({'lower' if metric in lower_better else 'higher'} is better; "
-                            f"mean±sd over {res.config['n_seeds']} splits)")  # fmt: skip
-        table.add_column("estimator", style="bold")
-        for t in tasks:
-            table.add_column(t, justify="right")
-        best: dict[str, float] = {}
-        for t in tasks:
-            vals = [res.metrics[t][e][metric]["mean"] for e in res.estimators if e in res.metrics[t]]
-            vals = [v for v in vals if v == v]
-            if vals:
-                best[t] = min(vals) if metric in lower_better else max(vals)
-        for e in res.estimators:
-            cells = []
-            for t in tasks:
-                m = res.metrics[t][e][metric]
-                s = _fmt(m["mean"], m["sd"])
-                cells.append(f"[bold green]{s}[/]" if best.get(t) == m["mean"] else s)
-            table.add_row(e, *cells)
-        out_console.print(table)
-    if res.substitutes:
-        console.print("[dim]substitutes: " + "; ".join(res.substitutes) + "[/]")
+class RunView:
+    """One progress view of a whole evaluation: the run (all passes × tasks × shards, weighted by each pass's
+    cost per answer, with the overall ETA) and the stage being computed now."""
+
+    def __init__(self, pb: Progress) -> None:
+        self.pb = pb
+        self.run = pb.add_task("whole run", total=None, start=False)
+        self.stage = pb.add_task("", total=None, visible=False)
+
+    def __call__(self, desc: str, done: int, total: int) -> None:
+        if desc == "run":
+            if not self.pb.tasks[self.run].started:
+                self.pb.start_task(self.run)
+                self.pb.update(self.run, completed=done, total=max(total, 1))
+            self.pb.update(self.run, completed=done, total=max(total, 1))
+            return
+        self.pb.update(self.stage, description=desc, completed=done, total=max(total, 1), visible=True)
+
+
+def _evaluate_config(**kw: Any) -> Any:
+    """The EvalConfig of the command's options, validated (a clear error before anything is written)."""
+    from tracecal.evaluate import EvalConfig
+
+    tasks = [t.strip() for t in kw.pop("tasks").split(",") if t.strip()]
+    return EvalConfig(tasks=tasks, **kw).validate()
 
 
 @app.command()
 def evaluate(
-    tasks: Annotated[str, typer.Option(help="comma-separated task names")] = "triviaqa,svamp,truthfulqa,mlqa",
+    tasks: Annotated[str, typer.Option(help="comma-separated task names or data files")] = DEFAULT_TASKS,
     limit: Annotated[int | None, typer.Option(help="first N questions per task")] = 1000,
     run_dir: Annotated[Path, typer.Option("--run-dir", "-r", help="run directory (resumable)")] = Path("runs/main"),
     model: ModelOpt = None,
@@ -288,53 +316,48 @@ def evaluate(
     ] = False,
 ) -> None:
     """Generate once (resumable), score every estimator under the paper's protocol, print the comparison."""
+    import time
+
+    from tracecal.evaluate import evaluate as run_eval
+    from tracecal.results import METRICS, results_tables
+    from tracecal.runstore import RunStore
+
+    show = [m.strip() for m in metrics.split(",") if m.strip()]
+    try:
+        bad = [m for m in show if m not in METRICS]
+        if bad:
+            raise ValueError(f"unknown metric {bad[0]!r}; known: {', '.join(METRICS)}")
+        if threads is not None and threads < 1:
+            raise ValueError(f"--threads must be ≥ 1, got {threads}")
+        cfg = _evaluate_config(
+            tasks=tasks, limit=limit, model=model, dtype=dtype, estimators=estimators, n_seeds=seeds,
+            cal_frac=cal_frac, calibrator=calibrator, batch_size=batch_size, max_new_tokens=max_new_tokens,
+            shard_size=shard_size, on_error=on_error, data_dir=str(data_dir) if data_dir else None,
+        )  # fmt: skip
+        RunStore(run_dir)  # a file where the run directory should be: a clear error now
+    except (ValueError, FileNotFoundError) as e:
+        fail(str(e))
     if threads:
         import torch
 
         torch.set_num_threads(threads)
-    from tracecal.evaluate import ConfigMismatchError, EvalConfig
-    from tracecal.evaluate import evaluate as run_eval
-
-    cfg = EvalConfig(
-        tasks=[t.strip() for t in tasks.split(",") if t.strip()],
-        limit=limit,
-        model=model,
-        dtype=dtype,
-        estimators=estimators,  # type: ignore[arg-type]
-        n_seeds=seeds,
-        cal_frac=cal_frac,
-        calibrator=calibrator,
-        batch_size=batch_size,
-        max_new_tokens=max_new_tokens,
-        shard_size=shard_size,
-        on_error=on_error,
-        data_dir=str(data_dir) if data_dir else None,
-    )
-    t0 = __import__("time").perf_counter()
+    t0 = time.perf_counter()
     try:
         with progress_bar() as pb:
-            jobs: dict[str, Any] = {}
-
-            def prog(desc: str, done: int, total: int) -> None:
-                if desc not in jobs:
-                    jobs[desc] = pb.add_task(desc, total=total)
-                pb.update(jobs[desc], completed=done, total=total)
-
-            res = run_eval(run_dir, cfg, progress=prog, score_only=score_only)
-    except (ValueError, FileNotFoundError, RuntimeError, ConfigMismatchError) as e:
+            res = run_eval(run_dir, cfg, progress=RunView(pb), score_only=score_only)
+    except (ValueError, FileNotFoundError, RuntimeError) as e:
         fail(str(e))
     assert res is not None
-    print_results(res, [m.strip() for m in metrics.split(",") if m.strip()])
-    console.print(f"results: [bold]{run_dir}/results.json[/], {run_dir}/results.csv "
-                  f"({__import__('time').perf_counter() - t0:.0f} s this invocation)")  # fmt: skip
+    for table in results_tables(res, show):
+        out_console.print(table)
+    if res.substitutes:
+        console.print("[dim]substitutes: " + "; ".join(res.substitutes) + "[/]")
+    console.print(f"results: [bold]{run_dir}/results.json[/], results.csv, results.md "
+                  f"({time.perf_counter() - t0:.0f} s this invocation)")  # fmt: skip
     if report:
-        try:
-            from tracecal.report import write_report
-        except ImportError:
-            console.print("[yellow]report module not available[/]")
-        else:
-            path = write_report(run_dir)
-            console.print(f"report: [bold]{path}[/]")
+        from tracecal.report import write_report
+
+        console.print(f"report: [bold]{write_report(run_dir)}[/]")
 
 
 @app.command("tasks")
@@ -375,14 +398,15 @@ def serve(
     """Run the confidence service (FastAPI): /generate, /score, /health."""
     import uvicorn
 
-    import tracecal
+    from tracecal.backends.hf import load_model
     from tracecal.serve import create_app
+    from tracecal.traceplus import TracePlus
 
     try:
-        cal = tracecal.TracePlus.load(calibrator) if calibrator else None
-    except (ValueError, FileNotFoundError) as e:
+        cal = TracePlus.load(calibrator) if calibrator else None
+        lm = None if no_model else load_model(model)
+    except (ValueError, FileNotFoundError, RuntimeError) as e:
         fail(str(e))
-    lm = None if no_model else tracecal.load_model(model)
     uvicorn.run(create_app(lm, cal), host=host, port=port)
 
 

@@ -1,83 +1,98 @@
 """Estimator interface and registry.
 
-An estimator maps what a run computed once per answer (`Inputs`) to one confidence per answer (higher =
-more confident). Estimators are small stateless objects with parameters in ``__init__`` and a declared
-``needs`` set; the expensive statistics (trace, beam pass, embeddings, extra inference) are computed once
-by the evaluation harness, only when a selected estimator needs them.
+An estimator maps the stats the passes computed once per answer (`Inputs`) to one confidence per answer
+(higher = more confident). Estimators are small stateless objects with parameters in ``__init__`` and a
+declared set of ``stats`` they read (``surprisal``/``entropy`` from the trace, ``p_true``, ``beam``, ...);
+the harness runs exactly the passes (`tracecal.passes`) that provide them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable
 from typing import Any, ClassVar
 
 import numpy as np
 
+from tracecal.passes import PASSES, TOKEN, passes_for, provider_of, stat_kind
 from tracecal.trace import Trace, TraceBatch
 
-TRACE = "trace"
-BEAM = "beam"
-EMBEDDER = "embedder"
-EXTRA = "extra_inference"
-NEEDS = (TRACE, BEAM, EMBEDDER, EXTRA)
+TRACE_STATS = frozenset({"surprisal", "entropy"})
 
 
-@dataclass
+class MissingStatError(ValueError):
+    """An estimator was asked to score inputs that lack a stat it reads (its pass did not run)."""
+
+
 class Inputs:
     """Everything estimators may read, aligned by answer.
 
     Attributes:
         batch: the traces as ragged arrays (s_t, H_t).
         traces: the `Trace` objects (token strings, text) when available.
-        beam: (B, num_beams) length-normalised beam log-scores, best first (``needs={"beam"}``).
-        tokensar_rel: per-token normalised relevance R̃_t, ragged like ``batch`` (``needs={"embedder"}``).
-        mars_u: per-token importance u_t (sums to 1 per answer), ragged like ``batch``.
-        p_true: P(True) per answer (``needs={"extra_inference"}``).
-        verbalized: verbalised confidence per answer, in [0, 1].
+        stats: the other passes' stats by name: one value per answer (shape (B,)), a fixed-length vector per
+            answer (shape (B, k)), or one value per answer token (flat, ragged like ``batch``).
+
+    Stats are also attributes (``inputs.p_true``); a stat that is absent reads as None.
     """
 
-    batch: TraceBatch
-    traces: list[Trace] | None = None
-    beam: np.ndarray | None = None
-    tokensar_rel: np.ndarray | None = None
-    mars_u: np.ndarray | None = None
-    p_true: np.ndarray | None = None
-    verbalized: np.ndarray | None = None
+    def __init__(
+        self, batch: TraceBatch, traces: list[Trace] | None = None, stats: dict[str, Any] | None = None, **named: Any
+    ) -> None:
+        self.batch = batch
+        self.traces = traces
+        self.stats: dict[str, np.ndarray] = {}
+        for k, v in {**(stats or {}), **named}.items():
+            if v is not None:
+                self.stats[k] = np.asarray(v, dtype=np.float64)
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__") or name in ("batch", "traces", "stats"):
+            raise AttributeError(name)
+        return self.__dict__.get("stats", {}).get(name)
+
+    def stat(self, name: str) -> np.ndarray:
+        """The stat ``name``; `MissingStatError` naming the pass that provides it when it is absent."""
+        if name not in self.stats:
+            try:
+                where = f"the {provider_of(name)!r} pass"
+            except ValueError:
+                where = "a pass that provides it"
+            raise MissingStatError(f"stat {name!r} is missing: run {where} (select an estimator that reads it)")
+        return self.stats[name]
 
     def __len__(self) -> int:
         return len(self.batch)
 
+    def _is_token(self, name: str, x: np.ndarray) -> bool:
+        try:
+            return stat_kind(name) == TOKEN
+        except ValueError:  # a stat no registered pass provides: ragged when it has one value per token
+            return x.ndim == 1 and len(x) == len(self.batch.surprisal) != len(self.batch)
+
     def select(self, idx: np.ndarray) -> Inputs:
         """The same inputs for a subset of answers (e.g. the calibration split)."""
         idx = np.asarray(idx, dtype=np.int64)
-
-        def rag(x: np.ndarray | None) -> np.ndarray | None:
-            if x is None:
-                return None
-            return TraceBatch(x, x, self.batch.offsets).select(idx).surprisal
-
-        return Inputs(
-            batch=self.batch.select(idx),
-            traces=None if self.traces is None else [self.traces[i] for i in idx],
-            beam=None if self.beam is None else self.beam[idx],
-            tokensar_rel=rag(self.tokensar_rel),
-            mars_u=rag(self.mars_u),
-            p_true=None if self.p_true is None else self.p_true[idx],
-            verbalized=None if self.verbalized is None else self.verbalized[idx],
-        )
+        stats: dict[str, np.ndarray] = {}
+        for k, x in self.stats.items():
+            if self._is_token(k, x):
+                stats[k] = TraceBatch(x, x, self.batch.offsets).select(idx).surprisal
+            else:
+                stats[k] = x[idx]
+        traces = None if self.traces is None else [self.traces[i] for i in idx]
+        return Inputs(self.batch.select(idx), traces, stats)
 
 
 class Estimator:
-    """Base class. Subclasses set ``name``, ``family``, ``needs`` and implement `score`.
+    """Base class. Subclasses set ``name``, ``family``, ``stats`` and implement `score`.
 
-    ``self_calibrated`` estimators output probabilities fitted on the calibration split (TRACE+) and are not
+    ``stats``: the stats `score` reads (besides the trace's ``surprisal``/``entropy``, which every estimator
+    may read). ``self_calibrated`` estimators output probabilities fitted on the calibration split (TRACE+) and are not
     passed through the Platt calibrator; ``needs_fit`` ones choose a parameter on the calibration split.
     """
 
     name: ClassVar[str] = ""
     family: ClassVar[str] = ""
-    needs: ClassVar[frozenset[str]] = frozenset({TRACE})
+    stats: ClassVar[frozenset[str]] = TRACE_STATS
     description: ClassVar[str] = ""
     self_calibrated: ClassVar[bool] = False
     needs_fit: ClassVar[bool] = False
@@ -103,8 +118,6 @@ REGISTRY: dict[str, type[Estimator]] = {}
 def register(cls: type[Estimator]) -> type[Estimator]:
     if not cls.name or cls.name in REGISTRY:
         raise ValueError(f"estimator name {cls.name!r} is empty or already registered")
-    if not cls.needs <= set(NEEDS):
-        raise ValueError(f"{cls.name}: unknown needs {set(cls.needs) - set(NEEDS)}")
     REGISTRY[cls.name] = cls
     return cls
 
@@ -124,23 +137,35 @@ def get_estimator(name: str, **params: Any) -> Estimator:
     return REGISTRY[name](**params)
 
 
-def resolve_estimators(spec: str | list[str] | None) -> list[str]:
+def passes_of(cls: type[Estimator]) -> set[str]:
+    """The passes an estimator's stats come from (with their dependencies)."""
+    return set(passes_for(cls.stats | TRACE_STATS))
+
+
+def estimator_groups() -> dict[str, Callable[[type[Estimator]], bool]]:
+    """Group names for `resolve_estimators`: ``trace-only`` and one per pass (estimators that need it)."""
+    groups: dict[str, Callable[[type[Estimator]], bool]] = {"trace-only": lambda c: c.stats <= TRACE_STATS}
+    for name in PASSES:
+        if name != "traces":
+            groups[name] = lambda c, n=name: n in passes_of(c)
+    return groups
+
+
+def resolve_estimators(spec: str | Iterable[str] | None) -> list[str]:
     """Estimator names from a comma-separated spec; ``None``/``"all"`` = every registered estimator.
 
-    Group names select families: ``trace-only``, ``beam``, ``semantic``, ``extra`` (by declared needs).
+    Group names select families: ``trace-only`` and the name of a pass (``extra``, ``semantic``, ``beam``:
+    every estimator that reads a stat of that pass).
     """
     if spec is None or spec == "all":
         return list(REGISTRY)
     names = spec.split(",") if isinstance(spec, str) else list(spec)
-    groups: dict[str, Callable[[type[Estimator]], bool]] = {
-        "trace-only": lambda c: c.needs == frozenset({TRACE}),
-        "beam": lambda c: BEAM in c.needs,
-        "semantic": lambda c: EMBEDDER in c.needs,
-        "extra": lambda c: EXTRA in c.needs,
-    }
+    groups = estimator_groups()
     out: list[str] = []
     for n in (x.strip() for x in names if x.strip()):
-        if n in groups:
+        if n == "all":
+            out += [k for k in REGISTRY if k not in out]
+        elif n in groups:
             out += [k for k, c in REGISTRY.items() if groups[n](c) and k not in out]
         else:
             get_estimator(n)  # validates with a helpful message
@@ -151,6 +176,9 @@ def resolve_estimators(spec: str | list[str] | None) -> list[str]:
     return out
 
 
-def needs_of(names: list[str]) -> set[str]:
-    """The union of the needs of the named estimators (decides which passes a run performs)."""
-    return set().union(*(REGISTRY[n].needs for n in names)) if names else set()
+def needs_of(names: Iterable[str]) -> list[str]:
+    """The passes the named estimators need, dependencies first (decides which passes a run performs)."""
+    stats: set[str] = set(TRACE_STATS)
+    for n in names:
+        stats |= REGISTRY[n].stats
+    return passes_for(sorted(stats))

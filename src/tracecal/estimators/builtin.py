@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from tracecal.estimators.base import BEAM, EMBEDDER, EXTRA, TRACE, Estimator, Inputs, register
+from tracecal.estimators.base import Estimator, Inputs, register
 from tracecal.metrics import auroc
 from tracecal.operators import (
     TraceConfig,
@@ -21,7 +21,6 @@ from tracecal.operators import (
     last_k_mean,
     seg_max,
     seg_mean,
-    seg_min,
     seg_var,
     slope,
     trace_confidence,
@@ -146,9 +145,7 @@ _trace_estimator("prob_slope", "trajectory", "+slope of p_t on t", lambda b: slo
 
 # ------------------------------------------------------------------------------------------ beam (15–17)
 def _beam(inputs: Inputs) -> np.ndarray:
-    if inputs.beam is None:
-        raise ValueError("beam estimators need the beam pass (run with a beam estimator selected)")
-    return inputs.beam
+    return inputs.stat("beam")
 
 
 @register
@@ -157,7 +154,7 @@ class BeamRatio(Estimator):
 
     name = "beam_ratio"
     family = "beam"
-    needs = frozenset({TRACE, BEAM})
+    stats = frozenset({"beam"})
     description = "beam score ratio exp(s_1 − s_k), k chosen by calibration-split AUROC"
     needs_fit = True
 
@@ -200,7 +197,7 @@ class BeamTailThinness(Estimator):
 
     name = "beam_tail_thinness"
     family = "beam"
-    needs = frozenset({TRACE, BEAM})
+    stats = frozenset({"beam"})
     description = "½·Σ q_i², q = softmax of the 5 beam scores"
 
     def score(self, inputs: Inputs) -> np.ndarray:
@@ -214,7 +211,7 @@ class BeamNegEntropy(Estimator):
 
     name = "beam_neg_entropy"
     family = "beam"
-    needs = frozenset({TRACE, BEAM})
+    stats = frozenset({"beam"})
     description = "−H(q), q = softmax of the 5 beam scores"
 
     def score(self, inputs: Inputs) -> np.ndarray:
@@ -229,14 +226,13 @@ class TokenSAR(Estimator):
 
     name = "tokensar"
     family = "semantic"
-    needs = frozenset({TRACE, EMBEDDER})
+    stats = frozenset({"tokensar_rel"})
     description = "TokenSAR: −Σ s_t·R̃_t, relevance from all-MiniLM-L6-v2 cosine (substitute for the cross-encoder)"
     substitute = "TokenSAR relevance: all-MiniLM-L6-v2 sentence-embedding cosine instead of the original cross-encoder"
 
     def score(self, inputs: Inputs) -> np.ndarray:
-        if inputs.tokensar_rel is None:
-            raise ValueError("tokensar needs token relevances from the embedding pass")
-        return _nan_empty(inputs, -inputs.batch.segments.reduce(np.add, inputs.batch.surprisal * inputs.tokensar_rel))
+        rel = inputs.stat("tokensar_rel")
+        return _nan_empty(inputs, -inputs.batch.segments.reduce(np.add, inputs.batch.surprisal * rel))
 
 
 @register
@@ -245,18 +241,16 @@ class MARS(Estimator):
 
     name = "mars"
     family = "semantic"
-    needs = frozenset({TRACE, EMBEDDER})
+    stats = frozenset({"mars_u"})
     description = "MARS: Π p_t^(1/(2T) + u_t/2), word importance from all-MiniLM-L6-v2 leave-one-out"
     substitute = (
         "MARS importance: word-level leave-one-out all-MiniLM-L6-v2 relevance instead of the trained BERT scorer"
     )
 
     def score(self, inputs: Inputs) -> np.ndarray:
-        if inputs.mars_u is None:
-            raise ValueError("mars needs word importances from the embedding pass")
         seg = inputs.batch.segments
         T = seg.broadcast(seg.lengths.astype(np.float64))
-        w = 1.0 / (2.0 * T) + inputs.mars_u / 2.0
+        w = 1.0 / (2.0 * T) + inputs.stat("mars_u") / 2.0
         return _nan_empty(inputs, np.exp(-seg.reduce(np.add, w * inputs.batch.surprisal)))
 
 
@@ -265,14 +259,10 @@ class _ExtraInference(Estimator):
     """Reads one per-answer value computed by the extra-inference pass (`tracecal.selfeval`)."""
 
     family = "extra inference"
-    needs = frozenset({TRACE, EXTRA})
     field: str = ""
 
     def score(self, inputs: Inputs) -> np.ndarray:
-        value = getattr(inputs, self.field)
-        if value is None:
-            raise ValueError(f"{self.name} needs the extra-inference pass")
-        return np.asarray(value, dtype=np.float64)
+        return np.asarray(inputs.stat(self.field), dtype=np.float64)
 
 
 @register
@@ -281,6 +271,7 @@ class PTrue(_ExtraInference):
 
     name = "p_true"
     field = "p_true"
+    stats = frozenset({"p_true"})
     description = "P(True): P(yes)/(P(yes)+P(no)) asked about its own answer"
 
 
@@ -290,6 +281,7 @@ class Verbalized(_ExtraInference):
 
     name = "verbalized"
     field = "verbalized"
+    stats = frozenset({"verbalized"})
     description = "verbalised 0–100 confidence, expectation over the number tokens"
 
 
@@ -299,4 +291,3 @@ PAPER_BASELINES = [
     "neg_window_entropy", "neg_entropy_var", "neg_entropy_slope", "prob_slope",
     "beam_ratio", "beam_tail_thinness", "beam_neg_entropy", "tokensar", "mars",
 ]  # fmt: skip
-_ = (seg_min, EMBEDDER, EXTRA, BEAM)

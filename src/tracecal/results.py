@@ -1,0 +1,142 @@
+"""Evaluation results and their writers: JSON, CSV, Markdown, the terminal and a pandas frame.
+
+`Results` is what `tracecal.protocol.score_tasks` returns: ``metrics[task][estimator][metric]`` is
+``{"mean", "sd", "n_seeds"}`` over the splits (the pseudo-task ``average`` holds the mean over tasks), plus per
+task information (accuracy, correct answers per split, zero-token answers, label rule) and the per-answer
+tables (rows, raw scores, seed-0 predictions) that the run store writes as Parquet.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["METRICS", "LOWER_IS_BETTER", "Results", "results_csv", "results_markdown", "results_tables"]
+
+METRICS = ("auroc", "brier", "ece", "aece", "auprc", "aurc", "risk@10", "risk@50", "risk@90")
+LOWER_IS_BETTER = frozenset({"brier", "ece", "aece", "aurc", "risk@10", "risk@50", "risk@90"})
+CSV_FIELDS = ("task", "estimator", "metric", "mean", "sd", "n_seeds")
+
+
+@dataclass
+class Results:
+    """Metrics per task × estimator (see the module docstring)."""
+
+    config: dict[str, Any]
+    tasks: dict[str, dict[str, Any]]
+    metrics: dict[str, dict[str, dict[str, dict[str, float]]]]
+    estimators: dict[str, dict[str, Any]]
+    substitutes: list[str]
+    timings: dict[str, float] = field(default_factory=dict)
+    answers: dict[str, Any] = field(default_factory=dict, repr=False)  # rows / scores / predictions (pyarrow)
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-ready dict (the per-answer tables are not in it: they are Parquet files)."""
+        keys = ("config", "tasks", "metrics", "estimators", "substitutes", "timings")
+        return {k: getattr(self, k) for k in keys}
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> Results:
+        return cls(d["config"], d["tasks"], d["metrics"], d["estimators"], d.get("substitutes", []),
+                   d.get("timings", {}))  # fmt: skip
+
+    def to_rows(self) -> list[dict[str, Any]]:
+        """One dict per task × estimator × metric."""
+        return [
+            {"task": task, "estimator": est, "metric": metric, **v}
+            for task, per in self.metrics.items()
+            for est, ms in per.items()
+            for metric, v in ms.items()
+        ]
+
+    def to_frame(self) -> Any:
+        """The metrics as a long pandas DataFrame (task, estimator, metric, mean, sd, n_seeds)."""
+        import pandas as pd
+
+        return pd.DataFrame(self.to_rows(), columns=list(CSV_FIELDS))
+
+    def table(self, metric: str = "auroc") -> dict[str, dict[str, tuple[float, float]]]:
+        """``{estimator: {task: (mean, sd)}}`` for one metric."""
+        return {
+            est: {task: (self.metrics[task][est][metric]["mean"], self.metrics[task][est][metric]["sd"])
+                  for task in self.metrics if est in self.metrics[task]}
+            for est in self.estimators
+        }  # fmt: skip
+
+
+def _as_dict(res: Results | dict[str, Any]) -> dict[str, Any]:
+    return res.to_json() if isinstance(res, Results) else res
+
+
+def results_csv(res: Results | dict[str, Any]) -> str:
+    """CSV text: one row per task × estimator × metric."""
+    r = res if isinstance(res, Results) else Results.from_json(res)
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=list(CSV_FIELDS), lineterminator="\n")
+    w.writeheader()
+    w.writerows(r.to_rows())
+    return buf.getvalue()
+
+
+def _cell(m: dict[str, float] | None, sep: str = " ± ") -> str:
+    if m is None or m["mean"] != m["mean"]:
+        return "n/a"
+    if m["sd"] != m["sd"]:
+        return f"{m['mean']:.3f}"
+    return f"{m['mean']:.3f}{sep}{m['sd']:.3f}"
+
+
+def results_markdown(res: Results | dict[str, Any], metrics: tuple[str, ...] = ("auroc", "brier", "ece")) -> str:
+    """Markdown tables (estimators × tasks, mean ± sd) and a task summary, for docs and papers."""
+    d = _as_dict(res)
+    tasks = list(d["metrics"])
+    lines = ["| task | n | accuracy | correct answers (cal / eval per split) | zero-token | label rule |",
+             "|---|---:|---:|---:|---:|---|"]  # fmt: skip
+    for t, info in d["tasks"].items():
+        lines.append(f"| {t} | {info['n']} | {info['accuracy']:.3f} | {info['n_correct_cal']} / "
+                     f"{info['n_correct_eval']} | {info['zero_token_answers']} | {info['label_rule']} |")  # fmt: skip
+    for metric in metrics:
+        lines += ["", f"**{metric.upper()}** (mean ± sd over {d['config']['n_seeds']} splits)", ""]
+        lines.append("| estimator | " + " | ".join(tasks) + " |")
+        lines.append("|---|" + "---:|" * len(tasks))
+        for est in d["estimators"]:
+            cells = [_cell(d["metrics"][t].get(est, {}).get(metric)) for t in tasks]
+            lines.append(f"| {est} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def results_tables(res: Results | dict[str, Any], metrics: list[str]) -> list[Any]:
+    """Rich tables for the terminal: the task summary, then estimators × tasks per metric (best in bold)."""
+    from rich.table import Table
+
+    d = _as_dict(res)
+    head = Table(title="tasks")
+    for c in ("task", "n", "accuracy", "correct (cal/eval per split)", "zero-token", "hit length limit", "label rule"):
+        head.add_column(c, overflow="fold", max_width=60 if c == "label rule" else None)
+    for t, i in d["tasks"].items():
+        head.add_row(t, str(i["n"]), f"{i['accuracy']:.3f}", f"{i['n_correct_cal']}/{i['n_correct_eval']}",
+                     str(i["zero_token_answers"]), str(i["stopped_at_length"]), i["label_rule"])  # fmt: skip
+    out = [head]
+    tasks = list(d["metrics"])
+    for metric in metrics:
+        lower = metric in LOWER_IS_BETTER
+        table = Table(title=f"{metric.upper()} ({'lower' if lower else 'higher'} is better; "
+                            f"mean±sd over {d['config']['n_seeds']} splits)")  # fmt: skip
+        table.add_column("estimator", style="bold")
+        best: dict[str, float] = {}
+        for t in tasks:
+            table.add_column(t, justify="right")
+            vals = [m[metric]["mean"] for m in d["metrics"][t].values() if m[metric]["mean"] == m[metric]["mean"]]
+            if vals:
+                best[t] = min(vals) if lower else max(vals)
+        for e in d["estimators"]:
+            cells = []
+            for t in tasks:
+                m = d["metrics"][t].get(e, {}).get(metric)
+                s = _cell(m, "±")
+                cells.append(f"[bold green]{s}[/]" if m is not None and best.get(t) == m["mean"] else s)
+            table.add_row(e, *cells)
+        out.append(table)
+    return out
