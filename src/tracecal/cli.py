@@ -314,6 +314,9 @@ def evaluate(
     score_only: Annotated[
         bool, typer.Option("--score-only", help="compute nothing; score what RUN holds (incomplete passes: not run)")
     ] = False,
+    no_score: Annotated[
+        bool, typer.Option("--no-score", help="compute the missing shards only (a helper worker); do not score")
+    ] = False,
 ) -> None:
     """Generate once (resumable), score every estimator under the paper's protocol, print the comparison."""
     import time
@@ -344,10 +347,13 @@ def evaluate(
     t0 = time.perf_counter()
     try:
         with progress_bar() as pb:
-            res = run_eval(run_dir, cfg, progress=RunView(pb), score_only=score_only)
+            res = run_eval(run_dir, cfg, progress=RunView(pb), score_only=score_only, stages_only=no_score)
     except (ValueError, FileNotFoundError, RuntimeError) as e:
         fail(str(e))
-    assert res is not None
+    if res is None:
+        secs = time.perf_counter() - t0
+        console.print(f"every shard of {run_dir} is computed ({secs:.0f} s); not scored (--no-score)")
+        return
     for table in results_tables(res, show):
         out_console.print(table)
     if res.substitutes:
