@@ -142,6 +142,13 @@ def test_invalid_options_write_nothing(tmp_path: Path, tiny_model, override: dic
     assert evaluate(run, EvalConfig(tasks=["triviaqa"], estimators=["trace"], **FAST), model=tiny_model) is not None
 
 
+def test_a_model_that_does_not_load_writes_nothing(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    with pytest.raises(FileNotFoundError, match="GGUF file not found"):
+        evaluate(run, EvalConfig(tasks=["triviaqa"], model=str(tmp_path / "typo.gguf"), estimators=["trace"], **FAST))
+    assert not (run / "config.json").exists()
+
+
 def test_unknown_task_writes_nothing(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="triviaq"):
         evaluate(tmp_path / "run", EvalConfig(tasks=["triviaq"], estimators=["trace"], **FAST))

@@ -195,6 +195,12 @@ class Scheduler:
             for k, a in enumerate(range(0, len(exs), size))
         ]
 
+    def load_resources(self, tasks: Sequence[tuple[Any, list[Any]]]) -> None:
+        """Load the model / embedder now if some missing shard needs it (errors before anything is written)."""
+        pending = {u.pass_name for u in self.units(tasks) if not self.store.has(u.pass_name, u.task.name, u.k)}
+        for kind in {PASSES[p].resource for p in pending}:
+            self.res.get(kind)
+
     def run(self, tasks: Sequence[tuple[Any, list[Any]]], poll_s: float) -> None:
         """Until every unit is on disk: compute what is free, then wait for what other workers hold."""
         units = self.units(tasks)
@@ -354,8 +360,12 @@ def evaluate(
             raise NotARunError(f"{run_path} is not a run directory (no config.json): nothing to score")
         return score_run(store, cfg, progress, allow_missing=True)
     tasks = _load_examples(cfg)  # data errors surface before the run directory is touched
-    store.open(cfg.to_dict(), cfg.identity(), legacy=legacy_identity)
-    Scheduler(store, cfg, Resources(cfg, model), progress).run(tasks, poll_s)
+    identity = cfg.identity()
+    store.check(identity, legacy=legacy_identity)
+    sched = Scheduler(store, cfg, Resources(cfg, model), progress)
+    sched.load_resources(tasks)  # a model that does not load leaves no run directory behind
+    store.open(cfg.to_dict(), identity, legacy=legacy_identity)
+    sched.run(tasks, poll_s)
     if stages_only:
         return None
     return score_run(store, cfg, progress)

@@ -174,21 +174,33 @@ class RunStore:
             old = self._read_json(self._p("config.json"))
             stored = dict(config)
             if old is not None:
-                old_id = old.get("identity")
-                if old_id is None:
-                    old_id = legacy(old.get("config", {})) if legacy else {}
-                for k, v in identity.items():
-                    if k in old_id and old_id[k] != v:
-                        raise ConfigMismatchError(
-                            f"{self.path} was made with {k}={old_id[k]!r}, not {v!r}: use a new run directory "
-                            "(or the original setting); stored outputs are never mixed"
-                        )
-                identity = {**old_id, **identity}
+                identity = self._checked(old, identity, legacy)
                 for k in merge:
                     stored[k] = list(dict.fromkeys(list(old.get("config", {}).get(k, [])) + list(config.get(k, []))))
             doc = {"config": stored, "identity": identity, "versions": versions(), "updated": time.time()}
             self._write_json(self._p("config.json"), doc)
         return stored
+
+    def check(self, identity: dict[str, Any], legacy: Callable[[dict[str, Any]], dict[str, Any]] | None = None) -> None:
+        """Raise `ConfigMismatchError` if the stored run has another identity (writes nothing)."""
+        old = self._read_json(self._p("config.json"))
+        if old is not None:
+            self._checked(old, identity, legacy)
+
+    def _checked(
+        self, old: dict[str, Any], identity: dict[str, Any], legacy: Callable[[dict[str, Any]], dict[str, Any]] | None
+    ) -> dict[str, Any]:
+        """The stored identity merged with ``identity`` (which must agree with it key by key)."""
+        old_id = old.get("identity")
+        if old_id is None:
+            old_id = legacy(old.get("config", {})) if legacy else {}
+        for k, v in identity.items():
+            if k in old_id and old_id[k] != v:
+                raise ConfigMismatchError(
+                    f"{self.path} was made with {k}={old_id[k]!r}, not {v!r}: use a new run directory "
+                    "(or the original setting); stored outputs are never mixed"
+                )
+        return {**old_id, **identity}
 
     def config(self) -> dict[str, Any]:
         """The stored ``config.json`` (``{"config", "identity", "versions", "updated"}``)."""
