@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import warnings
+from copy import deepcopy
 
 import numpy as np
 import pytest
@@ -12,6 +13,8 @@ from hypothesis import strategies as st
 from scipy.special import expit
 from sklearn.base import clone
 from sklearn.exceptions import NotFittedError
+from sklearn.utils import estimator_checks as sk_checks
+from sklearn.utils.validation import check_is_fitted
 
 from tracecal import metrics
 from tracecal.calibration import (
@@ -139,7 +142,8 @@ def test_to_dict_from_dict_roundtrip_identical(name):
     s, y = _overconfident(1000, seed=6)
     cal = make_calibrator(name).fit(s, y)
     d = cal.to_dict()
-    assert d["kind"] == name and d["format_version"] == 1
+    assert d["format"] == "tracecal.calibrator" and d["format_version"] == 2
+    assert d["class"] == type(cal).__name__
     assert set(d["versions"]) >= {"tracecal", "numpy", "sklearn"}
     json.dumps(d, allow_nan=False)  # plain JSON, no NaN/inf
     back = _roundtrip(cal)
@@ -151,6 +155,19 @@ def test_to_dict_from_dict_roundtrip_identical(name):
 
 
 @pytest.mark.parametrize("name", NAMES)
+def test_save_load_file(name, tmp_path):
+    s, y = _overconfident(300, seed=8)
+    cal = make_calibrator(name).fit(s, y)
+    path = cal.save(tmp_path / f"{name}.json")
+    for back in (type(cal).load(path), ScalarCalibrator.load(path)):
+        assert type(back) is type(cal)
+        np.testing.assert_array_equal(back.predict_proba(s), cal.predict_proba(s))
+    other = next(c for c in CALIBRATORS.values() if c is not type(cal))
+    with pytest.raises(CalibratorFileError, match=f"holds a '{type(cal).__name__}' calibrator; {other.__name__}.load"):
+        other.load(path)
+
+
+@pytest.mark.parametrize("name", NAMES)
 def test_roundtrip_of_constant_fallback(name):
     with pytest.warns(SingleClassWarning):
         cal = make_calibrator(name).fit([0.2, 0.5, 0.9], [1, 1, 1])
@@ -159,23 +176,103 @@ def test_roundtrip_of_constant_fallback(name):
     np.testing.assert_array_equal(back.predict_proba([0.1, 0.7]), [1.0, 1.0])
 
 
+# dicts written by ScalarCalibrator.to_dict before the shared envelope (format_version 1), and their predictions
+LEGACY = [
+    (
+        {"kind": "platt", "format_version": 1, "params": {"C": 1000000.0, "max_iter": 1000},
+         "state": {"n_fit": 6, "base_rate": 0.5, "constant": None, "mean": 0.4583333333333333,
+                   "scale": 0.29498116700713095, "coef": 77.51806701469431, "intercept": 21.790628314391963}},
+        [7.264446138495922e-38, 0.999999999999994, 1.0],
+    ),
+    (
+        {"kind": "isotonic", "format_version": 1, "params": {},
+         "state": {"n_fit": 6, "base_rate": 0.5, "constant": None, "x_thresholds": [0.1, 0.35, 0.4, 0.9],
+                   "y_thresholds": [0.0, 0.0, 1.0, 1.0]}},
+        [0.0, 1.0, 1.0],
+    ),
+    (
+        {"kind": "temperature", "format_version": 1, "params": {"eps": 1e-06, "max_log_t": 7.0},
+         "state": {"n_fit": 6, "base_rate": 0.5, "constant": None, "temperature": 0.45533104311504896}},
+        [0.0015521054857226902, 0.5, 0.9984478945142773],
+    ),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("d, expected", LEGACY)
+def test_legacy_kind_dicts_still_load(d, expected):
+    cal = calibrator_from_dict(d)
+    assert cal.kind == d["kind"]
+    np.testing.assert_allclose(cal.predict_proba([0.05, 0.5, 0.95]), expected, rtol=1e-12, atol=1e-300)
+    assert cal.to_dict()["format_version"] == 2
+
+
+def _platt_dict() -> dict:
+    return PlattCalibrator().fit([0.1, 0.4, 0.6, 0.9], [0, 1, 0, 1]).to_dict()
+
+
+def _with_state(d: dict, **kw) -> dict:
+    return {**d, "state": {**d["state"], **kw}}
+
+
 def test_from_dict_rejects_bad_input():
-    d = PlattCalibrator().fit([0.1, 0.4, 0.6, 0.9], [0, 1, 0, 1]).to_dict()
-    with pytest.raises(CalibratorFileError, match="expected kind 'isotonic'"):
+    d = _platt_dict()
+    with pytest.raises(CalibratorFileError, match="holds a 'PlattCalibrator' calibrator; IsotonicCalibrator.load"):
         IsotonicCalibrator.from_dict(d)
-    with pytest.raises(CalibratorFileError, match="unknown calibrator kind"):
-        calibrator_from_dict({**d, "kind": "nope"})
-    with pytest.raises(CalibratorFileError, match="format_version"):
+    with pytest.raises(CalibratorFileError, match="unknown calibrator kind 'nope'"):
+        calibrator_from_dict({"kind": "nope", "format_version": 1})
+    with pytest.raises(CalibratorFileError, match=r"holds a 'Nope' calibrator; ScalarCalibrator.load reads \["):
+        calibrator_from_dict({**d, "class": "Nope"})
+    with pytest.raises(CalibratorFileError, match="format_version 99 .*: upgrade tracecal"):
         calibrator_from_dict({**d, "format_version": 99})
-    with pytest.raises(CalibratorFileError, match="missing"):
+    with pytest.raises(CalibratorFileError, match=r"missing key\(s\) \['coef'\]"):
         calibrator_from_dict({**d, "state": {k: v for k, v in d["state"].items() if k != "coef"}})
-    with pytest.raises(CalibratorFileError, match="finite"):
-        calibrator_from_dict({**d, "state": {**d["state"], "coef": float("nan")}})
-    with pytest.raises(CalibratorFileError, match="bad params"):
+    with pytest.raises(CalibratorFileError, match="state.coef must be finite"):
+        calibrator_from_dict(_with_state(d, coef=float("nan")))
+    with pytest.raises(CalibratorFileError, match="bad params for PlattCalibrator: .*nonsense"):
         calibrator_from_dict({**d, "params": {"nonsense": 1}})
-    with pytest.raises(CalibratorFileError, match="expected a dict"):
+    with pytest.raises(CalibratorFileError, match="expected a JSON object"):
         calibrator_from_dict([1, 2])  # type: ignore[arg-type]
     assert issubclass(CalibratorFileError, ValueError)
+
+
+@pytest.mark.parametrize(
+    "name, state, match",
+    [
+        ("platt", {"constant": 5}, r"state.constant \(a probability\) must lie in \[0, 1\], got 5"),
+        ("platt", {"scale": 0.0}, r"state.scale \(a standard deviation\) must lie in \(0, inf\], got 0.0"),
+        ("platt", {"base_rate": -0.1}, r"state.base_rate \(a probability\) must lie in \[0, 1\]"),
+        ("platt", {"n_fit": 0}, r"state.n_fit must lie in \[1, inf\]"),
+        ("platt", {"intercept": "1.0"}, "state.intercept must be a number, got '1.0'"),
+        ("temperature", {"temperature": -2.0}, r"state.temperature must lie in \(0, inf\]"),
+        ("isotonic", {"y_thresholds": [0.0, 0.5, 2.0]}, r"y_thresholds are probabilities in \[0, 1\]"),
+        ("isotonic", {"x_thresholds": [0.0, 1.0]}, r"state.y_thresholds must have 2 entries"),
+        ("isotonic", {"x_thresholds": [2.0, 1.0, 0.0]}, "must be non-decreasing"),
+        ("isotonic", {"x_thresholds": [[0.0], [1.0], [2.0]]}, "must be a flat list of numbers"),
+    ],
+)
+def test_invalid_state_values_refused(name, state, match, tmp_path):
+    s, y = _overconfident(200, seed=9)
+    d = make_calibrator(name).fit(s, y).to_dict()
+    if name == "isotonic":  # three thresholds, so that the edits above are about values, not lengths
+        d = _with_state(d, x_thresholds=[0.0, 0.5, 1.0], y_thresholds=[0.1, 0.5, 0.9])
+    p = tmp_path / "bad.json"
+    p.write_text(json.dumps(_with_state(d, **state)))
+    with pytest.raises(CalibratorFileError, match=match) as err:
+        CALIBRATORS[name].load(p)
+    assert str(err.value).startswith(f"{p}: invalid ") and "refit the calibrator" in str(err.value)
+
+
+@pytest.mark.parametrize(
+    "params, match",
+    [
+        ({"C": -1.0}, r"C \(inverse L2 strength\) must lie in \(0, inf\]"),
+        ({"max_iter": 1.5}, "max_iter must be an integer"),
+    ],
+)
+def test_invalid_params_refused_on_load(params, match):
+    d = _platt_dict()
+    with pytest.raises(CalibratorFileError, match=match):
+        calibrator_from_dict({**d, "params": {**d["params"], **params}})
 
 
 # --------------------------------------------------------------------------------------------------
@@ -247,3 +344,60 @@ def test_sklearn_conventions(name):
     cal.fit(s, y)
     assert {"n_fit_", "base_rate_", "constant_"} <= set(vars(cal))
     assert not any(k.endswith("_") for k in vars(clone(cal)))
+
+
+# sklearn's checks that need no 2-D data run as they are; the others (check_estimator skips the whole
+# estimator: X is a 1-D array of scores, tagged one_d_array) are re-done below on 1-D scores.
+API_CHECKS = [
+    sk_checks.check_estimator_cloneable,
+    sk_checks.check_estimator_repr,
+    sk_checks.check_no_attributes_set_in_init,
+    sk_checks.check_parameters_default_constructible,
+    sk_checks.check_get_params_invariance,
+    sk_checks.check_set_params,
+    sk_checks.check_do_not_raise_errors_in_init_or_set_params,
+    sk_checks.check_valid_tag_types,
+    sk_checks.check_estimator_tags_renamed,
+    sk_checks.check_mixin_order,
+]
+
+
+@pytest.mark.parametrize("check", API_CHECKS, ids=lambda c: c.__name__)
+@pytest.mark.parametrize("name", NAMES)
+def test_sklearn_api_checks(name, check):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # check_set_params warns about validation in set_params
+        check(type(make_calibrator(name)).__name__, make_calibrator(name))
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_sklearn_fit_conventions_on_1d_scores(name):
+    """1-D versions of check_estimators_fit_returns_self, _overwrite_params, _dont_overwrite_parameters,
+    check_fit_idempotent, check_estimators_unfitted and check_fit_check_is_fitted."""
+    s, y = _overconfident(300, seed=10)
+    cal = make_calibrator(name)
+    with pytest.raises(NotFittedError):
+        check_is_fitted(cal)
+    params = deepcopy(cal.get_params())
+    public_before = {k for k in vars(cal) if not k.startswith("_")}
+    assert cal.fit(s, y) is cal
+    check_is_fitted(cal)
+    assert cal.get_params() == params  # fit does not touch the parameters
+    added = {k for k in vars(cal) if not k.startswith("_")} - public_before
+    assert all(k.endswith("_") for k in added), added
+    first = cal.predict_proba(s)
+    np.testing.assert_array_equal(cal.fit(s, y).predict_proba(s), first)  # idempotent
+    with pytest.raises(ValueError, match=r"1-D array"):
+        cal.predict_proba(s[:, None].repeat(2, axis=1))
+    with pytest.raises(ValueError, match="requires y to be passed"):
+        clone(cal).fit(s, None)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_invalid_params_fail_at_fit_not_init(name):
+    bad = {"platt": {"C": 0.0}, "isotonic": None, "temperature": {"eps": 0.7}}[name]
+    if bad is None:
+        pytest.skip("IsotonicCalibrator has no parameters")
+    cal = make_calibrator(name, **bad)  # no error here (sklearn convention)
+    with pytest.raises(ValueError, match="must lie in"):
+        cal.fit([0.1, 0.4, 0.6, 0.9], [0, 1, 0, 1])

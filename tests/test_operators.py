@@ -176,3 +176,33 @@ def test_chunked_equals_whole(lengths: list[int], max_tokens: int) -> None:
     np.testing.assert_array_equal(np.isnan(whole), np.isnan(parts))
     np.testing.assert_allclose(whole, parts, rtol=1e-12)
     assert trace_plus_features(b).shape == (len(lengths), 8)
+
+
+def test_segments_reexported_from_operators() -> None:
+    import tracecal.operators
+    import tracecal.segments
+
+    assert tracecal.operators.Segments is tracecal.segments.Segments
+    assert tracecal.operators.DecayKernel is tracecal.segments.DecayKernel
+
+
+def test_unknown_kernel_is_a_clear_error() -> None:
+    with pytest.raises(ValueError, match=r"unknown decay kernel 'gauss'; valid kernels: exp, hyperbolic, uniform"):
+        decayed_mean(np.ones(3), np.array([0, 3]), 2.0, "gauss")
+    with pytest.raises(ValueError, match="unknown decay kernel"):
+        TraceConfig(kernel="gauss")
+
+
+def test_trace_confidence_validates_a_raw_batch() -> None:
+    b = TraceBatch(np.array([0.5, -2.0]), np.array([0.1, 0.1]), np.array([0, 1, 2]))
+    with pytest.raises(ValueError, match=r"answer 1: surprisal of token 0 is -2.0"):
+        trace_confidence(b)
+
+
+@settings(max_examples=100, deadline=None)
+@given(seqs, seqs)
+def test_trace_confidence_in_unit_interval(hs: list[list[float]], ss: list[list[float]]) -> None:
+    n = min(len(hs), len(ss))
+    ss = [(s * (len(h) // len(s) + 1))[: len(h)] for s, h in zip(ss[:n], hs[:n], strict=True)]
+    c = trace_confidence(TraceBatch.from_lists(ss, hs[:n]))
+    assert np.all((c > 0) & (c <= 1))

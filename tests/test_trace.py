@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tracecal.operators import trace_confidence
 from tracecal.trace import (
     Trace,
     TraceBatch,
@@ -122,8 +123,81 @@ def test_saved_files_get_the_usual_permissions(tmp_path) -> None:  # type: ignor
     import os
     import stat
 
-    from tracecal.trace import _UMASK
+    from tracecal.trace import FILE_MODE
 
     t = Trace(text="a", token_ids=np.array([1]), surprisal=np.array([0.1]), entropy=np.array([0.2]))
     p = save_traces([t], tmp_path / "x.parquet")
-    assert stat.S_IMODE(os.stat(p).st_mode) == 0o666 & ~_UMASK  # not mkstemp's 0600
+    mask = os.umask(0)
+    os.umask(mask)
+    assert stat.S_IMODE(os.stat(p).st_mode) == FILE_MODE == 0o666 & ~mask  # not mkstemp's 0600
+
+
+# ------------------------------------------------------------------------------------ value validation
+
+
+def _trace(s: list[float], h: list[float], id: str = "") -> Trace:
+    return Trace(text="x" * len(s), token_ids=np.arange(len(s)), surprisal=s, entropy=h, id=id)
+
+
+def test_from_lists_refuses_negative_surprisal() -> None:
+    with pytest.raises(ValueError, match=r"^answer 1: surprisal of token 2 is -0.7; surprisal is s_t = −log p_t ≥ 0"):
+        TraceBatch.from_lists([[0.1], [0.2, 0.3, -0.7]], [[0.1], [0.1, 0.1, 0.1]])
+    with pytest.raises(ValueError, match=r"answer 0: entropy of token 0 is -2.0; entropy H_t .* is ≥ 0"):
+        TraceBatch.from_lists([[0.1]], [[-2.0]])
+    with pytest.raises(ValueError, match=r"answer 0: surprisal of token 1 is inf; surprisal must be finite"):
+        TraceBatch.from_lists([[0.1, np.inf]], [[0.1, 0.1]])
+    with pytest.raises(ValueError, match=r"entropy of token 0 is nan; .*\(2 bad entropy value\(s\) in all"):
+        TraceBatch.from_lists([[0.1], [0.1]], [[np.nan], [np.nan]])
+
+
+def test_from_traces_names_the_id_and_leaves_traces_alone() -> None:
+    traces = [_trace([0.1], [0.2], "a"), _trace([0.3, -1e-9], [0.2, -2e-5], "b")]  # float32 entropy round-off
+    b = TraceBatch.from_traces(traces)  # round-off below 0 is clipped in the batch …
+    np.testing.assert_array_equal(b.surprisal, [0.1, 0.3, 0.0])
+    np.testing.assert_array_equal(b.entropy, [0.2, 0.2, 0.0])
+    assert traces[1].surprisal[1] == -1e-9  # … never in the caller's traces
+    traces.append(_trace([0.1, 0.2, -0.5], [0.1, 0.1, 0.1], "q42"))
+    with pytest.raises(ValueError, match=r"^answer 2 \(id 'q42'\): surprisal of token 2 is -0.5"):
+        TraceBatch.from_traces(traces)
+
+
+def test_checked_batch_is_remembered_and_clean_batch_returned_as_is() -> None:
+    b = TraceBatch(np.array([0.1, 0.2]), np.array([0.0, 1.0]), np.array([0, 2]))
+    assert not b.values_checked
+    assert b.checked() is b and b.values_checked
+    assert all(sub.values_checked for _, _, sub in b.chunks(1)) and b.select([0]).values_checked
+    noisy = TraceBatch(np.array([-1e-7]), np.array([0.5]), np.array([0, 1]))
+    fixed = noisy.checked()
+    assert fixed is not noisy and fixed.surprisal[0] == 0.0 and noisy.surprisal[0] == -1e-7
+    with pytest.raises(ValueError, match="answer 0: surprisal of token 0 is -0.001"):
+        TraceBatch(np.array([-1e-3]), np.array([0.5]), np.array([0, 1])).checked()
+
+
+def test_load_traces_refuses_bad_values(tmp_path: Path) -> None:
+    p = save_traces([_trace([0.1], [0.2], "ok"), _trace([0.2, -3.0], [0.1, 0.1], "bad1")], tmp_path / "t.parquet")
+    with pytest.raises(TraceFileError, match=r"t.parquet: row 1 \(id 'bad1'\): surprisal of token 1 is -3.0"):
+        load_traces(p)
+    with pytest.raises(TraceFileError, match=r"t.parquet: row 1: surprisal of token 1 is -3.0"):
+        load_trace_batch(p)
+    tiny = save_traces([_trace([0.1, -1e-8], [0.2, 0.0])], tmp_path / "tiny.parquet")
+    assert load_traces(tiny)[0].surprisal[1] == 0.0 and load_trace_batch(tiny).surprisal[1] == 0.0
+
+
+def test_import_jsonl_refuses_bad_values(tmp_path: Path) -> None:
+    p = export_jsonl([_trace([0.1], [0.2], "a"), _trace([0.1], [np.nan], "b")], tmp_path / "t.jsonl")
+    text = p.read_text().replace("\n", "\n\n", 1)  # a blank line: the error names the file's line, not the index
+    p.write_text(text)
+    with pytest.raises(TraceFileError, match=r"t.jsonl:3 \(id 'b'\): entropy of token 0 is nan"):
+        import_jsonl(p)
+    p.write_text("[" * 50_000 + "]" * 50_000 + "\n")
+    with pytest.raises(TraceFileError, match="t.jsonl:1: not a trace \\(nested too deeply\\)"):
+        import_jsonl(p)
+
+
+def test_trace_confidence_refuses_negative_surprisal() -> None:
+    """The bug this guards against: negative surprisal gave c_TRACE = 1.71 (> 1)."""
+    bad = [_trace([-1.0, -1.0, -1.0], [0.1, 0.1, 0.1], "neg")]
+    with pytest.raises(ValueError, match=r"answer 0 \(id 'neg'\): surprisal of token 0 is -1.0"):
+        trace_confidence(bad)
+    c = trace_confidence([_trace([0.0, 1e-300], [0.0, 0.0])])
+    assert c[0] == 1.0

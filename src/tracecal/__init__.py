@@ -6,13 +6,13 @@ Public API::
     traces = model.generate(prompts, max_new_tokens=32)
     tracecal.trace_confidence(traces)        # c_TRACE (METHOD §2)
     cal = tracecal.TracePlus().fit(traces, labels); cal.predict_proba(traces)
+    cal.save("cal.json"); tracecal.TracePlus.load("cal.json")   # or tracecal.load_calibrator(path), any class
     tracecal.save_traces(traces, "run.parquet"); tracecal.load_traces("run.parquet")
 """
 
 from tracecal.operators import TraceConfig, trace_confidence, trace_risk
 from tracecal.trace import Trace, TraceBatch, TraceFileError, export_jsonl, import_jsonl, load_traces, save_traces
-
-__version__ = "0.1.0"
+from tracecal.version import __version__
 
 
 def load_model(name_or_path=None, backend: str = "hf", **kwargs):  # type: ignore[no-untyped-def]
@@ -23,7 +23,7 @@ def load_model(name_or_path=None, backend: str = "hf", **kwargs):  # type: ignor
 
 
 def __getattr__(name: str):  # type: ignore[no-untyped-def]
-    if name in ("TracePlus", "CalibratorFileError"):
+    if name in ("TracePlus", "CalibratorFileError", "load_calibrator"):
         from tracecal import traceplus
 
         return getattr(traceplus, name)
@@ -39,9 +39,11 @@ __all__ = [
     "CalibratorFileError",
     "export_jsonl",
     "import_jsonl",
+    "load_calibrator",
     "load_model",
     "load_traces",
     "save_traces",
     "trace_confidence",
     "trace_risk",
+    "__version__",
 ]

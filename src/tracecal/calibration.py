@@ -1,20 +1,23 @@
-"""Calibrators that map confidence to P(correct) (METHOD §3, §5).
-
-Scalar calibrators map one raw confidence score per answer to a probability of being correct. They
-follow scikit-learn conventions: hyper-parameters only in ``__init__`` (so ``get_params`` / ``clone``
-work), learned state in attributes ending in ``_``, ``fit(scores, y)`` returns ``self``, and
-``predict_proba(scores)`` returns a 1-D array of P(correct) in [0, 1] (not sklearn's 2-column form).
+"""Scalar calibrators that map one confidence score per answer to P(correct) (METHOD §5).
 
 * `PlattCalibrator`       p = σ(b + w·(s − μ)/σ_s): logistic regression on the standardised score.
 * `IsotonicCalibrator`    p = non-decreasing step/linear fit of y on s (clipped outside the fit range).
 * `TemperatureCalibrator` p = σ(logit(clip(s, ε, 1 − ε)) / T), T > 0; for scores already in [0, 1].
 
+They follow scikit-learn conventions (see `tracecal.calfile.Calibrator`): hyper-parameters only in
+``__init__``, stored as given and validated in ``fit`` (so ``get_params`` / ``set_params`` / ``clone``
+round-trip); learned state in attributes ending in ``_``; ``fit(scores, y)`` returns ``self``; an
+unfitted calibrator raises ``NotFittedError``; ``predict_proba(scores)`` returns a 1-D array of
+P(correct) in [0, 1] (not sklearn's 2-column form). X is a 1-D array of scores, so sklearn's generic
+2-D estimator checks do not apply (tagged ``one_d_array``); the API checks do.
+
 Edge cases shared by all: NaN/inf scores (fit or predict) → ``ValueError``; labels outside {0, 1} or
 mismatched lengths → ``ValueError``; ``fit`` on a single-class ``y`` does not crash: it warns
 (`SingleClassWarning`) and the calibrator predicts the constant base rate (stored in ``constant_``).
 
-Persistence is plain JSON-able dicts (`ScalarCalibrator.to_dict` / ``from_dict``), never pickle; a
-malformed or incompatible dict raises `CalibratorFileError`.
+Persistence: ``cal.save(path)`` / ``PlattCalibrator.load(path)`` (or ``ScalarCalibrator.load`` for any
+of the three), the JSON envelope of `tracecal.calfile`; never pickle. A malformed file or dict, or one
+with invalid values, raises `CalibratorFileError`.
 """
 
 from __future__ import annotations
@@ -28,62 +31,43 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from scipy.optimize import minimize_scalar
 from scipy.special import expit
-from sklearn.base import BaseEstimator
 from sklearn.exceptions import NotFittedError
 from sklearn.isotonic import IsotonicRegression
 from sklearn.linear_model import LogisticRegression
 
+from tracecal.calfile import FORMAT_VERSION, Calibrator, CalibratorFileError, check_number, json_array, json_float
 from tracecal.metrics import SingleClassWarning, check_labels, check_scores
 
 __all__ = [
-    "CalibratorFileError",
-    "ScalarCalibrator",
-    "PlattCalibrator",
-    "IsotonicCalibrator",
-    "TemperatureCalibrator",
-    "CALIBRATORS",
-    "make_calibrator",
-    "calibrator_from_dict",
+    "CalibratorFileError", "Calibrator", "ScalarCalibrator", "PlattCalibrator", "IsotonicCalibrator",
+    "TemperatureCalibrator", "CALIBRATORS", "SCALAR_CLASSES", "make_calibrator", "calibrator_from_dict",
     "FORMAT_VERSION",
-]
-
-FORMAT_VERSION = 1
-"""Version of the ``to_dict`` layout of the scalar calibrators."""
+]  # fmt: skip
 
 
-class CalibratorFileError(ValueError):
-    """A saved calibrator (dict / JSON) is malformed, of another kind, or of an unsupported version."""
+# ---------------------------------------------------------------------------------------- scalar calibrators
 
 
-def _versions() -> dict[str, str]:
-    import sklearn
+class ScalarCalibrator(Calibrator):
+    """Base of the calibrators of one score per answer: validation, single-class fallback, persistence.
 
-    try:
-        from tracecal import __version__ as tracecal_version
-    except ImportError:  # pragma: no cover - partial installs
-        tracecal_version = "unknown"
-    return {"tracecal": tracecal_version, "numpy": np.__version__, "sklearn": sklearn.__version__}
-
-
-def _as_float(value: Any, key: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise CalibratorFileError(f"state[{key!r}] must be a number, got {value!r}")
-    out = float(value)
-    if not math.isfinite(out):
-        raise CalibratorFileError(f"state[{key!r}] must be finite, got {value!r}")
-    return out
-
-
-class ScalarCalibrator(BaseEstimator):
-    """Base class: validation, single-class fallback, and JSON-able persistence.
-
-    Subclasses set ``kind`` and ``_STATE_KEYS`` and implement ``_fit``, ``_predict``, ``_get_state`` and
-    ``_set_state``. Common fitted attributes: ``n_fit_`` (samples seen), ``base_rate_`` (mean of y) and
-    ``constant_`` (the base rate when y had a single class, else ``None``).
+    Subclasses set ``kind`` and ``_STATE_KEYS`` and implement ``_fit``, ``_predict``, ``_model_state`` and
+    ``_set_model_state``. Common fitted attributes: ``n_fit_`` (samples seen), ``base_rate_`` (mean of y)
+    and ``constant_`` (the base rate when y had a single class, else ``None``).
     """
 
     kind: ClassVar[str] = ""
     _STATE_KEYS: ClassVar[tuple[str, ...]] = ()
+
+    def __sklearn_tags__(self):  # type: ignore[no-untyped-def]
+        tags = super().__sklearn_tags__()
+        tags.input_tags.one_d_array, tags.input_tags.two_d_array = True, False  # X is a 1-D array of scores
+        tags.target_tags.required = True
+        return tags
+
+    @classmethod
+    def _loadable(cls) -> Mapping[str, type[Calibrator]]:
+        return SCALAR_CLASSES if cls is ScalarCalibrator else {cls.__name__: cls}
 
     # ---- subclass hooks -------------------------------------------------------------------------
     def _validate_scores(self, s: NDArray[np.float64]) -> None:
@@ -95,10 +79,10 @@ class ScalarCalibrator(BaseEstimator):
     def _predict(self, s: NDArray[np.float64]) -> NDArray[np.float64]:
         raise NotImplementedError
 
-    def _get_state(self) -> dict[str, Any]:
+    def _model_state(self) -> dict[str, Any]:
         raise NotImplementedError
 
-    def _set_state(self, state: Mapping[str, Any]) -> None:
+    def _set_model_state(self, state: Mapping[str, Any]) -> None:
         raise NotImplementedError
 
     # ---- public API -----------------------------------------------------------------------------
@@ -108,6 +92,9 @@ class ScalarCalibrator(BaseEstimator):
         A single-class ``y`` emits a `SingleClassWarning` and makes the calibrator predict the constant
         base rate (``constant_``). Returns ``self``.
         """
+        self._check_params()
+        if y is None:
+            raise ValueError(f"{type(self).__name__} requires y to be passed, but the target y is None")
         yy = check_labels(y)
         s = check_scores(scores, yy.size, name="scores")
         self._validate_scores(s)
@@ -144,67 +131,23 @@ class ScalarCalibrator(BaseEstimator):
             return np.full(s.shape, self.constant_, dtype=np.float64)
         return np.clip(self._predict(s), 0.0, 1.0)
 
-    def to_dict(self) -> dict[str, Any]:
-        """Plain JSON-able state: ``{"kind", "format_version", "params", "state", "versions"}``."""
-        self._check_fitted()
-        state: dict[str, Any] = {
-            "n_fit": self.n_fit_,
-            "base_rate": self.base_rate_,
-            "constant": self.constant_,
-        }
-        model_state = self._get_state() if self.constant_ is None else dict.fromkeys(self._public_state_keys())
-        state.update(model_state)
-        return {
-            "kind": self.kind,
-            "format_version": FORMAT_VERSION,
-            "params": self.get_params(deep=False),
-            "state": state,
-            "versions": _versions(),
-        }
+    def _get_state(self) -> dict[str, Any]:
+        state: dict[str, Any] = {"n_fit": self.n_fit_, "base_rate": self.base_rate_, "constant": self.constant_}
+        keys = tuple(k.rstrip("_") for k in self._STATE_KEYS)
+        state.update(self._model_state() if self.constant_ is None else dict.fromkeys(keys))
+        return state
 
-    @classmethod
-    def _public_state_keys(cls) -> tuple[str, ...]:
-        return tuple(k.rstrip("_") for k in cls._STATE_KEYS)
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> ScalarCalibrator:
-        """Rebuild a fitted calibrator from `to_dict` output (predictions are bit-identical)."""
-        if not isinstance(d, Mapping):
-            raise CalibratorFileError(f"expected a dict, got {type(d).__name__}")
-        kind = d.get("kind")
-        if cls is ScalarCalibrator:
-            if kind not in CALIBRATORS:
-                raise CalibratorFileError(f"unknown calibrator kind {kind!r}; valid kinds: {sorted(CALIBRATORS)}")
-            return CALIBRATORS[kind].from_dict(d)
-        if kind != cls.kind:
-            raise CalibratorFileError(f"{cls.__name__}.from_dict: expected kind {cls.kind!r}, got {kind!r}")
-        if d.get("format_version") != FORMAT_VERSION:
-            raise CalibratorFileError(
-                f"unsupported format_version {d.get('format_version')!r} (this code reads {FORMAT_VERSION})"
-            )
-        params, state = d.get("params", {}), d.get("state")
-        if not isinstance(params, Mapping) or not isinstance(state, Mapping):
-            raise CalibratorFileError("'params' and 'state' must be dicts")
-        try:
-            obj = cls(**params)
-        except TypeError as exc:
-            raise CalibratorFileError(f"bad params for {cls.__name__}: {exc}") from exc
-        missing = {"n_fit", "base_rate", "constant", *cls._public_state_keys()} - set(state)
+    def _set_state(self, state: Mapping[str, Any]) -> None:
+        missing = {"n_fit", "base_rate", "constant", *(k.rstrip("_") for k in self._STATE_KEYS)} - set(state)
         if missing:
             raise CalibratorFileError(f"state is missing key(s) {sorted(missing)}")
-        n_fit = state["n_fit"]
-        if isinstance(n_fit, bool) or not isinstance(n_fit, int) or n_fit < 1:
-            raise CalibratorFileError(f"state['n_fit'] must be a positive int, got {n_fit!r}")
-        obj.n_fit_ = n_fit
-        obj.base_rate_ = _as_float(state["base_rate"], "base_rate")
+        self.n_fit_ = int(check_number(state["n_fit"], "state.n_fit", 1, integer=True, error=CalibratorFileError))
+        self.base_rate_ = json_float(state["base_rate"], "state.base_rate (a probability)", 0.0, 1.0)
         if state["constant"] is None:
-            obj.constant_ = None
-            obj._set_state(state)
+            self.constant_ = None
+            self._set_model_state(state)
         else:
-            obj.constant_ = _as_float(state["constant"], "constant")
-            if not 0.0 <= obj.constant_ <= 1.0:
-                raise CalibratorFileError(f"state['constant'] must lie in [0, 1], got {obj.constant_}")
-        return obj
+            self.constant_ = json_float(state["constant"], "state.constant (a probability)", 0.0, 1.0)
 
 
 class PlattCalibrator(ScalarCalibrator):
@@ -223,9 +166,11 @@ class PlattCalibrator(ScalarCalibrator):
         self.C = C
         self.max_iter = max_iter
 
+    def _check_params(self) -> None:
+        check_number(self.C, "C (inverse L2 strength)", 0.0, open_lo=True)
+        check_number(self.max_iter, "max_iter", 1, integer=True)
+
     def _fit(self, s: NDArray[np.float64], y: NDArray[np.int64]) -> None:
-        if not (isinstance(self.C, int | float) and self.C > 0):
-            raise ValueError(f"C must be a positive number, got {self.C!r}")
         mean, sd = float(s.mean()), float(s.std())
         scale = sd if sd > 0 and math.isfinite(sd) else 1.0
         z = ((s - mean) / scale)[:, None]
@@ -237,16 +182,14 @@ class PlattCalibrator(ScalarCalibrator):
     def _predict(self, s: NDArray[np.float64]) -> NDArray[np.float64]:
         return expit(self.intercept_ + self.coef_ * ((s - self.mean_) / self.scale_))
 
-    def _get_state(self) -> dict[str, Any]:
+    def _model_state(self) -> dict[str, Any]:
         return {"mean": self.mean_, "scale": self.scale_, "coef": self.coef_, "intercept": self.intercept_}
 
-    def _set_state(self, state: Mapping[str, Any]) -> None:
-        self.mean_ = _as_float(state["mean"], "mean")
-        self.scale_ = _as_float(state["scale"], "scale")
-        if self.scale_ <= 0:
-            raise CalibratorFileError(f"state['scale'] must be > 0, got {self.scale_}")
-        self.coef_ = _as_float(state["coef"], "coef")
-        self.intercept_ = _as_float(state["intercept"], "intercept")
+    def _set_model_state(self, state: Mapping[str, Any]) -> None:
+        self.mean_ = json_float(state["mean"], "state.mean")
+        self.scale_ = json_float(state["scale"], "state.scale (a standard deviation)", 0.0, open_lo=True)
+        self.coef_ = json_float(state["coef"], "state.coef")
+        self.intercept_ = json_float(state["intercept"], "state.intercept")
 
 
 class IsotonicCalibrator(ScalarCalibrator):
@@ -271,23 +214,18 @@ class IsotonicCalibrator(ScalarCalibrator):
     def _predict(self, s: NDArray[np.float64]) -> NDArray[np.float64]:
         return np.interp(s, self.x_thresholds_, self.y_thresholds_)
 
-    def _get_state(self) -> dict[str, Any]:
+    def _model_state(self) -> dict[str, Any]:
         return {"x_thresholds": self.x_thresholds_.tolist(), "y_thresholds": self.y_thresholds_.tolist()}
 
-    def _set_state(self, state: Mapping[str, Any]) -> None:
-        try:
-            x = np.asarray(state["x_thresholds"], dtype=np.float64)
-            y = np.asarray(state["y_thresholds"], dtype=np.float64)
-        except (TypeError, ValueError) as exc:
-            raise CalibratorFileError(f"isotonic thresholds must be lists of numbers: {exc}") from exc
-        if x.ndim != 1 or x.shape != y.shape or x.size == 0:
-            raise CalibratorFileError(
-                f"isotonic thresholds must be equal-length non-empty lists ({x.shape}, {y.shape})"
-            )
-        if not (np.isfinite(x).all() and np.isfinite(y).all()):
-            raise CalibratorFileError("isotonic thresholds must be finite")
-        if np.any(np.diff(x) < 0) or np.any(np.diff(y) < 0) or y.min() < 0 or y.max() > 1:
-            raise CalibratorFileError("isotonic thresholds must be non-decreasing with y in [0, 1]")
+    def _set_model_state(self, state: Mapping[str, Any]) -> None:
+        x = json_array(state["x_thresholds"], "state.x_thresholds")
+        y = json_array(state["y_thresholds"], "state.y_thresholds", n=x.size)
+        if x.size == 0:
+            raise CalibratorFileError("state.x_thresholds must not be empty")
+        if np.any(np.diff(x) < 0) or np.any(np.diff(y) < 0):
+            raise CalibratorFileError("isotonic thresholds must be non-decreasing")
+        if y.min() < 0 or y.max() > 1:
+            raise CalibratorFileError(f"state.y_thresholds are probabilities in [0, 1], got {y.min():g} … {y.max():g}")
         self.x_thresholds_, self.y_thresholds_ = x, y
 
 
@@ -316,15 +254,15 @@ class TemperatureCalibrator(ScalarCalibrator):
                 f"(min={s.min():.6g}, max={s.max():.6g}); use 'platt' or 'isotonic' for unbounded scores"
             )
 
+    def _check_params(self) -> None:
+        check_number(self.eps, "eps", 0.0, 0.5, open_lo=True, open_hi=True)
+        check_number(self.max_log_t, "max_log_t", 0.0, open_lo=True)
+
     def _logit(self, s: NDArray[np.float64]) -> NDArray[np.float64]:
-        if not (0.0 < self.eps < 0.5):
-            raise ValueError(f"eps must lie in (0, 0.5), got {self.eps!r}")
         c = np.clip(s, self.eps, 1.0 - self.eps)
         return np.log(c) - np.log1p(-c)
 
     def _fit(self, s: NDArray[np.float64], y: NDArray[np.int64]) -> None:
-        if not (isinstance(self.max_log_t, int | float) and self.max_log_t > 0):
-            raise ValueError(f"max_log_t must be a positive number, got {self.max_log_t!r}")
         z = self._logit(s)
         yf = y.astype(np.float64)
 
@@ -338,22 +276,19 @@ class TemperatureCalibrator(ScalarCalibrator):
     def _predict(self, s: NDArray[np.float64]) -> NDArray[np.float64]:
         return expit(self._logit(s) / self.temperature_)
 
-    def _get_state(self) -> dict[str, Any]:
+    def _model_state(self) -> dict[str, Any]:
         return {"temperature": self.temperature_}
 
-    def _set_state(self, state: Mapping[str, Any]) -> None:
-        t = _as_float(state["temperature"], "temperature")
-        if t <= 0:
-            raise CalibratorFileError(f"state['temperature'] must be > 0, got {t}")
-        self.temperature_ = t
+    def _set_model_state(self, state: Mapping[str, Any]) -> None:
+        self.temperature_ = json_float(state["temperature"], "state.temperature", 0.0, open_lo=True)
 
 
 CALIBRATORS: dict[str, type[ScalarCalibrator]] = {
-    "platt": PlattCalibrator,
-    "isotonic": IsotonicCalibrator,
-    "temperature": TemperatureCalibrator,
-}
+    "platt": PlattCalibrator, "isotonic": IsotonicCalibrator, "temperature": TemperatureCalibrator,
+}  # fmt: skip
 """Scalar calibrators by name (METHOD §5: Platt by default; isotonic and temperature available)."""
+SCALAR_CLASSES: dict[str, type[Calibrator]] = {cls.__name__: cls for cls in CALIBRATORS.values()}
+"""The fixed registry `ScalarCalibrator.load` / `calibrator_from_dict` dispatch on (by class name)."""
 
 
 def make_calibrator(name: str, **kw: Any) -> ScalarCalibrator:
@@ -366,6 +301,8 @@ def make_calibrator(name: str, **kw: Any) -> ScalarCalibrator:
     return cls(**kw)
 
 
-def calibrator_from_dict(d: Mapping[str, Any]) -> ScalarCalibrator:
-    """Rebuild any scalar calibrator from `ScalarCalibrator.to_dict` output, dispatching on ``d["kind"]``."""
-    return ScalarCalibrator.from_dict(d)
+def calibrator_from_dict(d: Mapping[str, Any], source: str = "calibrator") -> Calibrator:
+    """Rebuild any scalar calibrator from `Calibrator.to_dict` output (or a legacy ``kind`` dict),
+    dispatching on ``d["class"]`` through `SCALAR_CLASSES`. For every class, TRACE+ included, use
+    ``Calibrator.from_dict(d, registry=tracecal.traceplus.CALIBRATOR_CLASSES)``."""
+    return ScalarCalibrator.from_dict(d, source)

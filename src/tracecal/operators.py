@@ -22,13 +22,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from functools import cached_property
-from typing import TYPE_CHECKING
 
 import numpy as np
 
-if TYPE_CHECKING:
-    from tracecal.trace import Trace, TraceBatch
+from tracecal.segments import DecayKernel, Segments
+from tracecal.trace import Trace, TraceBatch
 
 __all__ = [
     "Segments",
@@ -49,10 +47,9 @@ __all__ = [
     "trace_risk",
     "trace_confidence",
     "as_batch",
+    "chunked",
+    "get_kernel",
 ]
-
-DecayKernel = Callable[[np.ndarray, float], np.ndarray]
-"""A decay kernel maps 0-based positions (t−1, int array) and a rate λ to non-negative weights."""
 
 
 def exp_kernel(pos: np.ndarray, lam: float) -> np.ndarray:
@@ -73,67 +70,21 @@ def uniform_kernel(pos: np.ndarray, lam: float) -> np.ndarray:
 KERNELS: dict[str, DecayKernel] = {"exp": exp_kernel, "hyperbolic": hyperbolic_kernel, "uniform": uniform_kernel}
 
 
-class Segments:
-    """Layout of a ragged batch, with per-token index arrays computed once and cached.
-
-    Args:
-        offsets: int64, shape ``(B+1,)``, non-decreasing, ``offsets[0] == 0``.
-    """
-
-    def __init__(self, offsets: np.ndarray) -> None:
-        self.offsets = np.asarray(offsets, dtype=np.int64)
-        self.lengths = np.diff(self.offsets)
-        self.starts = self.offsets[:-1]
-        self.ends = self.offsets[1:]
-        self.n_tokens = int(self.offsets[-1]) if len(self.offsets) else 0
-        self.nonempty = self.lengths > 0
-        self.all_nonempty = bool(self.nonempty.all())
-        self._ne_starts = self.starts[self.nonempty]
-        self._cache: dict[object, np.ndarray] = {}
-
-    def __len__(self) -> int:
-        return len(self.lengths)
-
-    @cached_property
-    def pos(self) -> np.ndarray:
-        """0-based position of each token inside its answer (t−1), int64, shape ``(N,)``."""
-        return np.arange(self.n_tokens, dtype=np.int64) - np.repeat(self.starts, self.lengths)
-
-    @cached_property
-    def max_len(self) -> int:
-        return int(self.lengths.max()) if len(self.lengths) else 0
-
-    def reduce(self, ufunc: np.ufunc, x: np.ndarray, empty: float = np.nan) -> np.ndarray:
-        """Per-answer ``ufunc.reduce`` of per-token ``x``; answers with T = 0 get ``empty``."""
-        if self.all_nonempty:
-            return ufunc.reduceat(x, self.starts) if self.n_tokens else np.zeros(0)
-        out = np.full(len(self.lengths), empty, dtype=np.float64)
-        if self._ne_starts.size:
-            out[self.nonempty] = ufunc.reduceat(x, self._ne_starts)
-        return out
-
-    def broadcast(self, per_answer: np.ndarray) -> np.ndarray:
-        """Repeat one value per answer onto its tokens, shape ``(N,)``."""
-        return np.repeat(per_answer, self.lengths)
-
-    def kernel_weights(self, kernel: DecayKernel, lam: float) -> tuple[np.ndarray, np.ndarray]:
-        """Per-token weights k(t−1; λ) and their per-answer sums (via a table over positions)."""
-        key = (kernel, float(lam))
-        if key not in self._cache:
-            table = np.asarray(kernel(np.arange(max(self.max_len, 1), dtype=np.float64), float(lam)), np.float64)
-            if np.any(table < 0) or not np.all(np.isfinite(table)):
-                raise ValueError("a decay kernel must give finite non-negative weights")
-            csum = np.concatenate([[0.0], np.cumsum(table)])
-            self._cache[key] = table[self.pos]
-            self._cache[(key, "sum")] = csum[self.lengths]
-        return self._cache[key], self._cache[(key, "sum")]
+def get_kernel(kernel: str | DecayKernel) -> DecayKernel:
+    """The decay kernel named ``kernel`` in `KERNELS` (a callable is returned as is); ValueError otherwise."""
+    if callable(kernel):
+        return kernel
+    try:
+        return KERNELS[kernel]
+    except (KeyError, TypeError):
+        raise ValueError(f"unknown decay kernel {kernel!r}; valid kernels: {', '.join(KERNELS)}") from None
 
 
 def _seg(x: Segments | np.ndarray | TraceBatch) -> Segments:
     if isinstance(x, Segments):
         return x
-    if hasattr(x, "segments"):
-        return x.segments  # type: ignore[return-value]
+    if isinstance(x, TraceBatch):
+        return x.segments
     return Segments(np.asarray(x))
 
 
@@ -183,7 +134,7 @@ def decayed_mean(
     if lam <= 0:
         raise ValueError(f"decay rate λ must be > 0, got {lam}")
     seg = _seg(seg)
-    k = KERNELS[kernel] if isinstance(kernel, str) else kernel
+    k = get_kernel(kernel)
     w, wsum = seg.kernel_weights(k, lam)
     with np.errstate(invalid="ignore", divide="ignore"):
         return seg.reduce(np.add, w * u) / wsum
@@ -290,12 +241,12 @@ class TraceConfig:
             raise ValueError(f"alpha + beta + gamma must be 1, got {self.alpha + self.beta + self.gamma}")
         if min(self.alpha, self.beta, self.gamma) < 0:
             raise ValueError("alpha, beta, gamma must be non-negative")
+        get_kernel(self.kernel)
 
 
 def as_batch(traces: Sequence[Trace] | TraceBatch) -> TraceBatch:
-    """Accept a list of `Trace` or a `TraceBatch`."""
-    from tracecal.trace import TraceBatch
-
+    """Accept a list of `Trace` or a `TraceBatch`, with values validated (`TraceBatch.from_traces`): a
+    negative or non-finite surprisal / entropy raises ``ValueError`` naming the answer index (and id)."""
     return TraceBatch.from_traces(traces)
 
 
@@ -308,7 +259,11 @@ def chunked(fn: Callable[[TraceBatch], np.ndarray], b: TraceBatch, max_tokens: i
 
 
 def trace_risk(traces: Sequence[Trace] | TraceBatch, config: TraceConfig | None = None) -> np.ndarray:
-    """TRACE risk R per answer, nats (NaN for a zero-token answer)."""
+    """TRACE risk R = α·D_λ(H) + β·M^(w)(H) + γ·L_ρ(s) per answer, nats (NaN for a zero-token answer).
+
+    Surprisal and entropy are validated first (`as_batch`): a negative or non-finite value raises
+    ``ValueError`` naming the answer, so R ≥ 0 and c_TRACE = exp(−R) ∈ (0, 1].
+    """
     cfg = config or TraceConfig()
     return chunked(lambda b: _trace_risk(b, cfg), as_batch(traces))
 
@@ -326,5 +281,9 @@ def _trace_risk(b: TraceBatch, cfg: TraceConfig) -> np.ndarray:
 
 
 def trace_confidence(traces: Sequence[Trace] | TraceBatch, config: TraceConfig | None = None) -> np.ndarray:
-    """c_TRACE = exp(−R) ∈ (0, 1]; ranks answers (it is not a probability). NaN for T = 0."""
+    """c_TRACE = exp(−R) ∈ (0, 1]; ranks answers (it is not a probability). NaN for T = 0.
+
+    Raises ``ValueError`` naming the answer index (and id) when a surprisal or entropy is negative or not
+    finite (float round-off down to −`tracecal.segments.NEGATIVE_TOLERANCE` is clipped to 0).
+    """
     return np.exp(-trace_risk(traces, config))

@@ -28,7 +28,6 @@ import fcntl
 import json
 import os
 import platform
-import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -37,14 +36,12 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from tracecal.trace import Trace, load_traces, traces_to_table
+from tracecal.trace import FILE_MODE, Trace, atomic_write, load_traces, traces_to_table
 
 __all__ = ["RunStore", "Claim", "ConfigMismatchError", "NotARunError", "RunStoreError", "TRACES"]
 
 TRACES = "traces"  # the generation pass: one trace per answer
 TABLES = ("rows", "scores", "predictions")
-_UMASK = os.umask(0)
-os.umask(_UMASK)
 
 
 class RunStoreError(ValueError):
@@ -115,23 +112,14 @@ class RunStore:
         return self.path.joinpath(*parts)
 
     def _atomic(self, path: Path, write: Callable[[str], None]) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-        os.close(fd)
-        try:
-            write(tmp)
-            os.chmod(tmp, 0o666 & ~_UMASK)  # mkstemp makes 0600; give the file the usual permissions
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        atomic_write(path, write)  # temp file + rename: a crash never leaves a half-written file
 
     @contextlib.contextmanager
     def _locked(self, name: str) -> Iterator[None]:
         """Hold an exclusive (blocking) lock named ``name`` for the duration of the block."""
         lock = self._p(".locks", name + ".lock")
         lock.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(lock, os.O_CREAT | os.O_RDWR, 0o666 & ~_UMASK)
+        fd = os.open(lock, os.O_CREAT | os.O_RDWR, FILE_MODE)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             yield
@@ -224,7 +212,7 @@ class RunStore:
         """
         lock = self._p(".locks", _safe_name(pass_name, "pass"), _safe_name(task, "task"), f"{k:05d}.lock")
         lock.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(lock, os.O_CREAT | os.O_RDWR, 0o666 & ~_UMASK)
+        fd = os.open(lock, os.O_CREAT | os.O_RDWR, FILE_MODE)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

@@ -14,32 +14,24 @@ Stop tokens (EOS / end-of-turn) are never part of the answer. Traces persist los
 from __future__ import annotations
 
 import json
-import math
 import os
 import tempfile
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-if TYPE_CHECKING:
-    from tracecal.operators import Segments
+from tracecal.segments import NEGATIVE_TOLERANCE, Segments, check_token_values
 
 __all__ = [
-    "Trace",
-    "TraceBatch",
-    "TraceFileError",
-    "save_traces",
-    "load_traces",
-    "export_jsonl",
-    "import_jsonl",
-    "TRACE_SCHEMA_VERSION",
-]
+    "Trace", "TraceBatch", "TraceFileError", "save_traces", "load_traces", "load_trace_batch", "export_jsonl",
+    "import_jsonl", "atomic_write", "check_token_values", "NEGATIVE_TOLERANCE", "TRACE_SCHEMA_VERSION",
+]  # fmt: skip
 
 TRACE_SCHEMA_VERSION = 1
 ENTROPY_KINDS = ("exact", "topk")
@@ -47,7 +39,7 @@ STOP_REASONS = ("eos", "length", "stop_string", "unknown")
 
 
 class TraceFileError(ValueError):
-    """A traces file that cannot be read: not Parquet, wrong schema, or inconsistent rows."""
+    """A traces file that cannot be read: not Parquet, wrong schema, inconsistent rows or invalid values."""
 
 
 def _f64(x: Any) -> np.ndarray:
@@ -200,6 +192,8 @@ class TraceBatch:
     entropy: np.ndarray
     offsets: np.ndarray
     token_ids: np.ndarray | None = None
+    values_checked: bool = field(default=False, repr=False)
+    """True once `checked` validated the values (set by the boundary constructors; never by hand)."""
 
     def __post_init__(self) -> None:
         self.surprisal = _f64(self.surprisal)
@@ -223,22 +217,31 @@ class TraceBatch:
     @cached_property
     def segments(self) -> Segments:
         """The ragged layout with cached per-token index arrays (shared by all operators)."""
-        from tracecal.operators import Segments
-
         return Segments(self.offsets)
+
+    def checked(self) -> TraceBatch:
+        """This batch with surprisal and entropy checked finite and ≥ 0 (`check_token_values`): ``self``, or a
+        copy with float round-off clipped to 0; ``ValueError`` naming the answer and the bad value otherwise.
+        One vectorised check per batch, remembered in ``values_checked`` (inherited by `chunks` / `select`)."""
+        if self.values_checked:
+            return self
+        s, h = check_token_values(self.surprisal, self.entropy, self.offsets)
+        if s is self.surprisal and h is self.entropy:
+            self.values_checked = True
+            return self
+        return TraceBatch(s, h, self.offsets, self.token_ids, values_checked=True)
 
     def __len__(self) -> int:
         return len(self.offsets) - 1
 
     @classmethod
     def from_traces(cls, traces: Sequence[Trace] | TraceBatch) -> TraceBatch:
-        """Concatenate traces (a `TraceBatch` is returned unchanged)."""
+        """Concatenate traces, validating the values (`check_token_values`; a `TraceBatch` goes to `checked`):
+        ``ValueError`` naming the answer index and id for a negative or non-finite value (traces unmodified)."""
         if isinstance(traces, TraceBatch):
-            return traces
+            return traces.checked()
         traces = list(traces)
-        lengths = np.fromiter((t.length for t in traces), dtype=np.int64, count=len(traces))
-        offsets = np.zeros(len(traces) + 1, dtype=np.int64)
-        np.cumsum(lengths, out=offsets[1:])
+        offsets = _offsets_of(traces)
         if traces:
             s = np.concatenate([t.surprisal for t in traces])
             h = np.concatenate([t.entropy for t in traces])
@@ -246,11 +249,13 @@ class TraceBatch:
         else:
             s = h = np.zeros(0)
             ids = np.zeros(0, np.int64)
-        return cls(surprisal=s, entropy=h, offsets=offsets, token_ids=ids)
+        s, h = check_token_values(s, h, offsets, lambda i: _describe(traces[i], f"answer {i}"))
+        return cls(surprisal=s, entropy=h, offsets=offsets, token_ids=ids, values_checked=True)
 
     @classmethod
     def from_lists(cls, surprisal: Sequence[Sequence[float]], entropy: Sequence[Sequence[float]]) -> TraceBatch:
-        """Build from per-answer lists (handy in tests and for users with their own logprobs)."""
+        """Build from per-answer lists of s_t and H_t in nats (handy in tests and for users with their own
+        logprobs); the values are validated like `from_traces` (finite, ≥ 0), errors name the answer index."""
         if len(surprisal) != len(entropy):
             raise ValueError("surprisal and entropy must hold the same number of answers")
         lengths = np.array([len(x) for x in surprisal], dtype=np.int64)
@@ -258,7 +263,7 @@ class TraceBatch:
             raise ValueError("each answer needs as many entropy values as surprisal values")
         offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
         cat = lambda xs: np.concatenate([np.asarray(x, float) for x in xs]) if len(xs) else np.zeros(0)  # noqa: E731
-        return cls(surprisal=cat(surprisal), entropy=cat(entropy), offsets=offsets)
+        return cls(surprisal=cat(surprisal), entropy=cat(entropy), offsets=offsets).checked()
 
     def chunks(self, max_tokens: int = 1 << 18) -> Iterator[tuple[int, int, TraceBatch]]:
         """Contiguous zero-copy sub-batches ``(i0, i1, batch[i0:i1])`` of about ``max_tokens`` tokens each.
@@ -274,11 +279,9 @@ class TraceBatch:
         for i0, i1 in zip(bounds[:-1], bounds[1:], strict=True):
             a, z = int(self.offsets[i0]), int(self.offsets[i1])
             ids = None if self.token_ids is None else self.token_ids[a:z]
-            yield (
-                int(i0),
-                int(i1),
-                TraceBatch(self.surprisal[a:z], self.entropy[a:z], self.offsets[i0 : i1 + 1] - a, ids),
-            )
+            sub = TraceBatch(self.surprisal[a:z], self.entropy[a:z], self.offsets[i0 : i1 + 1] - a, ids)
+            sub.values_checked = self.values_checked
+            yield int(i0), int(i1), sub
 
     def select(self, idx: np.ndarray | Sequence[int]) -> TraceBatch:
         """A new batch holding answers ``idx`` in that order (vectorised gather)."""
@@ -289,7 +292,31 @@ class TraceBatch:
         starts = self.offsets[:-1][idx]
         gather = np.repeat(starts - new_off[:-1], lengths) + np.arange(new_off[-1])
         ids = None if self.token_ids is None else self.token_ids[gather]
-        return TraceBatch(self.surprisal[gather], self.entropy[gather], new_off, ids)
+        return TraceBatch(self.surprisal[gather], self.entropy[gather], new_off, ids, self.values_checked)
+
+
+def _offsets_of(traces: Sequence[Trace]) -> np.ndarray:
+    lengths = np.fromiter((t.length for t in traces), dtype=np.int64, count=len(traces))
+    offsets = np.zeros(len(traces) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    return offsets
+
+
+def _describe(t: Trace, where: str) -> str:
+    return f"{where} (id {t.id!r})" if t.id else where
+
+
+def _check_traces(traces: list[Trace], describe: Callable[[int], str]) -> None:
+    """Validate traces read from a file (one vectorised check over all tokens); clip round-off in place."""
+    if not traces:
+        return
+    offsets = _offsets_of(traces)
+    s = np.concatenate([t.surprisal for t in traces])
+    h = np.concatenate([t.entropy for t in traces])
+    s2, h2 = check_token_values(s, h, offsets, describe, TraceFileError)
+    if s2 is not s or h2 is not h:  # rare: some values were float round-off below 0
+        for t, a, z in zip(traces, offsets[:-1], offsets[1:], strict=True):
+            t.surprisal, t.entropy = s2[a:z].copy(), h2[a:z].copy()
 
 
 # ---------------------------------------------------------------------------------------------- Parquet I/O
@@ -319,27 +346,19 @@ SCHEMA = pa.schema(
 )
 
 
+ENUMS = ("entropy_kind", "stop_reason", "model_id")
+
+
 def traces_to_table(traces: Iterable[Trace]) -> pa.Table:
     """Traces → an Arrow table with `SCHEMA` (one row per answer)."""
     traces = list(traces)
-    cols: dict[str, list[Any]] = {name: [] for name in SCHEMA.names}
-    for t in traces:
-        cols["id"].append(t.id)
-        cols["text"].append(t.text)
-        cols["prompt"].append(t.prompt)
-        cols["prompt_ids"].append(t.prompt_ids)
-        cols["token_ids"].append(t.token_ids)
-        cols["token_strings"].append(list(t.token_strings))
-        cols["offsets"].append(t.offsets)
-        cols["surprisal"].append(t.surprisal)
-        cols["entropy"].append(t.entropy)
-        cols["entropy_kind"].append(t.entropy_kind)
-        cols["stop_reason"].append(t.stop_reason)
-        cols["model_id"].append(t.model_id)
-        cols["decoding"].append(json.dumps(t.decoding, sort_keys=True))
-        cols["topk_ids"].append(None if t.topk_ids is None else list(t.topk_ids))
-        cols["topk_logprobs"].append(None if t.topk_logprobs is None else list(t.topk_logprobs))
-        cols["meta"].append(json.dumps(t.meta, sort_keys=True, default=str))
+    plain = ("id", "text", "prompt", "prompt_ids", "token_ids", "offsets", "surprisal", "entropy")
+    cols: dict[str, list[Any]] = {n: [getattr(t, n) for t in traces] for n in plain + ENUMS}
+    cols["token_strings"] = [list(t.token_strings) for t in traces]
+    cols["decoding"] = [json.dumps(t.decoding, sort_keys=True) for t in traces]
+    cols["topk_ids"] = [None if t.topk_ids is None else list(t.topk_ids) for t in traces]
+    cols["topk_logprobs"] = [None if t.topk_logprobs is None else list(t.topk_logprobs) for t in traces]
+    cols["meta"] = [json.dumps(t.meta, sort_keys=True, default=str) for t in traces]
     return pa.Table.from_pydict(cols, schema=SCHEMA)
 
 
@@ -349,16 +368,19 @@ def _umask() -> int:
     return mask
 
 
-_UMASK = _umask()  # read once at import (os.umask is process-wide; never toggled while threads write)
+FILE_MODE = 0o666 & ~_umask()  # umask read once at import (process-wide; never toggled while threads write)
+"""Permissions of the files tracecal writes: 0o666 less the process umask (read once at import)."""
 
 
-def _atomic_write(path: Path, write: Any) -> None:
+def atomic_write(path: Path, write: Callable[[str], object]) -> None:
+    """Call ``write(tmp)`` on a temporary file next to ``path``, then rename it over ``path`` (atomic on
+    POSIX: a crash never leaves a half-written file); the file gets the usual permissions `FILE_MODE`."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     os.close(fd)
     try:
         write(tmp)
-        os.chmod(tmp, 0o666 & ~_UMASK)  # mkstemp makes 0600; give the file the usual permissions
+        os.chmod(tmp, FILE_MODE)  # mkstemp makes 0600; give the file the usual permissions
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
@@ -369,7 +391,7 @@ def save_traces(traces: Iterable[Trace], path: str | os.PathLike[str]) -> Path:
     """Write traces to a Parquet file atomically (a crash never leaves a half-written file)."""
     path = Path(path)
     table = traces_to_table(traces)
-    _atomic_write(path, lambda tmp: pq.write_table(table, tmp, compression="zstd"))
+    atomic_write(path, lambda tmp: pq.write_table(table, tmp, compression="zstd"))
     return path
 
 
@@ -392,7 +414,11 @@ def _read_table(path: Path) -> pa.Table:
 
 
 def load_traces(path: str | os.PathLike[str]) -> list[Trace]:
-    """Read traces written by `save_traces` (or a directory of such shards, read in name order)."""
+    """Read traces written by `save_traces` (or a directory of such shards, read in name order).
+
+    Raises `TraceFileError` for a foreign or corrupt file, and for a row whose surprisal or entropy is
+    negative or not finite (the message names the file, the row and its id; see `check_token_values`).
+    """
     path = Path(path)
     if path.is_dir():
         out: list[Trace] = []
@@ -409,11 +435,15 @@ def load_traces(path: str | os.PathLike[str]) -> list[Trace]:
             traces.append(Trace.from_dict(r))
         except (ValueError, TypeError, KeyError) as e:
             raise TraceFileError(f"{path}: row {i} is inconsistent: {e}") from e
+    _check_traces(traces, lambda i: _describe(traces[i], f"{path}: row {i}"))
     return traces
 
 
 def load_trace_batch(path: str | os.PathLike[str]) -> TraceBatch:
-    """Read only the numeric columns of a traces file straight into a `TraceBatch` (no Python objects)."""
+    """Read only the numeric columns of a traces file straight into a `TraceBatch` (no Python objects).
+
+    The values are validated like `load_traces` (`TraceFileError` naming the row of a bad value).
+    """
     table = _read_table(Path(path))
 
     def flat(name: str) -> tuple[np.ndarray, np.ndarray]:
@@ -425,7 +455,8 @@ def load_trace_batch(path: str | os.PathLike[str]) -> TraceBatch:
     s, off = flat("surprisal")
     h, _ = flat("entropy")
     ids, _ = flat("token_ids")
-    return TraceBatch(s, h, off, ids.astype(np.int64))
+    s, h = check_token_values(s, h, off, lambda i: f"{path}: row {i}", TraceFileError)
+    return TraceBatch(s, h, off, ids.astype(np.int64), values_checked=True)
 
 
 def export_jsonl(traces: Iterable[Trace], path: str | os.PathLike[str]) -> Path:
@@ -437,24 +468,24 @@ def export_jsonl(traces: Iterable[Trace], path: str | os.PathLike[str]) -> Path:
             for t in traces:
                 f.write(json.dumps(t.to_dict(), ensure_ascii=False) + "\n")
 
-    _atomic_write(path, write)
+    atomic_write(path, write)
     return path
 
 
 def import_jsonl(path: str | os.PathLike[str]) -> list[Trace]:
-    """Read traces written by `export_jsonl`."""
-    out = []
+    """Read traces written by `export_jsonl`; a malformed line, or a surprisal / entropy that is negative
+    or not finite, raises `TraceFileError` naming ``path:line`` (and the trace id)."""
+    out, lines = [], []
     with open(path, encoding="utf-8") as f:
         for lineno, line in enumerate(f, 1):
             if not line.strip():
                 continue
             try:
                 out.append(Trace.from_dict(json.loads(line)))
-            except (ValueError, KeyError, TypeError) as e:
-                raise TraceFileError(f"{path}:{lineno}: not a trace ({e})") from e
+            except (ValueError, KeyError, TypeError, RecursionError) as e:
+                why = "nested too deeply" if isinstance(e, RecursionError) else e
+                raise TraceFileError(f"{path}:{lineno}: not a trace ({why})") from e
+            lines.append(lineno)
+    _check_traces(out, lambda i: _describe(out[i], f"{path}:{lines[i]}"))
     return out
 
-
-def finite_or_nan(x: float) -> float:
-    """Map ±inf to NaN (used where a non-finite score must be flagged, not ranked)."""
-    return x if math.isfinite(x) else float("nan")

@@ -3,57 +3,94 @@
     c_TRACE+ = σ(b + wᵀ · z(φ)),   z = (φ − μ) / σ_φ  with μ, σ_φ from the calibration split
 
 (features whose calibration-split sd is 0 are dropped), fitted by L2 logistic regression (C = 1.0).
-The fitted state saves to versioned plain JSON — never pickle — and a file with a wrong format or
-version, missing keys, inconsistent lengths or non-finite numbers is refused with `CalibratorFileError`.
+
+`TracePlus` is a scikit-learn estimator (`tracecal.calfile.Calibrator`): ``clone`` / ``get_params`` /
+``set_params`` round-trip, learned state ends in ``_``, ``fit`` returns ``self``. X is either traces (a
+`TraceBatch` or a list of `Trace`, whose values are validated: surprisal and entropy finite and ≥ 0) or
+a precomputed 2-D float feature matrix (one row per answer; NaN rows are zero-token answers), so
+sklearn's own estimator checks run on it.
+
+The fitted state saves to the versioned JSON envelope of `tracecal.calfile` (``cal.save(path)``,
+``TracePlus.load(path)``) — never pickle; files of the older TracePlus layout still load. A file with a
+wrong format or version, missing keys, inconsistent lengths or invalid values is refused with
+`CalibratorFileError`. `load_calibrator` reads a file of any calibrator class (`CALIBRATOR_CLASSES`).
 """
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import warnings
-from collections.abc import Sequence
-from pathlib import Path
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
+from scipy.special import expit
 from sklearn.linear_model import LogisticRegression
+from sklearn.utils import ClassifierTags
+from sklearn.utils.validation import validate_data
 
-from tracecal.calibration import CalibratorFileError
+from tracecal.calfile import (
+    FORMAT,
+    FORMAT_VERSION,
+    Calibrator,
+    CalibratorFileError,
+    check_number,
+    json_array,
+    json_float,
+)
+from tracecal.calibration import SCALAR_CLASSES
 from tracecal.features import feature_names, trace_plus_features
+from tracecal.metrics import SingleClassWarning
+from tracecal.operators import KERNELS
 from tracecal.trace import Trace, TraceBatch
 
-__all__ = ["TracePlus", "CalibratorFileError", "FORMAT", "FORMAT_VERSION"]
+__all__ = ["TracePlus", "CalibratorFileError", "CALIBRATOR_CLASSES", "load_calibrator", "FORMAT", "FORMAT_VERSION"]
 
-FORMAT = "tracecal.TracePlus"
-FORMAT_VERSION = 1
 _SD_EPS = 1e-12
+Traces = Sequence[Trace] | TraceBatch
+
+
+def _is_traces(X: Any) -> bool:
+    """True for a `TraceBatch` or a list / tuple of `Trace` (empty included); False for array-likes."""
+    if isinstance(X, TraceBatch):
+        return True
+    return isinstance(X, list | tuple) and all(isinstance(t, Trace) for t in X)
 
 
 def _labels(y: Any, n: int) -> np.ndarray:
+    if y is None:
+        raise ValueError("TracePlus requires y to be passed, but the target y is None")
     y = np.asarray(y)
     if y.shape != (n,):
-        raise ValueError(f"labels must have shape ({n},) — one per trace — got {y.shape}")
+        raise ValueError(f"labels y must have shape ({n},) — one per answer — got {y.shape}")
     if not np.all(np.isin(y, (0, 1))):
-        raise ValueError("labels must be 0 (incorrect) or 1 (correct)")
+        raise ValueError("labels y must be 0 (incorrect) or 1 (correct)")
     return y.astype(np.int64)
 
 
-class TracePlus:
+def _logit(p: float) -> float:
+    return math.log(p / (1.0 - p)) if 0.0 < p < 1.0 else math.copysign(math.inf, p - 0.5)
+
+
+class TracePlus(Calibrator):
     """Logistic calibrator on the TRACE+ features.
 
     Args:
-        C: inverse L2 strength of the logistic regression (paper: 1.0).
-        lams: decay rates λ of the decayed entropy / surprisal confidences (paper: 2 and 4).
-        first_k: k of the first-k entropy confidence (paper: 3).
+        C: inverse L2 strength of the logistic regression (paper: 1.0), > 0.
+        lams: decay rates λ > 0 of the decayed entropy / surprisal confidences (paper: 2 and 4).
+        first_k: k ≥ 1 of the first-k entropy confidence (paper: 3).
         kernel: decay kernel name (see `tracecal.operators.KERNELS`).
         seq_likelihood: add min p, geometric-mean p and the low-probability rate (ablation).
-        low_prob_threshold: p below which a token counts as low-probability (our choice 0.5).
+        low_prob_threshold: p in (0, 1) below which a token counts as low-probability (our choice 0.5).
 
-    Learned attributes: ``feature_names_``, ``mean_``, ``scale_``, ``kept_`` (bool mask), ``coef_``,
-    ``intercept_``, ``n_train_``, ``base_rate_``; ``constant_`` is set instead when the labels have one
-    class (the calibrator then predicts the base rate, with a warning).
+    Parameters are stored as given and validated by ``fit`` (``ValueError`` naming the parameter).
+
+    Learned attributes: ``feature_names_``, ``n_features_in_``, ``mean_``, ``scale_``, ``kept_`` (bool
+    mask), ``coef_``, ``intercept_``, ``n_train_``, ``base_rate_``; ``constant_`` is set instead of
+    ``None`` when the labels have one class (the calibrator then predicts the base rate, with a warning).
+    Fitted on a feature matrix whose width is not the trace features', ``feature_names_`` are
+    ``x0, x1, …`` and the calibrator scores matrices of that width only.
     """
 
     def __init__(
@@ -66,114 +103,150 @@ class TracePlus:
         low_prob_threshold: float = 0.5,
     ) -> None:
         self.C = C
-        self.lams = tuple(float(x) for x in lams)
+        self.lams = lams
         self.first_k = first_k
         self.kernel = kernel
         self.seq_likelihood = seq_likelihood
         self.low_prob_threshold = low_prob_threshold
 
-    def get_params(self) -> dict[str, Any]:
-        return {
-            "C": self.C,
-            "lams": list(self.lams),
-            "first_k": self.first_k,
-            "kernel": self.kernel,
-            "seq_likelihood": self.seq_likelihood,
-            "low_prob_threshold": self.low_prob_threshold,
-        }
+    def __sklearn_tags__(self):  # type: ignore[no-untyped-def]
+        tags = super().__sklearn_tags__()
+        tags.input_tags.allow_nan = True  # a NaN feature row is a zero-token answer: left out of fit, NaN out
+        tags.target_tags.required = True
+        tags.classifier_tags = ClassifierTags(multi_class=False)  # y is binary (0/1); not a sklearn classifier
+        return tags
 
-    def features(self, traces: Sequence[Trace] | TraceBatch) -> np.ndarray:
-        """The raw feature matrix φ, shape (B, n_features)."""
-        return trace_plus_features(
-            traces, self.lams, self.first_k, self.kernel, self.seq_likelihood, self.low_prob_threshold
-        )
+    # ------------------------------------------------------------------ parameters
+    def _check_params(self) -> None:
+        check_number(self.C, "C (inverse L2 strength)", 0.0, open_lo=True)
+        if not isinstance(self.lams, list | tuple | np.ndarray) or len(self.lams) == 0:
+            raise ValueError(f"lams must be a non-empty list of decay rates λ > 0, got {self.lams!r}")
+        for i, lam in enumerate(self.lams):
+            check_number(lam, f"lams[{i}] (a decay rate λ)", 0.0, open_lo=True)
+        check_number(self.first_k, "first_k", 1, integer=True)
+        if not isinstance(self.kernel, str) or self.kernel not in KERNELS:
+            raise ValueError(f"kernel must be one of the decay kernels {sorted(KERNELS)}, got {self.kernel!r}")
+        if not isinstance(self.seq_likelihood, bool | np.bool_):
+            raise ValueError(f"seq_likelihood must be true or false, got {self.seq_likelihood!r}")
+        check_number(self.low_prob_threshold, "low_prob_threshold", 0.0, 1.0, open_lo=True, open_hi=True)
+
+    @classmethod
+    def _params_from_json(cls, params: dict[str, Any]) -> dict[str, Any]:
+        if isinstance(params.get("lams"), list):
+            params["lams"] = tuple(params["lams"])  # JSON has no tuples; keeps get_params equal after load
+        return params
+
+    def _feature_args(self) -> tuple[tuple[float, ...], int, str, bool, float]:
+        self._check_params()
+        lams = tuple(float(x) for x in self.lams)
+        return lams, int(self.first_k), self.kernel, bool(self.seq_likelihood), float(self.low_prob_threshold)
+
+    def trace_feature_names(self) -> list[str]:
+        """Names of the columns of `features` with the current parameters."""
+        lams, first_k, _, seq, _ = self._feature_args()
+        return feature_names(lams, seq, first_k)
+
+    def features(self, traces: Traces) -> np.ndarray:
+        """The raw feature matrix φ, shape (B, n_features); validates the traces' values (`as_batch`)."""
+        lams, first_k, kernel, seq, thr = self._feature_args()
+        return trace_plus_features(traces, lams, first_k, kernel, seq, thr)
+
+    def _matrix(self, X: Traces | np.ndarray, reset: bool) -> np.ndarray:
+        """φ for traces, or a validated float matrix for an array-like (sklearn's ``validate_data``)."""
+        if not _is_traces(X):
+            kw = {"ensure_min_samples": 1 if reset else 0}
+            return validate_data(self, X, reset=reset, dtype=np.float64, ensure_all_finite="allow-nan", **kw)
+        phi = self.features(X)
+        if reset:
+            self.n_features_in_ = phi.shape[1]
+        elif list(self.feature_names_) != self.trace_feature_names():
+            if self.feature_names_[0] == "x0":
+                raise ValueError(
+                    f"this TracePlus was fitted on a {self.n_features_in_}-column feature matrix, not on trace "
+                    "features: it cannot score traces (pass a matrix of the same columns, or refit on traces)"
+                )
+            raise ValueError(
+                f"TracePlus parameters changed since fit: features {self.trace_feature_names()} != fitted "
+                f"{self.feature_names_}; refit, or restore the parameters"
+            )
+        return phi
 
     # ------------------------------------------------------------------ fit / predict
-    def fit(self, traces: Sequence[Trace] | TraceBatch | np.ndarray, labels: Any) -> TracePlus:
-        """Fit on the calibration split. ``traces`` may also be a precomputed feature matrix.
+    def fit(self, X: Traces | np.ndarray, y: Any) -> TracePlus:
+        """Fit on the calibration split: ``X`` traces (or a precomputed feature matrix), ``y`` ∈ {0, 1}.
 
-        Zero-token answers (NaN features) are left out of the fit, with a warning saying how many.
+        Zero-token answers (NaN features) are left out of the fit, with a warning saying how many; labels
+        with one class make a constant calibrator (base rate, `SingleClassWarning`). Returns ``self``.
         """
-        X = np.asarray(traces, float) if isinstance(traces, np.ndarray) else self.features(traces)
-        y = _labels(labels, len(X))
-        if len(X) == 0:
-            raise ValueError("TracePlus.fit got no traces")
-        ok = np.all(np.isfinite(X), axis=1)
+        self._check_params()
+        phi = self._matrix(X, reset=True)
+        yy = _labels(y, len(phi))
+        if len(phi) == 0:
+            raise ValueError("TracePlus.fit got no answers")
+        ok = np.all(np.isfinite(phi), axis=1)
         if not ok.all():
             warnings.warn(
-                f"TracePlus.fit: {int((~ok).sum())} of {len(X)} answers have non-finite features "
+                f"TracePlus.fit: {int((~ok).sum())} of {len(phi)} answers have non-finite features "
                 "(zero-token answers) and were left out of the fit",
                 stacklevel=2,
             )
-            X, y = X[ok], y[ok]
-        self.feature_names_ = feature_names(self.lams, self.seq_likelihood, self.first_k)
-        self.n_train_ = int(len(y))
-        self.base_rate_ = float(y.mean()) if len(y) else float("nan")
+            phi, yy = phi[ok], yy[ok]
+        if len(yy) == 0:
+            raise ValueError("TracePlus.fit: every answer has zero tokens (NaN features): nothing to fit on")
+        names = self.trace_feature_names()
+        width = phi.shape[1]
+        self.feature_names_ = names if width == len(names) else [f"x{i}" for i in range(width)]
+        self.n_train_, self.base_rate_ = int(len(yy)), float(yy.mean())
+        self.mean_, sd = phi.mean(axis=0), phi.std(axis=0)
+        self.kept_ = sd > _SD_EPS
+        self.scale_ = np.where(self.kept_, sd, 1.0)
         self.constant_: float | None = None
-        if len(y) == 0 or y.min() == y.max():
+        if yy.min() == yy.max():
             warnings.warn(
                 f"TracePlus.fit: the calibration labels have a single class ({self.n_train_} examples); "
                 "predicting the constant base rate",
+                SingleClassWarning,
                 stacklevel=2,
             )
-            self.constant_ = self.base_rate_ if len(y) else 0.5
-            self.mean_ = np.zeros(X.shape[1])
-            self.scale_ = np.ones(X.shape[1])
-            self.kept_ = np.zeros(X.shape[1], dtype=bool)
-            self.coef_ = np.zeros(0)
-            self.intercept_ = float(math.log(self.constant_ / (1 - self.constant_))) if 0 < self.constant_ < 1 else 0.0
+            self.constant_ = self.base_rate_
+            self.mean_, self.scale_, self.kept_ = np.zeros(width), np.ones(width), np.zeros(width, dtype=bool)
+        if self.constant_ is not None or not self.kept_.any():  # no usable feature: intercept-only model
+            self.coef_ = np.zeros(int(self.kept_.sum()))
+            self.intercept_ = _logit(self.base_rate_) if 0 < self.base_rate_ < 1 else 0.0
             return self
-        self.mean_ = X.mean(axis=0)
-        sd = X.std(axis=0)
-        self.kept_ = sd > _SD_EPS
-        self.scale_ = np.where(self.kept_, sd, 1.0)
-        Z = ((X - self.mean_) / self.scale_)[:, self.kept_]
-        lr = LogisticRegression(C=self.C, max_iter=1000)
-        lr.fit(Z, y)
+        Z = ((phi - self.mean_) / self.scale_)[:, self.kept_]
+        lr = LogisticRegression(C=float(self.C), max_iter=1000).fit(Z, yy)
         self.coef_ = lr.coef_.ravel().astype(np.float64)
         self.intercept_ = float(lr.intercept_[0])
         return self
 
-    def decision_function(self, traces: Sequence[Trace] | TraceBatch | np.ndarray) -> np.ndarray:
-        """b + wᵀ·z(φ) (log-odds of correctness); NaN for zero-token answers."""
-        if not hasattr(self, "kept_"):
-            raise RuntimeError("TracePlus is not fitted: call fit(traces, labels) or TracePlus.load(path)")
-        X = np.asarray(traces, float) if isinstance(traces, np.ndarray) else self.features(traces)
-        if X.ndim != 2 or X.shape[1] != len(self.mean_):
-            raise ValueError(f"expected {len(self.mean_)} features per answer, got shape {X.shape}")
+    def decision_function(self, X: Traces | np.ndarray) -> np.ndarray:
+        """b + wᵀ·z(φ), the log-odds of correctness (±inf for a constant 0 / 1 calibrator); NaN for
+        zero-token answers."""
+        self._check_fitted()
+        phi = self._matrix(X, reset=False)
         if self.constant_ is not None:
-            out = np.full(len(X), self.intercept_)
+            out = np.full(len(phi), _logit(self.constant_))
         else:
-            Z = ((X - self.mean_) / self.scale_)[:, self.kept_]
+            Z = ((phi - self.mean_) / self.scale_)[:, self.kept_]
             out = Z @ self.coef_ + self.intercept_
-        out[~np.all(np.isfinite(X), axis=1)] = np.nan
+        out[~np.all(np.isfinite(phi), axis=1)] = np.nan
         return out
 
-    def predict_proba(self, traces: Sequence[Trace] | TraceBatch | np.ndarray) -> np.ndarray:
-        """c_TRACE+ = σ(b + wᵀ·z(φ)) ∈ (0, 1) per answer; NaN for zero-token answers."""
-        if getattr(self, "constant_", None) is not None:
-            X = np.asarray(traces, float) if isinstance(traces, np.ndarray) else self.features(traces)
-            out = np.full(len(X), float(self.constant_))
-            out[~np.all(np.isfinite(X), axis=1)] = np.nan
-            return out
-        d = self.decision_function(traces)
-        with np.errstate(over="ignore"):
-            return 1.0 / (1.0 + np.exp(-d))
+    def predict_proba(self, X: Traces | np.ndarray) -> np.ndarray:
+        """c_TRACE+ = σ(b + wᵀ·z(φ)) ∈ [0, 1] per answer; NaN for zero-token answers.
 
-    # ------------------------------------------------------------------ JSON persistence
-    def to_dict(self) -> dict[str, Any]:
-        if not hasattr(self, "kept_"):
-            raise RuntimeError("cannot save an unfitted TracePlus")
-        import sklearn
+        Traces are validated first: a negative or non-finite surprisal / entropy raises ``ValueError``
+        naming the answer index (and id).
+        """
+        d = self.decision_function(X)
+        if self.constant_ is not None:
+            return np.where(np.isnan(d), np.nan, self.constant_)
+        return expit(d)
 
-        from tracecal import __version__
-
+    # ------------------------------------------------------------------ JSON persistence (the envelope's state)
+    def _get_state(self) -> dict[str, Any]:
         return {
-            "format": FORMAT,
-            "version": FORMAT_VERSION,
-            "tracecal_version": __version__,
-            "sklearn_version": sklearn.__version__,
-            "params": self.get_params(),
             "feature_names": list(self.feature_names_),
             "means": self.mean_.tolist(),
             "sds": self.scale_.tolist(),
@@ -182,77 +255,43 @@ class TracePlus:
             "bias": self.intercept_,
             "constant": self.constant_,
             "n_train": self.n_train_,
-            "base_rate": self.base_rate_,
+            "base_rate": None if math.isnan(self.base_rate_) else self.base_rate_,
         }
 
-    def save(self, path: str | os.PathLike[str]) -> Path:
-        """Write the fitted calibrator as JSON (atomically)."""
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.tmp")
-        tmp.write_text(json.dumps(self.to_dict(), indent=2, allow_nan=False))
-        os.replace(tmp, path)
-        return path
-
-    @classmethod
-    def from_dict(cls, d: Any, source: str = "calibrator") -> TracePlus:
-        def bad(msg: str) -> CalibratorFileError:
-            return CalibratorFileError(f"{source}: {msg}")
-
-        if not isinstance(d, dict):
-            raise bad("not a JSON object")
-        if d.get("format") != FORMAT:
-            raise bad(f"not a TRACE+ calibrator (format={d.get('format')!r}, expected {FORMAT!r})")
-        if d.get("version") != FORMAT_VERSION:
-            raise bad(f"unsupported calibrator version {d.get('version')!r} (this tracecal reads {FORMAT_VERSION})")
-        required = ("params", "feature_names", "means", "sds", "kept", "weights", "bias")
-        missing = [k for k in required if k not in d]
+    def _set_state(self, state: Mapping[str, Any]) -> None:
+        missing = sorted({"feature_names", "means", "sds", "kept", "weights", "bias"} - set(state))
         if missing:
-            raise bad(f"missing keys {missing}")
-        try:
-            obj = cls(**d["params"])
-        except TypeError as e:
-            raise bad(f"bad params: {e}") from e
-        names = feature_names(obj.lams, obj.seq_likelihood, obj.first_k)
-        if list(d["feature_names"]) != names:
-            raise bad(f"feature names {d['feature_names']} do not match the params (expected {names})")
-        try:
-            means = np.asarray(d["means"], dtype=np.float64)
-            sds = np.asarray(d["sds"], dtype=np.float64)
-            kept = np.asarray(d["kept"], dtype=bool)
-            w = np.asarray(d["weights"], dtype=np.float64)
-            bias = float(d["bias"])
-            constant = None if d.get("constant") is None else float(d["constant"])
-        except (TypeError, ValueError) as e:
-            raise bad(f"non-numeric values: {e}") from e
+            raise CalibratorFileError(f"state is missing key(s) {missing}")
+        names, expected = state["feature_names"], self.trace_feature_names()
+        if not isinstance(names, list) or not names or names not in (expected, [f"x{i}" for i in range(len(names))]):
+            raise CalibratorFileError(f"state.feature_names {names!r} do not match the params (expected {expected})")
         n = len(names)
-        if not (len(means) == len(sds) == len(kept) == n):
-            raise bad(f"means/sds/kept must each have {n} entries")
-        if constant is None and len(w) != int(kept.sum()):
-            raise bad(f"{len(w)} weights for {int(kept.sum())} kept features")
-        arrays = np.concatenate([means, sds, w, [bias]] + ([[constant]] if constant is not None else []))
-        if not np.all(np.isfinite(arrays)):
-            raise bad("contains NaN or infinite numbers")
-        if np.any(sds[kept] <= 0):
-            raise bad("a kept feature has a non-positive sd")
-        obj.feature_names_, obj.mean_, obj.scale_, obj.kept_ = names, means, sds, kept
-        obj.coef_, obj.intercept_, obj.constant_ = w, bias, constant
-        obj.n_train_ = int(d.get("n_train", 0))
-        obj.base_rate_ = float(d.get("base_rate", float("nan")) if d.get("base_rate") is not None else float("nan"))
-        return obj
+        means = json_array(state["means"], "state.means", n)
+        sds = json_array(state["sds"], "state.sds", n)
+        if np.any(sds <= 0):
+            raise CalibratorFileError(f"state.sds are standard deviations: each must be > 0, got {sds.min():g}")
+        kept = json_array(state["kept"], "state.kept", n, dtype=bool)
+        constant = state.get("constant")
+        if constant is not None:
+            constant = json_float(constant, "state.constant (a probability)", 0.0, 1.0)
+        weights = json_array(state["weights"], "state.weights")
+        if constant is None and weights.size != int(kept.sum()):
+            raise CalibratorFileError(f"state.weights has {weights.size} entries for {int(kept.sum())} kept features")
+        base_rate = state.get("base_rate")
+        self.base_rate_ = math.nan if base_rate is None else json_float(base_rate, "state.base_rate", 0.0, 1.0)
+        self.n_train_ = int(check_number(state.get("n_train", 0), "state.n_train", 0, integer=True))
+        self.intercept_ = json_float(state["bias"], "state.bias")
+        self.feature_names_, self.n_features_in_, self.mean_, self.scale_ = names, n, means, sds
+        self.kept_, self.coef_, self.constant_ = kept, weights, constant
 
-    @classmethod
-    def load(cls, path: str | os.PathLike[str]) -> TracePlus:
-        """Read a calibrator written by `save`; refuses corrupt or foreign files with `CalibratorFileError`."""
-        path = Path(path)
-        try:
-            text = path.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            raise
-        except (OSError, UnicodeDecodeError) as e:
-            raise CalibratorFileError(f"{path}: cannot read calibrator file ({e})") from e
-        try:
-            d = json.loads(text, parse_constant=lambda c: float("nan"))
-        except json.JSONDecodeError as e:
-            raise CalibratorFileError(f"{path}: not valid JSON ({e})") from e
-        return cls.from_dict(d, source=str(path))
+
+CALIBRATOR_CLASSES: dict[str, type[Calibrator]] = {**SCALAR_CLASSES, "TracePlus": TracePlus}
+"""Every calibrator class a file may hold, by class name: the fixed registry `load_calibrator` dispatches on."""
+
+
+def load_calibrator(path: str | os.PathLike[str]) -> Calibrator:
+    """Read a calibrator file of any class in `CALIBRATOR_CLASSES` (TRACE+, Platt, isotonic, temperature).
+
+    Raises `CalibratorFileError` naming the file and what to fix; ``FileNotFoundError`` for a missing file.
+    """
+    return Calibrator.load(path, registry=CALIBRATOR_CLASSES)
