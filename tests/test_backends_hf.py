@@ -1,4 +1,9 @@
-"""The HF recording backend on the real default model (SmolLM2-135M-Instruct, offline)."""
+"""The HF recording backend.
+
+Plumbing (trace fields, batching, stop handling, top-k, beams, input validation) runs on ``tiny_model`` (a
+random-weight 2-layer Llama with the real tokenizer); the recorded-equals-teacher-forced check, where a real
+distribution matters, runs on the real default model (SmolLM2-135M-Instruct, offline).
+"""
 
 from __future__ import annotations
 
@@ -6,6 +11,7 @@ import numpy as np
 import pytest
 
 import tracecal
+from tracecal.backends import Backend, HFModel, LocalBackend
 from tracecal.backends.base import PromptTooLongError
 
 PROMPTS = [
@@ -17,11 +23,12 @@ PROMPTS = [
 
 
 @pytest.fixture(scope="module")
-def traces(model):  # type: ignore[no-untyped-def]
-    return model.generate(PROMPTS, max_new_tokens=20, batch_size=4)
+def tiny_traces(tiny_model):  # type: ignore[no-untyped-def]
+    return tiny_model.generate(PROMPTS, max_new_tokens=12, batch_size=4)
 
 
-def test_recorded_trace_equals_teacher_forced_pass(model, traces) -> None:  # type: ignore[no-untyped-def]
+def test_recorded_trace_equals_teacher_forced_pass(model) -> None:  # type: ignore[no-untyped-def]
+    traces = model.generate(PROMPTS, max_new_tokens=20, batch_size=4)
     lengths = {len(t.prompt_ids) for t in traces}
     assert len(lengths) > 1, "prompts must have different lengths so that left padding is exercised"
     worst = 0.0
@@ -33,39 +40,56 @@ def test_recorded_trace_equals_teacher_forced_pass(model, traces) -> None:  # ty
         if t.length > 2:
             assert np.abs(h[1:] - t.entropy[:-1]).max() >= 0.1
     assert worst <= 2e-3, f"max |recorded − teacher-forced| = {worst:.2e} nats"
+    assert traces[0].model_id == "smollm2-135m-instruct"
+    assert model.tokenizer.decode(traces[0].prompt_ids).startswith("<|im_start|>")  # the chat template
 
 
-def test_trace_fields(model, traces) -> None:  # type: ignore[no-untyped-def]
-    t = traces[0]
+def test_protocols(tiny_model) -> None:  # type: ignore[no-untyped-def]
+    assert isinstance(tiny_model, Backend) and isinstance(tiny_model, LocalBackend)
+    assert isinstance(tiny_model, HFModel)
+
+
+def test_trace_fields(tiny_model, tiny_traces) -> None:  # type: ignore[no-untyped-def]
+    t = tiny_traces[0]
     assert t.token_ids.dtype == np.int64 and t.surprisal.dtype == np.float64 and t.entropy.dtype == np.float64
-    assert t.entropy_kind == "exact" and t.model_id == "smollm2-135m-instruct"
+    assert t.entropy_kind == "exact" and t.model_id == "tiny-random-llama"
     assert "".join(t.token_strings) == t.text
     assert all(t.text[o:].startswith(s) for o, s in zip(t.offsets, t.token_strings, strict=True))
-    assert not np.isin(t.token_ids, model.stop_ids).any(), "stop tokens are not part of the answer"
-    assert t.stop_reason in ("eos", "length")
+    assert not np.isin(t.token_ids, tiny_model.stop_ids).any(), "stop tokens are not part of the answer"
+    assert t.stop_reason in ("eos", "length") and [x.id for x in tiny_traces] == ["0", "1", "2", "3"]
     assert np.all(t.surprisal >= 0) and np.all(t.entropy >= 0)
-    assert np.all(t.entropy <= np.log(model.vocab_size) + 1e-6)
-    # prompt_ids are exactly what the model saw: the chat template
-    assert model.tokenizer.decode(t.prompt_ids).startswith("<|im_start|>")
-    conf = tracecal.trace_confidence(traces)
+    assert np.all(t.entropy <= np.log(tiny_model.vocab_size) + 1e-6)
+    assert tiny_model.tokenizer.decode(t.prompt_ids).startswith("<|im_start|>")  # the chat template
+    conf = tracecal.trace_confidence(tiny_traces)
     assert conf.shape == (4,) and np.all((conf > 0) & (conf <= 1))
 
 
-def test_batching_does_not_change_greedy_answers(model, traces) -> None:  # type: ignore[no-untyped-def]
-    single = model.generate(PROMPTS[:2], max_new_tokens=20, batch_size=1)
-    for a, b in zip(single, traces[:2], strict=True):
+def test_tiny_recorded_equals_teacher_forced(tiny_model, tiny_traces) -> None:  # type: ignore[no-untyped-def]
+    for t in tiny_traces:  # left padded in one batch of four prompts of different lengths
+        s, h = tiny_model.teacher_forced(t.prompt_ids, t.token_ids)
+        assert np.abs(s - t.surprisal).max() <= 1e-4 and np.abs(h - t.entropy).max() <= 1e-4
+
+
+def test_batching_does_not_change_greedy_answers(tiny_model, tiny_traces) -> None:  # type: ignore[no-untyped-def]
+    single = tiny_model.generate(PROMPTS[:2], max_new_tokens=12, batch_size=1)
+    for a, b in zip(single, tiny_traces[:2], strict=True):
         assert a.text == b.text
         np.testing.assert_allclose(a.entropy, b.entropy, atol=2e-3)
 
 
-def test_prompt_ids_rerun_reproduces_answer(model, traces) -> None:  # type: ignore[no-untyped-def]
-    (again,) = model.generate([{"prompt_ids": traces[1].prompt_ids.tolist()}], max_new_tokens=20)
-    assert again.text == traces[1].text
-    np.testing.assert_array_equal(again.prompt_ids, traces[1].prompt_ids)
+def test_prompt_ids_rerun_reproduces_answer(tiny_model, tiny_traces) -> None:  # type: ignore[no-untyped-def]
+    (again,) = tiny_model.generate([{"prompt_ids": tiny_traces[1].prompt_ids.tolist()}], max_new_tokens=12)
+    assert again.text == tiny_traces[1].text
+    np.testing.assert_array_equal(again.prompt_ids, tiny_traces[1].prompt_ids)
 
 
-def test_length_stop_and_topk(model) -> None:  # type: ignore[no-untyped-def]
-    (t,) = model.generate(["Count from one to one hundred in words."], max_new_tokens=5, top_logprobs=3)
+def test_length_stop_and_topk(tiny_model) -> None:  # type: ignore[no-untyped-def]
+    saved = tiny_model.stop_ids
+    tiny_model.stop_ids = [tiny_model.pad_id]  # no end-of-turn: the answer runs to the length limit
+    try:
+        (t,) = tiny_model.generate(["Count from one to one hundred in words."], max_new_tokens=5, top_logprobs=3)
+    finally:
+        tiny_model.stop_ids = saved
     assert t.length == 5 and t.stop_reason == "length"
     assert t.topk_ids.shape == (5, 3)
     # greedy: the chosen token is the top-1 alternative and its log-prob is −s_t
@@ -73,43 +97,81 @@ def test_length_stop_and_topk(model) -> None:  # type: ignore[no-untyped-def]
     np.testing.assert_allclose(-t.topk_logprobs[:, 0], t.surprisal, atol=1e-5)
 
 
-def test_zero_token_answer(model) -> None:  # type: ignore[no-untyped-def]
-    (first,) = model.generate(["Name a colour."], max_new_tokens=3)
-    saved = model.stop_ids
-    model.stop_ids = sorted({*saved, int(first.token_ids[0])})  # the first token now ends the answer
+def test_zero_token_answer(tiny_model) -> None:  # type: ignore[no-untyped-def]
+    (first,) = tiny_model.generate(["Name a colour."], max_new_tokens=3)
+    saved = tiny_model.stop_ids
+    tiny_model.stop_ids = sorted({*saved, int(first.token_ids[0])})  # the first token now ends the answer
     try:
-        (t,) = model.generate(["Name a colour."], max_new_tokens=3)
+        (t,) = tiny_model.generate(["Name a colour."], max_new_tokens=3)
     finally:
-        model.stop_ids = saved
+        tiny_model.stop_ids = saved
     assert t.length == 0 and t.text == "" and t.stop_reason == "eos" and t.is_empty
     assert np.isnan(tracecal.trace_confidence([t])[0])  # documented: no trace, NaN confidence
 
 
-def test_bad_inputs(model) -> None:  # type: ignore[no-untyped-def]
-    with pytest.raises(ValueError, match="empty prompt list"):
-        model.generate([])
-    with pytest.raises(PromptTooLongError, match="context"):
-        model.generate(["word " * (model.context_length + 10)], max_new_tokens=4)
-    with pytest.raises(ValueError, match="max_new_tokens"):
-        model.generate(["hi"], max_new_tokens=0)
-
-
-def test_plain_prompt_for_base_mode(model) -> None:  # type: ignore[no-untyped-def]
-    model.chat = False
+def test_plain_prompt_for_base_mode_and_stop_strings(tiny_model) -> None:  # type: ignore[no-untyped-def]
+    tiny_model.chat = False
     try:
-        (t,) = model.generate(["The capital of Italy is"], max_new_tokens=12, stop_strings=["\n"])
+        (full,) = tiny_model.generate(["The capital of Italy is"], max_new_tokens=8)
+        stop = full.token_strings[0] + full.token_strings[1]  # completed by the second token at the latest
+        (t,) = tiny_model.generate(["The capital of Italy is"], max_new_tokens=8, stop_strings=[stop])
     finally:
-        model.chat = True
-    assert not model.tokenizer.decode(t.prompt_ids).startswith("<|im_start|>")
-    assert "\n" not in t.text and t.length > 0 and t.stop_reason == "stop_string"
-    s, h = model.teacher_forced(t.prompt_ids, t.token_ids)
-    assert np.abs(h - t.entropy).max() <= 2e-3
+        tiny_model.chat = True
+    assert not tiny_model.tokenizer.decode(t.prompt_ids).startswith("<|im_start|>")
+    assert t.stop_reason == "stop_string" and stop not in t.text and t.length <= 1
+    assert full.text.startswith(t.text) and t.decoding["stop_strings"] == [stop]
+    s, h = tiny_model.teacher_forced(full.prompt_ids, full.token_ids)
+    assert np.abs(h - full.entropy).max() <= 1e-4
 
 
-def test_beam_scores_shared_prefill_equals_plain_beam_search(model) -> None:  # type: ignore[no-untyped-def]
+def test_beam_scores_shared_prefill_equals_plain_beam_search(tiny_model) -> None:  # type: ignore[no-untyped-def]
     prompts = ["Who wrote Hamlet?", "What is the capital of Peru? Answer in one word, please."]
-    plain = model.beam_scores(prompts, num_beams=3, max_new_tokens=6, shared_prefill=False)
-    shared = model.beam_scores(prompts, num_beams=3, max_new_tokens=6, shared_prefill=True)
+    plain = tiny_model.beam_scores(prompts, num_beams=3, max_new_tokens=6, shared_prefill=False)
+    shared = tiny_model.beam_scores(prompts, num_beams=3, max_new_tokens=6, shared_prefill=True)
     assert plain.shape == (2, 3) and np.all(np.isfinite(plain))
     assert np.all(np.diff(plain, axis=1) <= 0), "best beam first"
     assert np.abs(plain - shared).max() <= 1e-4
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"max_new_tokens": 0}, r"max_new_tokens must be a positive integer \(≥ 1\), got 0"),
+        ({"max_new_tokens": "8"}, r"max_new_tokens must be a positive integer, got '8' \(str\)"),
+        ({"max_new_tokens": 2.5}, r"max_new_tokens must be a positive integer, got 2.5 \(float\)"),
+        ({"max_new_tokens": True}, r"max_new_tokens must be a positive integer, got True \(bool\)"),
+        ({"batch_size": 0}, r"batch_size must be a positive integer \(≥ 1\), got 0"),
+        ({"batch_size": 1.0}, r"batch_size must be a positive integer, got 1.0 \(float\)"),
+        ({"top_logprobs": -1}, r"top_logprobs must be a positive integer"),
+        ({"ids": ["a", "b"]}, r"ids must have one entry per prompt: 2 ids for 1 prompts"),
+    ],
+)
+def test_generate_rejects_bad_arguments(tiny_model, kwargs, message) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(ValueError, match=message):
+        tiny_model.generate(["hi"], **kwargs)
+
+
+def test_bad_prompts_and_beam_arguments(tiny_model) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(ValueError, match="empty prompt list"):
+        tiny_model.generate([])
+    with pytest.raises(PromptTooLongError, match="context"):
+        tiny_model.generate(["word " * (tiny_model.context_length + 10)], max_new_tokens=4)
+    with pytest.raises(ValueError, match=r"prompt 1, message 0: expected \{'role': str, 'content': str\}"):
+        tiny_model.generate(["ok", [{"role": "user"}]])
+    with pytest.raises(ValueError, match="prompt 0 has type int"):
+        tiny_model.generate([3])
+    with pytest.raises(ValueError, match="'prompt_ids' must be a list of token ids"):
+        tiny_model.generate([{"prompt_ids": "1 2 3"}])
+    with pytest.raises(ValueError, match="num_beams must be a positive integer"):
+        tiny_model.beam_scores(["hi"], num_beams=0)
+    with pytest.raises(ValueError, match=r"max_new_tokens must be a positive integer, got '4' \(str\)"):
+        tiny_model.beam_scores(["hi"], max_new_tokens="4")
+    with pytest.raises(ValueError, match="batch_size must be a positive integer"):
+        tiny_model.next_token_logprobs([[1, 2]], [3], batch_size=-2)
+    with pytest.raises(ValueError, match="batch_size must be a positive integer"):
+        HFModel(tiny_model.model, tiny_model.tokenizer, model_id="x", batch_size=0)
+
+
+def test_load_rejects_an_unknown_dtype_before_loading() -> None:
+    with pytest.raises(ValueError, match="unknown dtype 'float8': use auto, float32, bfloat16, float16"):
+        HFModel.load(dtype="float8")

@@ -9,7 +9,7 @@ import httpx
 import numpy as np
 import pytest
 
-from tracecal.backends.base import topk_entropy
+from tracecal.backends.base import Backend, BackendUnsupportedError, LocalBackend, topk_entropy
 from tracecal.backends.http import HTTPBackendError, HTTPModel
 
 
@@ -72,3 +72,78 @@ def test_errors() -> None:
         m.generate(["x"])
     with pytest.raises(ValueError, match="empty prompt list"):
         make().generate([])
+
+
+def test_protocol_and_unsupported_methods() -> None:
+    m = make()
+    assert isinstance(m, Backend) and not isinstance(m, LocalBackend)
+    assert m.batch_size == m.max_concurrency == 8 and m.context_length is None
+    calls = [
+        (lambda: m.beam_scores(["q"]), "beam search scores"),
+        (lambda: m.encode_prompt("q"), "token ids"),
+        (lambda: m.next_token_logprobs([[1]], [2]), "next-token log-probs"),
+        (lambda: m.teacher_forced([1], [2]), "teacher-forced pass"),
+        (lambda: m.generate([{"prompt_ids": [1, 2]}]), "prompt given as token ids"),
+    ]
+    for call, what in calls:
+        with pytest.raises(BackendUnsupportedError, match=what) as err:
+            call()
+        assert isinstance(err.value, ValueError) and isinstance(err.value, NotImplementedError)
+        assert "OpenAI-compatible server" in str(err.value) and "backend='hf'" in str(err.value)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"max_new_tokens": "8"}, r"max_new_tokens must be a positive integer, got '8' \(str\)"),
+        ({"max_new_tokens": 2.5}, r"max_new_tokens must be a positive integer, got 2.5 \(float\)"),
+        ({"max_new_tokens": 0}, r"max_new_tokens must be a positive integer \(≥ 1\), got 0"),
+        ({"batch_size": False}, r"batch_size must be a positive integer, got False \(bool\)"),
+        ({"temperature": -1.0}, r"temperature must be a number ≥ 0"),
+        ({"ids": ["a", "b"]}, r"ids must have one entry per prompt"),
+    ],
+)
+def test_generate_rejects_bad_arguments(kwargs, message) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(ValueError, match=message):
+        make().generate(["q"], **kwargs)
+
+
+def test_bad_server_answers_and_settings() -> None:
+    def garbage(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, text="<html>not json</html>")
+
+    def no_choices(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, json={"error": "overloaded"})
+
+    def wrong_shape(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, json={"choices": [{"message": {}, "logprobs": {"content": [{"tok": "x"}]}}]})
+
+    def down(request: httpx.Request) -> httpx.Response:
+        raise httpx.ConnectError("connection refused")
+
+    for handler, message in [
+        (garbage, "no JSON"),
+        (no_choices, "no 'choices'"),
+        (wrong_shape, "unexpected answer"),
+        (down, "could not reach"),
+    ]:
+        m = HTTPModel("http://127.0.0.1:9/v1", client=httpx.Client(transport=httpx.MockTransport(handler)))
+        with pytest.raises(HTTPBackendError, match=message):
+            m.generate(["x"])
+    with pytest.raises(ValueError, match="base_url must be an http"):
+        HTTPModel("127.0.0.1:8000")
+    with pytest.raises(ValueError, match="top_logprobs must be a positive integer"):
+        HTTPModel("http://x/v1", top_logprobs=0)
+    with pytest.raises(ValueError, match=r"prompt 0, message 0: expected \{'role': str, 'content': str\}"):
+        make().generate([[{"content": "no role"}]])
+
+
+def test_load_model_http_backend() -> None:
+    from tracecal.backends.hf import load_model
+
+    m = load_model("http://127.0.0.1:9/v1", backend="http", batch_size=3, dtype="auto", model="m")
+    assert isinstance(m, HTTPModel) and m.batch_size == 3 and m.model_id == "m"
+    with pytest.raises(ValueError, match="dtype='bfloat16' does not apply to an HTTP backend"):
+        load_model("http://127.0.0.1:9/v1", backend="http", dtype="bfloat16")
+    with pytest.raises(ValueError, match="unknown backend 'grpc'; choose hf or http"):
+        load_model("x", backend="grpc")

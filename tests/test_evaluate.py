@@ -149,6 +149,19 @@ def test_a_model_that_does_not_load_writes_nothing(tmp_path: Path) -> None:
     assert not (run / "config.json").exists()
 
 
+def test_a_user_file_is_a_task_even_when_named_like_a_builtin(tmp_path: Path, tiny_model) -> None:  # type: ignore[no-untyped-def]
+    data = tmp_path / "triviaqa.jsonl"
+    rows = [{"question": f"Capital number {i}?", "answer": ["Paris", "Paris, France"]} for i in range(6)]
+    data.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    run = tmp_path / "run"
+    res = evaluate(run, EvalConfig(tasks=[str(data)], estimators=["trace"], **FAST), model=tiny_model)
+    assert res is not None and list(res.tasks) == ["file-triviaqa"] and res.tasks["file-triviaqa"]["n"] == 6
+    stored = json.loads((run / "config.json").read_text())["config"]["tasks"]
+    assert stored == [str(data.resolve())]  # resumable from another working directory
+    res2 = evaluate(run, EvalConfig(tasks=stored, estimators=["trace"], **FAST), score_only=True)
+    assert res2 is not None and res2.tasks["file-triviaqa"]["n"] == 6
+
+
 def test_unknown_task_writes_nothing(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="triviaq"):
         evaluate(tmp_path / "run", EvalConfig(tasks=["triviaq"], estimators=["trace"], **FAST))
@@ -203,9 +216,7 @@ class ShortAnswerEstimator(Estimator):
         return -inputs.stat("n_chars")
 
 
-def test_a_new_pass_and_estimator_are_scored_without_editing_tracecal(
-    tmp_path: Path, tiny_model, monkeypatch
-) -> None:  # type: ignore[no-untyped-def]
+def test_a_new_pass_and_estimator_are_scored_without_editing_tracecal(tmp_path: Path, tiny_model, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     monkeypatch.setitem(PASSES, AnswerCharsPass.name, AnswerCharsPass)
     monkeypatch.setitem(REGISTRY, ShortAnswerEstimator.name, ShortAnswerEstimator)
     run = tmp_path / "run"

@@ -37,7 +37,7 @@ from tracecal.tasks import (
     token_f1,
     truthful_match,
 )
-from tracecal.tasks import base as tasks_base
+from tracecal.tasks import sources as tasks_sources
 
 MANIFEST_COUNTS = {
     "triviaqa": 3000,
@@ -124,6 +124,10 @@ def test_limit_is_file_order_and_seed_is_deterministic() -> None:
         task.load(limit=-1)
     with pytest.raises(ValueError, match="on_error"):
         task.load(on_error="ignore")
+    with pytest.raises(ValueError, match="seed must be an int or None, not '3'"):
+        task.load(seed="3")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="unknown labeller"):
+        task.with_labeller(["alias"])  # type: ignore[arg-type]
 
 
 @needs_data
@@ -454,12 +458,13 @@ def test_user_jsonl_all_kinds(tmp_path: Path) -> None:
         ),
     )
     qa = load_user_file(p, kind="qa")
-    assert qa[0].id == "q1" and qa[0].meta["src"] == "x" and qa[1].id == "mine-1"
+    assert qa[0].id == "q1" and qa[0].meta["src"] == "x" and qa[1].id == "file-mine-1"
     assert qa[1].context == "The planets..."
     task = task_from_file(p)
-    assert task.name == "mine" and task.label(qa[0], "It was William Shakespeare.") == 1
+    assert task.name == "file-mine" and task.ref == str(p.resolve())
+    assert task.label(qa[0], "It was William Shakespeare.") == 1
     assert "Context: The planets..." in task.prompt(qa[1], chat=True)[0]["content"]
-    assert get_task(str(p)).name == "mine"  # a file path works as a task name
+    assert get_task(str(p)).name == "file-mine"  # a file path works as a task name
 
     m = _write(
         tmp_path / "math.jsonl", _jsonl({"question": "3000+0?", "answer": "3,000"}, {"question": "q", "answer": 2.5})
@@ -546,17 +551,43 @@ def test_data_dir_resolution(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
         data_dir()
     # ../shared/data relative to the working directory
     monkeypatch.delenv("TRACECAL_DATA")
+    fake_source = tmp_path / "checkout" / "src" / "tracecal" / "tasks" / "sources.py"
+    monkeypatch.setattr(tasks_sources, "__file__", str(fake_source))
     (tmp_path / "shared" / "data").mkdir(parents=True)
     (tmp_path / "repo").mkdir()
     monkeypatch.chdir(tmp_path / "repo")
     assert data_dir() == (tmp_path / "shared" / "data").resolve()
-    # nothing anywhere: the error names every place tried
+    # ../shared/data relative to the source checkout (<repo>/src/tracecal/tasks/sources.py)
     monkeypatch.chdir(env_dir)
-    monkeypatch.setattr(tasks_base, "__file__", str(tmp_path / "repo" / "src" / "tracecal" / "tasks" / "base.py"))
-    (tmp_path / "shared" / "data").rmdir()
+    (tmp_path / "shared" / "data").rename(tmp_path / "moved")
+    nested = tmp_path / "outer" / "checkout" / "src" / "tracecal" / "tasks" / "sources.py"
+    (tmp_path / "outer" / "shared" / "data").mkdir(parents=True)
+    monkeypatch.setattr(tasks_sources, "__file__", str(nested))
+    assert data_dir() == (tmp_path / "outer" / "shared" / "data").resolve()
+    # nothing in the fixed places: the error names every place tried
+    monkeypatch.setattr(tasks_sources, "__file__", str(fake_source))
     with pytest.raises(FileNotFoundError) as err:
         data_dir()
-    assert "TRACECAL_DATA" in str(err.value) and str(tmp_path / "repo" / "src") in str(err.value)
+    msg = str(err.value)
+    assert "TRACECAL_DATA" in msg and "--data-dir" in msg
+    assert str(env_dir / ".." / "shared" / "data") in msg and str(tmp_path / "shared" / "data") in msg
+
+
+def test_data_dir_never_walks_up_ancestors(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # a shared/data two or more levels above the working directory or the checkout is not used
+    monkeypatch.delenv("TRACECAL_DATA", raising=False)
+    (tmp_path / "shared" / "data").mkdir(parents=True)
+    deep = tmp_path / "a" / "b" / "repo"
+    deep.mkdir(parents=True)
+    monkeypatch.chdir(deep)
+    monkeypatch.setattr(tasks_sources, "__file__", str(deep / "src" / "tracecal" / "tasks" / "sources.py"))
+    found = [p.resolve() for p in tasks.data_dir_candidates()]
+    assert found == [(tmp_path / "a" / "b" / "shared" / "data").resolve()] * 2
+    with pytest.raises(FileNotFoundError, match="none of these exist"):
+        data_dir()
+    # an installed package (not under src/) adds no candidate of its own
+    monkeypatch.setattr(tasks_sources, "__file__", str(tmp_path / "site-packages" / "tracecal" / "tasks" / "x.py"))
+    assert [p.resolve() for p in tasks.data_dir_candidates()] == [(tmp_path / "a" / "b" / "shared" / "data").resolve()]
 
 
 @needs_data
@@ -595,5 +626,183 @@ def test_hub_errors_and_mapping(monkeypatch: pytest.MonkeyPatch) -> None:
     fake.load_dataset = lambda *a, **k: data  # type: ignore[attr-defined]
     with pytest.warns(MalformedRowWarning, match="row 1"):
         ex = task.load()
-    assert task.name == "some_qa" and ex[0].golds == ["Paris", "Paris, France"]
+    assert task.name == "hub-some_qa" and ex[0].golds == ["Paris", "Paris, France"]
     assert task.label(ex[0], "paris") == 1
+
+
+# ------------------------------------------------------------------------------ task name resolution
+
+
+def test_user_file_as_task_name(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    _write(tmp_path / "data" / "my.jsonl", _jsonl({"question": "Capital of France?", "answer": "Paris"}))
+    for spec in ("data/my.jsonl", str(tmp_path / "data" / "my.jsonl"), Path("data/my.jsonl")):
+        task = get_task(spec)
+        assert task.name == "file-my" and task.ref == str((tmp_path / "data" / "my.jsonl").resolve())
+        assert get_task(task.ref).name == "file-my"  # ref resolves to the same task again
+    assert get_task("data/my.jsonl").load()[0].id == "file-my-0"
+    # a file named like a built-in task is the user's file, never the built-in one
+    _write(tmp_path / "triviaqa.jsonl", _jsonl({"question": "2+2?", "answer": "4"}))
+    task = get_task("triviaqa.jsonl")
+    assert task.name == "file-triviaqa" and task.source.describe() == "triviaqa.jsonl"
+    assert get_task("triviaqa").name == "triviaqa" and get_task("triviaqa").ref == "triviaqa"
+    assert get_task(" ARC-Easy ").name == "arc_easy"
+    # an odd file name still gives a folder-safe name
+    _write(tmp_path / "my data (v2).csv", "question,answer\nq,a\n")
+    assert get_task("my data (v2).csv").name == "file-my_data__v2_"
+
+
+def test_task_name_errors_say_what_to_fix(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(tasks.TaskFileNotFoundError, match=r"no such file: 'data/my.jsonl'") as err:
+        get_task("data/my.jsonl")
+    assert isinstance(err.value, FileNotFoundError)
+    with pytest.raises(FileNotFoundError, match=r"no such file.*built-in task of that name is 'gsm8k'"):
+        get_task("gsm8k.jsonl")
+    with pytest.raises(FileNotFoundError, match="no such file: 'nowhere/gsm8k'"):
+        get_task("nowhere/gsm8k")
+    (tmp_path / "folder.json").mkdir()
+    with pytest.raises(FileNotFoundError, match="is a directory"):
+        get_task("folder.json")
+    _write(tmp_path / "notes.txt", "question,answer\n")
+    with pytest.raises(tasks.TaskDataError, match=r"unsupported file format 'txt'; use .jsonl"):
+        get_task("notes.txt")
+    _write(tmp_path / "svamp", "[]")  # a file named exactly like a built-in task
+    with pytest.raises(tasks.AmbiguousTaskError, match="both the built-in task 'svamp' and a file"):
+        get_task("svamp")
+    _write(tmp_path / "mine.jsonl", _jsonl({"question": "q", "answer": "a"}))
+    with pytest.raises(UnknownTaskError, match="The file 'mine.jsonl' exists: pass that path"):
+        get_task("mine")
+    with pytest.raises(UnknownTaskError, match="user file's task name: pass the file's path"):
+        get_task("file-mine")
+    with pytest.raises(UnknownTaskError, match="empty task name"):
+        get_task("  ")
+    with pytest.raises(UnknownTaskError, match="not int"):
+        get_task(3)  # type: ignore[arg-type]
+
+
+def test_get_tasks_refuses_two_files_with_one_name(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    _write(tmp_path / "a" / "my.jsonl", _jsonl({"question": "q", "answer": "a"}))
+    _write(tmp_path / "b" / "my.csv", "question,answer\nq,a\n")
+    with pytest.raises(tasks.TaskNameCollisionError, match=r"a/my.jsonl' and .*b/my.csv' would both be stored as"):
+        tasks.get_tasks(["a/my.jsonl", "b/my.csv"])
+    got = tasks.get_tasks(["triviaqa", "a/my.jsonl", "TriviaQA", str(tmp_path / "a" / "my.jsonl")])
+    assert [t.name for t in got] == ["triviaqa", "file-my"]  # the same task twice is kept once
+    assert [t.name for t in tasks.get_tasks("gsm8k")] == ["gsm8k"]
+    # the way out the message names
+    renamed = task_from_file("b/my.csv", name="my_b")
+    assert [t.name for t in tasks.get_tasks(["a/my.jsonl", renamed])] == ["file-my", "my_b"]
+
+
+def test_task_names_are_folder_safe(tmp_path: Path) -> None:
+    assert all(tasks.check_task_name(n) == n for n in TASKS)
+    for bad in ("../x", "a/b", "", ".hidden", "-x", "a b", "x" * 101):
+        with pytest.raises(ValueError, match="cannot be used as a folder name"):
+            task_from_file(tmp_path / "q.jsonl", name=bad)
+    assert tasks.check_task_name("ok-1.v2_x") == "ok-1.v2_x"
+    assert tasks.file_task_name("data/été.jsonl") == "file-_t_"
+
+
+def test_answer_may_be_a_list_of_aliases(tmp_path: Path) -> None:
+    p = _write(
+        tmp_path / "odqa.jsonl",
+        _jsonl(
+            {"question": "Capital of France?", "answer": ["Paris", "Paris, France", " ", "Paris"]},
+            {"question": "Largest planet?", "answer": ["Jupiter"], "answers": ["planet Jupiter"]},
+            {"question": "Empty list?", "answer": []},
+            {"question": "Bad list?", "answer": [{"text": "x"}]},
+            {"question": "Bad type?", "answer": {"text": "x"}},
+        ),
+    )
+    with pytest.warns(MalformedRowWarning) as record:
+        ex = load_user_file(p)
+    messages = [str(w.message) for w in record]
+    assert [e.golds for e in ex] == [["Paris", "Paris, France"], ["Jupiter", "planet Jupiter"]]
+    assert "line 3" in messages[0] and "missing field 'answer'" in messages[0]
+    assert "line 4" in messages[1] and "field 'answer' must hold strings" in messages[1]
+    assert "line 5" in messages[2] and "a string, a number or a list of strings, not dict" in messages[2]
+    assert get_task(str(p)).label(ex[0], "It is Paris, France.") == 1
+    m = _write(tmp_path / "m.jsonl", _jsonl({"question": "2+3?", "answer": ["5", "five"]}))
+    assert load_user_file(m, kind="math")[0].golds == ["5"]
+
+
+# ------------------------------------------------------------------------------ module structure
+
+SRC = Path(tasks.__file__).resolve().parents[1]  # src/tracecal
+OWNED = [*sorted((SRC / "tasks").glob("*.py")), *sorted((SRC / "backends").glob("*.py")), SRC / "serve.py"]
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(SRC.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _imports(path: Path, known: set[str]) -> set[str]:
+    """Every tracecal module that ``path`` imports anywhere (module level, functions, TYPE_CHECKING)."""
+    import ast
+
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    me = _module_name(path)
+    package = me if path.name == "__init__.py" else me.rpartition(".")[0]
+    out: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:  # relative: "from . import x" in package a.b is a.b.x
+                parent = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*parent, base] if base else parent)
+            for a in node.names:  # "from pkg import submodule" imports the submodule
+                out.add(f"{base}.{a.name}" if f"{base}.{a.name}" in known else base)
+    return {m for m in out if m in known and m != me}
+
+
+def test_no_import_cycles_among_owned_modules() -> None:
+    all_files = sorted(SRC.rglob("*.py"))
+    known = {_module_name(p) for p in all_files}
+    graph = {_module_name(p): _imports(p, known) for p in all_files}
+    owned = {_module_name(p) for p in OWNED}
+
+    def reaches(start: str, goal: str) -> bool:
+        seen, todo = set(), list(graph[start])
+        while todo:
+            m = todo.pop()
+            if m == goal:
+                return True
+            if m not in seen:
+                seen.add(m)
+                todo.extend(graph.get(m, ()))
+        return False
+
+    cycles = sorted(m for m in owned if reaches(m, m))
+    assert cycles == [], f"modules on an import cycle: {cycles}"
+    # and inside tasks/, no module imports the package itself (its __init__ imports them all)
+    for p in (SRC / "tasks").glob("*.py"):
+        if p.name != "__init__.py":
+            assert "tracecal.tasks" not in graph[_module_name(p)], p.name
+
+
+def test_no_private_names_imported_across_modules() -> None:
+    import ast
+
+    bad = []
+    mine = ("test_tasks.py", "test_serve.py", "test_backends_hf.py", "test_backends_http.py")
+    for path in [*OWNED, *(Path(__file__).parent / name for name in mine)]:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("tracecal"):
+                bad += [f"{path.name}: {node.module}.{a.name}" for a in node.names if a.name.startswith("_")]
+    assert bad == []
+
+
+def test_owned_modules_and_functions_stay_small() -> None:
+    import ast
+
+    for path in OWNED:
+        text = path.read_text(encoding="utf-8")
+        assert len(text.splitlines()) < 500, f"{path.name} has {len(text.splitlines())} lines"
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                n = node.end_lineno - node.lineno + 1  # type: ignore[operator]
+                assert n < 80, f"{path.name}: {node.name} has {n} lines"

@@ -72,7 +72,7 @@ class EvalConfig:
 
     def validate(self) -> EvalConfig:
         """Check every value (and resolve task and estimator names); `ConfigError` says what to fix."""
-        from tracecal.tasks import get_task
+        from tracecal.tasks import get_tasks
 
         def positive(name: str, v: Any, optional: bool = False) -> None:
             if optional and v is None:
@@ -98,7 +98,10 @@ class EvalConfig:
             raise ConfigError(f"calibrator: {e}") from e
         if not self.tasks:
             raise ConfigError("no tasks given: pass --tasks, e.g. --tasks triviaqa,svamp")
-        self.tasks = list(dict.fromkeys(get_task(t).name for t in self.tasks))
+        try:
+            self.tasks = [t.ref for t in get_tasks(self.tasks)]  # built-in names, or absolute paths of user files
+        except (ValueError, FileNotFoundError) as e:
+            raise ConfigError(str(e)) from e
         self.estimators = resolve_estimators(self.estimators)
         return self
 

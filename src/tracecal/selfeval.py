@@ -130,7 +130,7 @@ def number_distribution(
     digits = torch.tensor(_digit_ids(lm), device=lm.device)
     ctx = torch.enable_grad() if grad else torch.no_grad()
     with ctx:
-        ids, mask = lm._left_pad(prompt_ids)
+        ids, mask = lm.left_pad(prompt_ids)
         B = ids.shape[0]
         pos = (mask.cumsum(-1) - 1).clamp(min=0)
         out = lm.model(input_ids=ids, attention_mask=mask, position_ids=pos, use_cache=True)
@@ -141,7 +141,7 @@ def number_distribution(
         cache.batch_repeat_interleave(10)
         m1 = torch.cat([mask.repeat_interleave(10, 0), torch.ones(B * 10, 1, dtype=mask.dtype, device=mask.device)], 1)
         x1 = digits.repeat(B)[:, None]
-        kw = lm._cache_kw()
+        kw = lm.cache_kw()
         out1 = lm.model(input_ids=x1, attention_mask=m1, position_ids=last.repeat_interleave(10, 0), **{kw: cache})
         p1 = torch.softmax(out1.logits[:, -1].float(), -1).view(B, 10, -1)  # P(· | d1)
         # step 2: after "1","0": is there another "0" (100) or not (10)?

@@ -8,6 +8,7 @@ knows which backend produced a trace; what differs is written in the trace (``en
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
 
@@ -15,18 +16,104 @@ import numpy as np
 
 from tracecal.trace import Trace
 
+__all__ = [
+    "Backend",
+    "BackendUnsupportedError",
+    "LocalBackend",
+    "Prompt",
+    "PromptTooLongError",
+    "char_offsets",
+    "check_batch_size",
+    "check_positive_int",
+    "check_prompts",
+    "topk_entropy",
+]
+
 Prompt = str | list[dict[str, str]] | dict[str, Any]
 """A prompt: plain text, a list of chat messages, or a dict with ``prompt``/``messages`` (+ ``id``)."""
 
 
 @runtime_checkable
 class Backend(Protocol):
-    """The interface every backend implements."""
+    """What the harness (evaluate, SECL, selfeval, the service, the CLI) calls on a model.
+
+    ``isinstance(obj, Backend)`` checks that every member exists. A backend that cannot do something (a
+    server cannot run beam search or a teacher-forced pass) still has the method and raises
+    :class:`BackendUnsupportedError` saying so.
+    """
 
     model_id: str
+    """Name recorded in every trace (and compared when a cached pass is reused)."""
+
+    chat: bool
+    """Format plain-string prompts as one user chat message (settable: tasks prompt by it)."""
+
+    batch_size: int
+    """Default prompts per batch (or per set of concurrent requests)."""
+
+    @property
+    def vocab_size(self) -> int:
+        """|V|: the size of the output distribution (for top-k entropy tails and bounds)."""
+        ...
+
+    @property
+    def context_length(self) -> int | None:
+        """Prompt + answer tokens the model accepts (None when unknown, e.g. a server)."""
+        ...
 
     def generate(self, prompts: Sequence[Prompt], max_new_tokens: int = 32, **kwargs: Any) -> list[Trace]:
-        """Decode one answer per prompt and return its trace (same order as ``prompts``)."""
+        """Decode one answer per prompt and return its trace (same order as ``prompts``).
+
+        Common keywords: ``stop_strings``, ``ids`` (stored in the traces), ``batch_size``, ``progress``.
+        """
+        ...
+
+    def beam_scores(
+        self, prompts: Sequence[Prompt], num_beams: int = 5, max_new_tokens: int = 32, **kwargs: Any
+    ) -> np.ndarray:
+        """Length-normalised log-scores of the final ``num_beams`` beams per prompt, best first: (B, num_beams)."""
+        ...
+
+    def encode_prompt(self, prompt: Prompt) -> list[int]:
+        """The exact token ids fed to the model for ``prompt`` (chat template applied when ``chat``)."""
+        ...
+
+    def next_token_logprobs(
+        self, prompt_ids: Sequence[Sequence[int]], token_ids: Sequence[int], batch_size: int | None = None
+    ) -> np.ndarray:
+        """log P(v | prompt) of the next token for each prompt and each v in ``token_ids``: shape (B, K)."""
+        ...
+
+    def teacher_forced(self, prompt_ids: Sequence[int], answer_ids: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
+        """(s_t, H_t) of ``answer_ids`` after ``prompt_ids`` from one forward pass, nats."""
+        ...
+
+
+@runtime_checkable
+class LocalBackend(Backend, Protocol):
+    """A :class:`Backend` whose weights and tokenizer live in this process (the Hugging Face backend).
+
+    Needed by what reads or trains the network itself: verbalised confidence (``selfeval``: one shared
+    prefill for the ten digit continuations) and SECL (LoRA on ``model``, gradients).
+    """
+
+    model: Any
+    """The torch module (``transformers`` causal LM)."""
+
+    tokenizer: Any
+    """Its tokenizer (``encode``, ``decode``, ``apply_chat_template``)."""
+
+    @property
+    def device(self) -> Any:
+        """The torch device of the weights."""
+        ...
+
+    def left_pad(self, seqs: Sequence[Sequence[int]]) -> tuple[Any, Any]:
+        """(input_ids, attention_mask) of token-id lists, left padded to the longest, on ``device``."""
+        ...
+
+    def cache_kw(self) -> str:
+        """The name of the KV-cache argument of ``model.forward`` (``cache`` or ``past_key_values``)."""
         ...
 
 
@@ -34,16 +121,66 @@ class PromptTooLongError(ValueError):
     """A prompt that does not fit the model's context window together with max_new_tokens."""
 
 
+class BackendUnsupportedError(ValueError, NotImplementedError):
+    """A backend cannot do what was asked (e.g. beam search on an OpenAI-compatible server)."""
+
+
+def check_positive_int(value: Any, name: str) -> int:
+    """``value`` as an int if it is a positive integer (not a bool, not a float, not a string), else ValueError."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise ValueError(f"{name} must be a positive integer, got {value!r} ({type(value).__name__})")
+    if value < 1:
+        raise ValueError(f"{name} must be a positive integer (≥ 1), got {value}")
+    return int(value)
+
+
+def check_batch_size(value: Any, default: int) -> int:
+    """``value`` (a positive int) or ``default`` when it is None."""
+    return default if value is None else check_positive_int(value, "batch_size")
+
+
+def _check_messages(messages: Any, where: str) -> None:
+    if not isinstance(messages, list) or not messages:
+        raise ValueError(f"{where}: chat messages must be a non-empty list of {{'role': ..., 'content': ...}}")
+    for j, m in enumerate(messages):
+        if not isinstance(m, dict) or not isinstance(m.get("role"), str) or not isinstance(m.get("content"), str):
+            raise ValueError(f"{where}, message {j}: expected {{'role': str, 'content': str}}, got {m!r:.80}")
+
+
+def _check_prompt(p: Any, where: str) -> None:
+    if isinstance(p, str):
+        return
+    if isinstance(p, list):
+        _check_messages(p, where)
+        return
+    if not isinstance(p, dict):
+        raise ValueError(f"{where} has type {type(p).__name__}; expected a str, a list of chat messages or a dict")
+    if p.get("prompt_ids") is not None:
+        ids = p["prompt_ids"]
+        if (
+            not isinstance(ids, Sequence)
+            or isinstance(ids, str)
+            or not all(isinstance(i, numbers.Integral) and not isinstance(i, bool) for i in ids)
+        ):
+            raise ValueError(f"{where}: 'prompt_ids' must be a list of token ids (ints)")
+    elif p.get("messages") is not None:
+        _check_messages(p["messages"], where)
+    elif not isinstance(p.get("prompt"), str):
+        raise ValueError(f"{where}: a dict prompt needs 'prompt' (str), 'messages' (list) or 'prompt_ids'")
+
+
 def check_prompts(prompts: Sequence[Prompt]) -> list[Prompt]:
-    """Validate the prompt list at the boundary with a precise message."""
+    """Validate the prompt list at the boundary; ValueError with the prompt's index and what is wrong."""
     if isinstance(prompts, str | dict):
         prompts = [prompts]  # type: ignore[list-item]
-    prompts = list(prompts)
+    try:
+        prompts = list(prompts)
+    except TypeError:
+        raise ValueError(f"prompts must be a list of prompts, got {type(prompts).__name__}") from None
     if not prompts:
         raise ValueError("generate() got an empty prompt list: pass at least one prompt")
     for i, p in enumerate(prompts):
-        if not isinstance(p, str | list | dict):
-            raise TypeError(f"prompt {i} has type {type(p).__name__}; expected str, list of messages or dict")
+        _check_prompt(p, f"prompt {i}")
     return prompts
 
 

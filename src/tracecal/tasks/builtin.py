@@ -1,12 +1,17 @@
-"""The eight built-in tasks, read from their original files under :func:`~tracecal.tasks.data_dir`."""
+"""The eight built-in tasks, read from their original files under :func:`~tracecal.tasks.data_dir`.
+
+Importing this module registers them in :data:`~tracecal.tasks.base.TASKS`.
+"""
 
 from __future__ import annotations
 
 import re
 from typing import Any
 
-from tracecal.tasks.base import Example, FileSource, RowError, Task, register_task
+from tracecal.tasks.base import Task, register_task
+from tracecal.tasks.example import Example, RowError
 from tracecal.tasks.labels import LABELLERS, format_number, normalize_answer, parse_number
+from tracecal.tasks.sources import FileSource
 
 _LETTERS = "ABCDEFGHIJ"
 

@@ -24,10 +24,9 @@ import unicodedata
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:  # pragma: no cover
-    from tracecal.tasks.base import Example
+from tracecal.tasks.example import Example
 
 __all__ = [
     "LABELLERS",
@@ -380,7 +379,7 @@ class Labeller:
     """A named correctness rule: ``labeller(example, answer_text) -> 0 | 1``.
 
     ``rule`` is the human sentence a report prints; ``fn`` reads the references it needs from the
-    :class:`~tracecal.tasks.base.Example` (``golds``, ``choices``, ``incorrect``).
+    :class:`~tracecal.tasks.example.Example` (``golds``, ``choices``, ``incorrect``).
     """
 
     name: str
@@ -446,5 +445,5 @@ def get_labeller(name: str | Labeller) -> Labeller:
         return name
     try:
         return LABELLERS[name]
-    except KeyError:
+    except (KeyError, TypeError):  # TypeError: an unhashable value, e.g. a list
         raise ValueError(f"unknown labeller {name!r}; known: {', '.join(sorted(LABELLERS))}") from None

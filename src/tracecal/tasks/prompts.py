@@ -7,10 +7,7 @@ is cut at :func:`stop_strings`.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:  # pragma: no cover
-    from tracecal.tasks.base import Example
+from tracecal.tasks.example import Example
 
 KINDS = ("qa", "math", "extractive", "truthful", "mc")
 
@@ -31,6 +28,21 @@ _LETTERS = "ABCDEFGHIJ"
 def option_lines(choices: list[str]) -> str:
     """``A. first\\nB. second ...``."""
     return "\n".join(f"{_LETTERS[i]}. {c}" for i, c in enumerate(choices))
+
+
+def self_eval_question(example: Example) -> str:
+    """The question as shown to the model when it judges its own answer (P(True), verbalised confidence).
+
+    The one builder shared by evaluate, SECL and the service: the question, then its options
+    (``A. …``) for multiple choice, and the context first for extractive tasks — so the model judges the
+    answer with the information it answered from.
+    """
+    q = example.question
+    if example.choices:
+        q = f"{q}\n{option_lines(example.choices)}"
+    if example.context:
+        q = f"Context: {example.context}\n\n{q}"
+    return q
 
 
 def _letters_phrase(n: int) -> str:

@@ -6,13 +6,15 @@ The file schema is documented in :mod:`tracecal.tasks`.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tracecal.tasks.base import Example, FileSource, RawRow, RowError, Task, register_task
+from tracecal.tasks.base import Task, check_task_name, register_task
 from tracecal.tasks.builtin import dedupe, mc_golds
+from tracecal.tasks.example import Example, RawRow, RowError
 from tracecal.tasks.labels import (
     LABELLERS,
     Labeller,
@@ -22,8 +24,23 @@ from tracecal.tasks.labels import (
     normalize_answer,
     parse_number,
 )
+from tracecal.tasks.sources import FileSource, reader_for
 
-__all__ = ["HubUnavailableError", "KIND_LABELLER", "load_user_file", "task_from_file", "task_from_hub"]
+__all__ = [
+    "HubUnavailableError",
+    "KIND_LABELLER",
+    "USER_TASK_PREFIX",
+    "file_task_name",
+    "load_user_file",
+    "parse_user_row",
+    "task_from_file",
+    "task_from_hub",
+]
+
+#: Prefix of the default name of a task read from a user file (``data/my.jsonl`` -> ``file-my``): a user file
+#: never shares a name - and so a run-directory folder - with a built-in task (``triviaqa.jsonl`` ->
+#: ``file-triviaqa``, not ``triviaqa``).
+USER_TASK_PREFIX = "file-"
 
 #: Task kind -> default labeller name. Labeller names are accepted as kinds too (see ``_KIND_ALIASES``).
 KIND_LABELLER = {"qa": "alias", "math": "numeric", "extractive": "f1", "mc": "mc", "truthful": "truthful"}
@@ -84,6 +101,24 @@ def _listish(value: Any, key: str) -> list[str]:
     return out
 
 
+def _answer_field(answer: Any, kind: str) -> list[Any]:
+    """The ``answer`` field: a string, a number (for ``mc`` an int is a 0-based option index), or a list of
+    gold aliases (``["Paris", "Paris, France"]``, as in most open-domain QA files)."""
+    if isinstance(answer, bool):
+        raise RowError("field 'answer' must be a string, a number or a list of strings")
+    if isinstance(answer, int) and kind == "mc":
+        return [answer]  # a 0-based option index, resolved by _choice_index
+    if isinstance(answer, int | float):
+        return [format_number(float(answer))]
+    if isinstance(answer, str):
+        return [answer.strip()] if answer.strip() else []
+    if isinstance(answer, list):
+        return _listish(answer, "answer")
+    if answer is None:
+        return []
+    raise RowError(f"field 'answer' must be a string, a number or a list of strings, not {type(answer).__name__}")
+
+
 def parse_user_row(rec: Any, index: int, name: str, kind: str) -> Example:
     """Turn one user row (dict) into an :class:`Example` for ``kind`` (see the package docstring)."""
     if not isinstance(rec, dict):
@@ -92,19 +127,7 @@ def parse_user_row(rec: Any, index: int, name: str, kind: str) -> Example:
     if not isinstance(question, str) or not question.strip():
         raise RowError("missing or empty field 'question'")
     question = question.strip()
-    answers: list[str] = []
-    answer = rec.get("answer")
-    if isinstance(answer, bool):
-        raise RowError("field 'answer' must be a string or number")
-    if isinstance(answer, int) and kind == "mc":
-        answers.append(answer)  # type: ignore[arg-type]  # a 0-based option index, resolved below
-    elif isinstance(answer, int | float):
-        answers.append(format_number(float(answer)))
-    elif isinstance(answer, str) and answer.strip():
-        answers.append(answer.strip())
-    elif answer not in (None, ""):
-        raise RowError("field 'answer' must be a string or number")
-    answers += _listish(rec.get("answers"), "answers")
+    answers = _answer_field(rec.get("answer"), kind) + _listish(rec.get("answers"), "answers")
     if not answers:
         raise RowError("missing field 'answer' (or 'answers')")
     context = rec.get("context") or ""
@@ -177,6 +200,15 @@ def _resolve(labeller: str | Labeller, kind: str | None, language: str) -> tuple
     return (_kind(kind) if kind else k), lab
 
 
+def file_task_name(path: str | Path) -> str:
+    """The default task name of a user file: :data:`USER_TASK_PREFIX` + the file's stem, with every character
+    other than a letter, digit, ``.``, ``_`` or ``-`` replaced by ``_`` (``data/my qa.jsonl`` ->
+    ``file-my_qa``). Two files with the same stem get the same name: :func:`~tracecal.tasks.get_tasks`
+    refuses to use both at once."""
+    stem = re.sub(r"[^A-Za-z0-9._-]", "_", Path(path).stem)[:90] or "_"
+    return USER_TASK_PREFIX + stem
+
+
 def _user_parser(kind: str):  # type: ignore[no-untyped-def]
     def parse(rec: Any, index: int, name: str) -> Example:
         return parse_user_row(rec, index, name, kind)
@@ -198,13 +230,15 @@ def task_from_file(
 
     ``labeller``: ``alias`` (short QA), ``numeric`` (math), ``f1`` (extractive spans), ``mc``,
     ``truthful`` - or a :class:`Labeller` together with ``kind``. ``kind`` (prompt template and row
-    validation) defaults to the labeller's. ``name`` defaults to the file stem; ``register=True`` adds the
-    task to ``TASKS``. The file is read at :meth:`Task.load`, not here.
+    validation) defaults to the labeller's. ``name`` defaults to :func:`file_task_name` (``file-<stem>``) and
+    must be safe as a folder name; the task's ``ref`` is the file's absolute path. ``register=True`` adds
+    the task to ``TASKS``. The file's format is checked here (by suffix), its rows at :meth:`Task.load`.
     """
     p = Path(path).expanduser()
+    reader_for(p)  # an unsupported suffix fails now, with the list of supported ones
     kind, lab = _resolve(labeller, kind, language)
     task = Task(
-        name=name or p.stem,
+        name=check_task_name(name) if name is not None else file_task_name(p),
         kind=kind,
         labeller=lab,
         source=FileSource(str(p), relative=False),
@@ -212,6 +246,7 @@ def task_from_file(
         max_new_tokens=max_new_tokens or 0,
         language=language,
         description=f"user file {p}",
+        ref=str(p.resolve()),
     )
     return register_task(task, overwrite=True) if register else task
 
@@ -301,6 +336,10 @@ class HubSource:
         return label, gen()
 
 
+def _hub_task_name(dataset_name: str) -> str:
+    return "hub-" + (re.sub(r"[^A-Za-z0-9._-]", "_", dataset_name.rsplit("/", 1)[-1])[:90] or "_")
+
+
 def task_from_hub(
     dataset_name: str,
     split: str = "validation",
@@ -318,7 +357,9 @@ def task_from_hub(
     """A :class:`Task` over a Hugging Face hub dataset split (needs ``pip install 'tracecal[hub]'`` and
     network or a warm ``datasets`` cache). ``datasets`` is imported here, lazily; a missing package or a
     failed download raises :class:`HubUnavailableError`. Rows are mapped to the user-file schema and
-    validated like a user file of the labeller's kind."""
+    validated like a user file of the labeller's kind. ``name`` defaults to ``hub-<dataset>`` (the part
+    after the last ``/``, characters unsafe in a folder name replaced by ``_``), so that a hub copy of a
+    built-in dataset never shares the built-in task's name."""
     _import_datasets()
     k, lab = _resolve(labeller, None, language)
     src = HubSource(
@@ -332,7 +373,7 @@ def task_from_hub(
         incorrect_field,
     )
     return Task(
-        name=name or dataset_name.rsplit("/", 1)[-1],
+        name=check_task_name(name) if name is not None else _hub_task_name(dataset_name),
         kind=k,
         labeller=lab,
         source=src,

@@ -1,0 +1,86 @@
+"""`TraceRecorder`: the logits processor that records a trace during ``model.generate``.
+
+`HFModel.generate` (:mod:`tracecal.backends.hf`) calls ``model.generate`` (left padding, KV cache, any
+decoding strategy transformers supports) with one extra logits processor, `TraceRecorder`, appended after
+transformers' own processors (repetition penalty, suppressed tokens, ...). At every step, on the model's
+device, it computes from the logits the decoder uses
+
+    lse_t = logsumexp(x_t),  H_t = lse_t − Σ_v softmax(x_t)_v · x_t,v   (entropy, nats)
+    s_t   = lse_t − x_t[ŷ_t]                                           (surprisal, nats)
+
+where x_t are the processed logits divided by the sampling temperature (so the distribution is the one
+sampled from, before top-k/top-p truncation). Only O(B) numbers per step are kept (plus the current
+step's logits, needed for s_t of the token chosen from them); the T×|V| logits are never stored.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+from transformers import LogitsProcessor
+
+__all__ = ["TraceRecorder", "output_cache"]
+
+
+def output_cache(out: Any) -> Any:
+    """The KV cache of a model output: ``out.cache`` in transformers ≥ 5.2x, ``out.past_key_values`` before."""
+    return out["cache"] if "cache" in out else out.past_key_values
+
+
+class TraceRecorder(LogitsProcessor):
+    """Records H_t and s_t on device, step by step, without changing the scores.
+
+    Args:
+        temperature: the sampling temperature (1.0 for greedy); the recorded distribution is
+            softmax(scores / temperature).
+        top_logprobs: also keep the top-k alternatives (id, log-prob) per step (0 = off).
+    """
+
+    def __init__(self, temperature: float = 1.0, top_logprobs: int = 0) -> None:
+        self.temperature = float(temperature)
+        self.top_logprobs = int(top_logprobs)
+        self.entropy: list[torch.Tensor] = []
+        self.chosen: list[torch.Tensor] = []
+        self.topk_ids: list[torch.Tensor] = []
+        self.topk_lp: list[torch.Tensor] = []
+        self._x: torch.Tensor | None = None
+        self._lse: torch.Tensor | None = None
+
+    def _settle(self, tokens: torch.Tensor) -> None:
+        """s for the tokens chosen from the previous step's distribution."""
+        assert self._x is not None and self._lse is not None
+        self.chosen.append(self._lse - self._x.gather(1, tokens[:, None]).squeeze(1))
+
+    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
+        if self._x is not None:
+            self._settle(input_ids[:, -1])
+        with torch.no_grad():
+            x = scores.float()
+            if self.temperature != 1.0:
+                x = x / self.temperature
+            lse = torch.logsumexp(x, dim=-1)
+            p = torch.exp(x - lse[:, None])
+            # nansum: tokens masked to −inf have p = 0 and contribute 0 (0·−inf would be NaN)
+            self.entropy.append(lse - torch.nansum(p * x, dim=-1))
+            if self.top_logprobs:
+                v, i = torch.topk(x, self.top_logprobs, dim=-1)
+                self.topk_ids.append(i)
+                self.topk_lp.append(v - lse[:, None])
+        self._x, self._lse = x, lse
+        return scores
+
+    def finish(self, sequences: torch.Tensor) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, np.ndarray | None]:
+        """After generation: settle the last step and move everything to the CPU once, shape (B, steps)."""
+        steps = len(self.entropy)
+        if steps and len(self.chosen) < steps:
+            self._settle(sequences[:, -1])
+        self._x = self._lse = None
+        H = torch.stack(self.entropy, 1).double().cpu().numpy()
+        S = torch.stack(self.chosen, 1).double().cpu().numpy()
+        if self.top_logprobs:
+            ti = torch.stack(self.topk_ids, 1).cpu().numpy().astype(np.int64)
+            tl = torch.stack(self.topk_lp, 1).double().cpu().numpy()
+            return S, H, ti, tl
+        return S, H, None, None
