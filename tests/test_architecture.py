@@ -87,6 +87,13 @@ def test_no_import_cycles_inside_tracecal() -> None:
     assert cycle is None, "import cycle: " + " → ".join(cycle or [])
 
 
+def test_the_lower_floors_depend_one_way() -> None:
+    g = graph()
+    assert g["tracecal.segments"] == set() and g["tracecal.trace"] <= {"tracecal.segments", "tracecal.version"}
+    upper = ("tracecal.evaluate", "tracecal.report", "tracecal.secl", "tracecal.passes")
+    assert not any(m.startswith(upper) for m in g["tracecal.operators"] | g["tracecal.trace"])
+
+
 def test_no_module_imports_the_package_init() -> None:
     bad = [
         f"{m}:{line}"

@@ -1,4 +1,8 @@
-"""The HTML report: escaping, sections, TRACE peak windows, figure export, CLI, and a real run in Chromium."""
+"""The HTML report: escaping, sections, TRACE peak windows, figure export, CLI and bad input, a real run in Chromium.
+
+Every test but the last reads a synthetic run (fast); the last reads the session's shared real run (`real_run`).
+Run directories are read and changed only through `RunStore`.
+"""
 
 from __future__ import annotations
 
@@ -11,18 +15,17 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import numpy as np
-import pyarrow.parquet as pq
 import pytest
 import typer
 from typer.testing import CliRunner
 
-import tracecal
 from tracecal.operators import Segments, window_peak
-from tracecal.report import example_payload, load_run, peak_windows, write_report
+from tracecal.report import PAGE_SIZE, example_payload, load_run, peak_windows, write_report
 from tracecal.report.cli import report_command
+from tracecal.report.svg import XML_PROLOG
 from tracecal.report.synthetic import write_synthetic_run
+from tracecal.runstore import TRACES, RunStore
 
-REPO = Path(__file__).resolve().parents[1]
 XSS = "<script>alert(1)</script>"
 EVIL_EST = 'evil<img src=x onerror="alert(2)">'
 SECTIONS = ("results", "reliability", "risk-coverage", "histograms", "examples")
@@ -90,21 +93,36 @@ def test_report_escapes_text_and_has_every_section(synth: Path, tmp_path: Path) 
 
 
 def test_payload_aligns_predictions_and_traces_by_id(synth: Path, tmp_path: Path) -> None:
-    """Reordered predictions.parquet and traces still join on (task, id)."""
+    """Reordered predictions and trace rows still join on (task, id)."""
     run = tmp_path / "run"
     shutil.copytree(synth, run)
+    store = RunStore(run)
     base = example_payload(load_run(synth, ["trace"]), ["trace"])
-    pred = pq.read_table(run / "predictions.parquet")
-    pq.write_table(pred.take(np.arange(pred.num_rows)[::-1]), run / "predictions.parquet")
-    shard = run / "traces" / "svamp" / "00000.parquet"
-    t = pq.read_table(shard)
-    pq.write_table(t.take(np.arange(t.num_rows)[::-1]), shard, compression="zstd")
-    moved = example_payload(load_run(run, ["trace"]), ["trace"])
+    pred = store.read_table("predictions")
+    store.write_table("predictions", pred.take(np.arange(pred.num_rows)[::-1]))
+    assert store.shard_count(TRACES, "svamp") == 1
+    t = store.read_pass(TRACES, "svamp")
+    store.write_shard(TRACES, "svamp", 0, t.take(np.arange(t.num_rows)[::-1]))
+    moved = example_payload(load_run(store, ["trace"]), ["trace"])
     assert moved["ex"] == base["ex"]
     assert sum(r[8] == "eval" for r in base["ex"]) > 0
     assert all((r[14][0] is None) == (r[8] == "cal") for r in base["ex"])
     limited = example_payload(load_run(synth, ["trace"]), ["trace"], max_examples=5)
     assert len(limited["ex"]) == 10 and [r[1] for r in limited["ex"][:2]] == ["triviaqa-0", "triviaqa-1"]
+
+
+def test_synthetic_run_is_written_in_the_format_of_evaluate(synth: Path) -> None:
+    store = RunStore(synth)
+    doc = store.config()
+    assert doc["identity"]["shard_size"] == 64 and doc["config"]["tasks"] == ["triviaqa", "svamp"]
+    assert {t.id for t in store.read_traces("svamp")} == {f"svamp-{i}" for i in range(30)}
+    assert store.table_columns("rows")[:2] == ["task", "id"] and "n_tokens" in store.table_columns("rows")
+    assert {"split", "correct", "raw:trace", "prob:trace"} <= set(store.table_columns("predictions"))
+    assert "trace" in store.table_columns("scores")
+    res = store.read_results()
+    assert set(res) == {"config", "tasks", "metrics", "estimators", "substitutes", "timings"}
+    assert set(res["metrics"]) == {"triviaqa", "svamp", "average"}
+    assert {"generate/triviaqa", "generate/svamp"} <= set(res["timings"])
 
 
 def test_peak_windows_match_window_peak() -> None:
@@ -141,33 +159,75 @@ def test_estimator_selection_and_figure_export(synth: Path, tmp_path: Path) -> N
     assert page.count('aria-label="reliability ') == 2 * 2 and "trace_plus" not in page
     names = sorted(p.name for p in figs.iterdir())
     assert names == sorted(
-        f"{kind}_{task}.{ext}"
-        for kind in ("reliability", "risk_coverage", "histogram")
-        for task in ("triviaqa", "svamp")
-        for ext in ("png", "svg")
+        f"{kind}_{task}.svg" for kind in ("reliability", "risk_coverage", "histogram") for task in ("triviaqa", "svamp")
     )
-    for p in figs.glob("*.png"):
-        assert p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and p.stat().st_size > 5_000
-    svg = (figs / "reliability_triviaqa.svg").read_text()
-    assert svg.lstrip().startswith("<?xml") and "<svg" in svg and "trace" in svg
+    for p in figs.iterdir():  # one drawing code: each file is the very SVG document the page shows
+        svg = p.read_text(encoding="utf-8")
+        assert svg.startswith(XML_PROLOG + '<svg xmlns="http://www.w3.org/2000/svg"') and svg.endswith("</svg>")
+        assert svg[len(XML_PROLOG) :] in page
+        assert "<script" not in svg and "href" not in svg
+    assert "p_true" in (figs / "reliability_triviaqa.svg").read_text(encoding="utf-8")
     with pytest.raises(ValueError, match="not in this run"):
         write_report(synth, out=tmp_path / "x.html", estimators="trace,nope")
-    with pytest.raises(FileNotFoundError, match="results.json"):
+    with pytest.raises(FileNotFoundError, match="not found"):
         write_report(tmp_path / "missing")
 
 
-def test_cli_report_command(synth: Path, tmp_path: Path) -> None:
+def _cli() -> typer.Typer:
     app = typer.Typer()
     app.command("report")(report_command)
     app.command("noop")(lambda: None)  # two commands: `report` stays a subcommand
-    runner = CliRunner()
+    return app
+
+
+def test_cli_report_command(synth: Path, tmp_path: Path) -> None:
     out = tmp_path / "cli.html"
-    res = runner.invoke(app, ["report", str(synth), "--out", str(out), "--estimators", "trace,trace_plus",
-                              "--max-examples", "3"])  # fmt: skip
+    res = CliRunner().invoke(_cli(), ["report", str(synth), "--out", str(out), "--estimators", "trace,trace_plus",
+                                      "--max-examples", "3"])  # fmt: skip
     assert res.exit_code == 0, res.output
     assert out.exists() and len(_data_blob(out.read_text(encoding="utf-8"))["ex"]) == 6
-    res = runner.invoke(app, ["report", str(tmp_path / "nowhere")])
-    assert res.exit_code == 2 and "not found" in res.output
+
+
+def _damage_results(store: RunStore, text: str) -> None:
+    """Overwrite the run's results file with ``text`` (what a hand edit or a full disk leaves behind)."""
+    store.write_text("results.json", text)
+
+
+@pytest.mark.parametrize(
+    ("case", "message"),
+    [
+        ("missing", "run directory not found"),
+        ("empty folder", "a scored run directory (tracecal evaluate)?"),
+        ("unscored run", "has not been scored yet"),
+        ("file", "is a file, not a run directory"),
+        ("results not JSON", "is not readable JSON"),
+        ("results of another shape", "are damaged"),
+        ("unknown estimator", "estimator(s) not in this run: nope"),
+    ],
+)
+def test_cli_report_on_bad_input_exits_with_a_message(synth: Path, tmp_path: Path, case: str, message: str) -> None:
+    target, args = tmp_path / "run", []
+    if case == "empty folder":
+        target.mkdir()
+    elif case == "unscored run":
+        RunStore(target).open({"tasks": ["triviaqa"]}, {"limit": 3})
+    elif case == "file":
+        target.write_text("not a run", encoding="utf-8")
+    elif case in ("results not JSON", "results of another shape"):
+        shutil.copytree(synth, target)
+        if case == "results not JSON":
+            _damage_results(RunStore(target), '{"config": {"tasks": [')
+        else:
+            RunStore(target).write_results({"metrics": [1, 2]}, "", "")  # type: ignore[arg-type]
+    elif case == "unknown estimator":
+        target, args = synth, ["--estimators", "trace,nope"]
+    res = CliRunner().invoke(_cli(), ["report", str(target), *args, "--out", str(tmp_path / "r.html")])
+    assert res.exit_code == 2, res.output
+    assert isinstance(res.exception, SystemExit) and "Traceback" not in res.output
+    assert "error:" in res.output and message in res.output, res.output
+    assert not (tmp_path / "r.html").exists()
+    with pytest.raises(ValueError, match=re.escape(message)):  # the API: RunStoreError / NotARunError, ValueError
+        write_report(target, out=tmp_path / "r.html", estimators=args[1] if args else None)
 
 
 # ------------------------------------------------------------------------------------- real run in Chromium
@@ -241,21 +301,16 @@ class _Tokens(HTMLParser):
             self.errors[-1] += data
 
 
-def test_report_of_a_real_run_loads_in_headless_chromium(tmp_path: Path, model, monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    from tracecal.evaluate import EvalConfig, evaluate
-
-    _chromium()  # fail early (before generating) when the browser is missing
-    monkeypatch.setattr(tracecal, "load_model", lambda *a, **k: model)
+def test_report_of_a_real_run_loads_in_headless_chromium(tmp_path: Path, real_run: Path) -> None:
+    _chromium()  # fail early when the browser is missing
     run = tmp_path / "run"
-    evaluate(
-        run,
-        EvalConfig(tasks=["triviaqa"], limit=12, shard_size=12, n_seeds=3,
-                   estimators=["trace-only", "p_true", "verbalized"]),
-    )  # fmt: skip
+    shutil.copytree(real_run, run)  # the shared run stays as the fixture made it
+    store = RunStore(run)
     out = write_report(run)  # (figure export is covered on the synthetic run above)
-    assert out == run / "report.html" and out.stat().st_size < 20e6
-    known = tracecal.load_traces(run / "traces" / "triviaqa")[0]
-    assert known.token_strings, "the known example has tokens"
+    assert out == store.artefact_path("report.html") and out.stat().st_size < 20e6
+    n = sum(len(store.read_traces(t)) for t in ("triviaqa", "svamp"))
+    known = store.read_traces("triviaqa")[0]
+    assert n > 0 and known.token_strings, "the known example has tokens"
 
     res = _run_chromium(["--dump-dom", out.resolve().as_uri()], tmp_path)
     dom = res.stdout
@@ -268,14 +323,13 @@ def test_report_of_a_real_run_loads_in_headless_chromium(tmp_path: Path, model, 
     assert parsed.errors == [], f"JavaScript errors recorded in #js-errors: {parsed.errors}"
     for sec in SECTIONS:
         assert f'id="{sec}"' in dom
-    assert dom.count("<article") == 12  # the example browser rendered every answer of the first page
+    assert dom.count("<article") == min(n, PAGE_SIZE)  # the example browser rendered the first page
     assert html.escape(known.text, quote=False) in dom
     assert parsed.tokens[known.id] == [t.replace("\n", "\u21b5\n") for t in known.token_strings]
     assert dom.count('class="tok pk"') > 0  # TRACE peak windows are marked
+    for est in ("trace", "p_true", "verbalized"):
+        assert f'aria-label="reliability {est}"' in dom
 
-    shot_dir = REPO / "artifacts"
-    shot_dir.mkdir(exist_ok=True)
-    shot = shot_dir / "report-screenshot.png"
-    shot.unlink(missing_ok=True)
+    shot = tmp_path / "report-screenshot.png"
     res = _run_chromium([f"--screenshot={shot}", "--window-size=1400,2000", out.resolve().as_uri()], tmp_path)
     assert shot.exists() and shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", res.stderr[-2000:]

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import ast
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -61,43 +58,3 @@ def test_round_off_is_clipped(xs: list[float]) -> None:
     u = np.asarray(xs)
     s, _ = check_token_values(u, np.zeros_like(u), np.array([0, len(xs)]))
     assert np.all(s == 0.0) and np.all(u == np.asarray(xs))  # the input array is not modified
-
-
-def _tracecal_imports(module: str) -> set[str]:
-    tree = ast.parse((SRC / f"{module}.py").read_text(encoding="utf-8"))
-    out: set[str] = set()
-    for node in ast.walk(tree):  # function-level (lazy) imports count too
-        if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "tracecal":
-            out.add(node.module)
-            if any(a.name.startswith("_") and not a.name.startswith("__") for a in node.names):
-                out.add("PRIVATE:" + ",".join(a.name for a in node.names))
-        elif isinstance(node, ast.Import):
-            out.update(a.name for a in node.names if a.name.split(".")[0] == "tracecal")
-    return out
-
-
-@pytest.mark.parametrize("module", LOWER)
-def test_no_package_init_no_private_names(module: str) -> None:
-    deps = _tracecal_imports(module)
-    assert "tracecal" not in deps, f"tracecal.{module} imports the package __init__"
-    assert not [d for d in deps if d.startswith("PRIVATE:")], deps
-
-
-def test_lower_floors_have_no_import_cycle() -> None:
-    graph = {m: {d.removeprefix("tracecal.") for d in _tracecal_imports(m)} for m in LOWER}
-
-    def reach(m: str, seen: set[str]) -> set[str]:
-        for d in graph.get(m, ()):
-            if d not in seen:
-                seen.add(d)
-                reach(d, seen)
-        return seen
-
-    assert graph["trace"] == {"segments"} and "trace" not in graph["segments"]
-    for m in LOWER:
-        assert m not in reach(m, set()), f"import cycle through tracecal.{m}"
-
-
-@pytest.mark.parametrize("module", LOWER)
-def test_module_imports_on_its_own(module: str) -> None:
-    subprocess.run([sys.executable, "-c", f"import tracecal.{module}"], check=True, timeout=120)

@@ -62,26 +62,31 @@ def what_suffix(what: str) -> str:
     return {"traces": ".parquet", "CSV": ".csv", "calibrator": ".json", "JSONL": ".jsonl"}.get(what, "")
 
 
-def _read_prompt_file(path: Path) -> tuple[list[Any], list[str]]:
-    """A JSONL of prompts: each line a JSON string, or an object with `prompt` (or `messages`) and `id`."""
-    prompts: list[Any] = []
-    ids: list[str] = []
+def jsonl_lines(path: Path) -> Any:
+    """``(line number, parsed JSON)`` for each non-blank line of a JSONL file; a clear error on bad JSON."""
     with open(path, encoding="utf-8") as f:
         for lineno, line in enumerate(f, 1):
             if not line.strip():
                 continue
             try:
-                obj = json.loads(line)
+                yield lineno, json.loads(line)
             except json.JSONDecodeError as e:
                 raise ValueError(f"{path}:{lineno}: not valid JSON ({e.msg})") from e
-            if isinstance(obj, str):
-                prompts.append(obj)
-                ids.append(str(len(ids)))
-            elif isinstance(obj, dict) and (obj.get("prompt") or obj.get("messages")):
-                prompts.append(obj.get("messages") or obj["prompt"])
-                ids.append(str(obj.get("id", len(ids))))
-            else:
-                raise ValueError(f"{path}:{lineno}: expected a string or an object with a non-empty 'prompt'")
+
+
+def _read_prompt_file(path: Path) -> tuple[list[Any], list[str]]:
+    """A JSONL of prompts: each line a JSON string, or an object with `prompt` (or `messages`) and `id`."""
+    prompts: list[Any] = []
+    ids: list[str] = []
+    for lineno, obj in jsonl_lines(path):
+        if isinstance(obj, str):
+            prompts.append(obj)
+            ids.append(str(len(ids)))
+        elif isinstance(obj, dict) and (obj.get("prompt") or obj.get("messages")):
+            prompts.append(obj.get("messages") or obj["prompt"])
+            ids.append(str(obj.get("id", len(ids))))
+        else:
+            raise ValueError(f"{path}:{lineno}: expected a string or an object with a non-empty 'prompt'")
     if not prompts:
         raise ValueError(f"{path}: no prompts found")
     return prompts, ids
@@ -233,10 +238,10 @@ def _read_labels(path: Path) -> dict[str, int]:
     if not path.is_file():
         raise FileNotFoundError(f"labels file not found: {path}")
     out: dict[str, int] = {}
-    with open(path, encoding="utf-8") as f:
-        if path.suffix.lower() == ".csv":
-            import csv as csvmod
+    if path.suffix.lower() == ".csv":
+        import csv as csvmod
 
+        with open(path, encoding="utf-8", newline="") as f:
             reader = csvmod.DictReader(f)
             missing = [c for c in ("id", "label") if c not in (reader.fieldnames or [])]
             if missing:
@@ -244,17 +249,11 @@ def _read_labels(path: Path) -> dict[str, int]:
                                  f"(found: {', '.join(reader.fieldnames or []) or 'no header'})")  # fmt: skip
             for lineno, row in enumerate(reader, 2):
                 out[str(row["id"])] = _label(row["label"], f"{path}:{lineno}")
-        else:
-            for lineno, line in enumerate(f, 1):
-                if not line.strip():
-                    continue
-                try:
-                    obj = json.loads(line)
-                except json.JSONDecodeError as e:
-                    raise ValueError(f"{path}:{lineno}: not valid JSON ({e.msg})") from e
-                if not isinstance(obj, dict) or "id" not in obj or "label" not in obj:
-                    raise ValueError(f'{path}:{lineno}: each line must be an object {{"id": ..., "label": 0 or 1}}')
-                out[str(obj["id"])] = _label(obj["label"], f"{path}:{lineno}")
+    else:
+        for lineno, obj in jsonl_lines(path):
+            if not isinstance(obj, dict) or "id" not in obj or "label" not in obj:
+                raise ValueError(f'{path}:{lineno}: each line must be an object {{"id": ..., "label": 0 or 1}}')
+            out[str(obj["id"])] = _label(obj["label"], f"{path}:{lineno}")
     if not out:
         raise ValueError(f"{path}: no labels found")
     return out

@@ -10,8 +10,10 @@ One HTML file with no external scripts, styles or fonts (a Content-Security-Poli
   question, gold answers, model answer, correctness, and the answer's tokens coloured by surprisal or
   entropy with the TRACE peak window (the w = 4 tokens of highest mean entropy) marked.
 
-Figures are lightweight inline SVG drawn from the same numbers the metrics use (`tracecal.report.plotdata`);
-``figures_dir`` also writes each figure as PNG and SVG for papers (matplotlib, `tracecal.report.figures`).
+Figures are SVG documents drawn from the same numbers the metrics use (`tracecal.report.plotdata`) by one
+code, `tracecal.report.svg`: the page inlines them and ``figures_dir`` writes the very same documents to
+``<kind>_<task>.svg`` files for papers (why SVG and not matplotlib: see that module). The run directory is
+read and the report written through `tracecal.runstore.RunStore`.
 
 Usage::
 
@@ -33,15 +35,25 @@ from typing import Any
 import numpy as np
 
 from tracecal.operators import TraceConfig
-from tracecal.report.data import RunData, default_curve_estimators, load_run, peak_windows, select_estimators
+from tracecal.report.data import (
+    RunData,
+    default_curve_estimators,
+    load_run,
+    open_run,
+    peak_windows,
+    read_results,
+    select_estimators,
+)
 from tracecal.report.html import e, examples_section, figure_block, json_for_script, page, results_tables
 from tracecal.report.plotdata import task_plots
-from tracecal.report.svg import histogram_svg, reliability_svg, risk_coverage_svg
+from tracecal.report.svg import FIGURES, export_figures
+from tracecal.runstore import RunStore
 
 __all__ = ["write_report", "build_html", "example_payload", "peak_windows", "load_run", "RunData"]
 
 PAGE_SIZE = 50
 MAX_GOLDS = 8
+REPORT_FILE = "report.html"  # the default report, an artefact of the run (written by the store)
 RELIABILITY_CAPTION = (
     "{t}: bars are the accuracy of the answers whose calibrated confidence falls in each bin (dots: their mean "
     "confidence), numbers the answers per bin, the dashed line perfect calibration. Hover for exact values."
@@ -160,76 +172,87 @@ def _meta_lines(run: RunData, shown: list[str]) -> list[str]:
     return lines
 
 
-def build_html(
-    run: RunData,
-    estimators: list[str],
-    curve_estimators: list[str],
-    figures_dir: Path | None = None,
-    max_examples: int | None = None,
-) -> str:
-    """Render the report of a loaded run (figures also written to ``figures_dir`` as PNG + SVG when given)."""
-    n_bins = int((run.results.get("config") or {}).get("n_bins") or 10)
-    plots = [task_plots(run, t, estimators, curve_estimators, n_bins) for t in run.tasks]
-    if figures_dir is not None:
-        from tracecal.report.figures import export_figures
+CAPTIONS = {"reliability": RELIABILITY_CAPTION, "risk_coverage": RC_CAPTION, "histogram": HIST_CAPTION}
 
-        export_figures(plots, figures_dir)
-    blocks: dict[str, list[str]] = {"reliability": [], "risk_coverage": [], "histogram": []}
-    for tp in plots:
-        head = f"<h3>{e(tp.task)}</h3>"
-        blocks["reliability"].append(
-            head + figure_block(f"reliability-{tp.task}", reliability_svg(tp), RELIABILITY_CAPTION.format(t=tp.task))
-        )
-        blocks["risk_coverage"].append(
-            head + figure_block(f"risk-coverage-{tp.task}", risk_coverage_svg(tp), RC_CAPTION.format(t=tp.task))
-        )
-        blocks["histogram"].append(
-            head + figure_block(f"histogram-{tp.task}", histogram_svg(tp), HIST_CAPTION.format(t=tp.task))
-        )
+
+def _results_section(run: RunData, estimators: list[str]) -> str:
     timings = run.results.get("timings") or {}
     timing_rows = "".join(
         f'<tr><td class="l">{e(k)}</td><td data-v="{float(v)!r}">{float(v):.1f}</td></tr>'
         for k, v in timings.items()
         if isinstance(v, int | float)
     )
-    results_sec = (
+    timing_table = (
+        '<details><summary>Timings (seconds per stage)</summary><table class="sortable" id="timings-table">'
+        '<thead><tr><th class="l" data-type="str">stage</th><th data-type="num">seconds</th></tr></thead>'
+        f"<tbody>{timing_rows}</tbody></table></details>"
+    )
+    return (
         '<section id="results"><h2>Results</h2>'
         + results_tables(run.results, run.tasks, estimators)
-        + (
-            '<details><summary>Timings (seconds per stage)</summary><table class="sortable" id="timings-table">'
-            '<thead><tr><th class="l" data-type="str">stage</th><th data-type="num">seconds</th></tr></thead>'
-            f"<tbody>{timing_rows}</tbody></table></details>"
-            if timing_rows
-            else ""
-        )
+        + (timing_table if timing_rows else "")
         + "</section>"
     )
+
+
+def build_html(
+    run: RunData,
+    estimators: list[str],
+    curve_estimators: list[str],
+    figures_dir: str | os.PathLike[str] | None = None,
+    max_examples: int | None = None,
+) -> str:
+    """Render the report of a loaded run (its figures also written to ``figures_dir`` as SVG files when given)."""
+    n_bins = int((run.results.get("config") or {}).get("n_bins") or 10)
+    plots = [task_plots(run, t, estimators, curve_estimators, n_bins) for t in run.tasks]
+    if figures_dir is not None:
+        export_figures(plots, figures_dir)
+    blocks: dict[str, str] = {kind: "" for kind, _ in FIGURES}
+    for tp in plots:
+        for kind, draw in FIGURES:
+            name = f"{kind.replace('_', '-')}-{tp.task}"
+            caption = CAPTIONS[kind].format(t=tp.task)
+            blocks[kind] += f"<h3>{e(tp.task)}</h3>" + figure_block(name, draw(tp), caption)
     rel_sec = (
         '<section id="reliability"><h2>Reliability diagrams</h2><p class="note">Calibrated confidence of the '
         "seed-0 evaluation split in equal-width bins; ECE is that split's (the table averages all splits).</p>"
-        + "".join(blocks["reliability"])
+        + blocks["reliability"]
         + "</section>"
     )
     rc_sec = (
         '<section id="risk-coverage"><h2>Risk–coverage curves</h2><p class="note">Estimators: '
         + e(", ".join(curve_estimators))
         + ".</p>"
-        + "".join(blocks["risk_coverage"])
+        + blocks["risk_coverage"]
         + "</section>"
     )
-    hist_sec = '<section id="histograms"><h2>Confidence histograms</h2>' + "".join(blocks["histogram"]) + "</section>"
+    hist_sec = '<section id="histograms"><h2>Confidence histograms</h2>' + blocks["histogram"] + "</section>"
     payload = example_payload(run, curve_estimators, max_examples)
     ex_sec = examples_section(
         run.tasks, len(payload["ex"]), run.n, curve_estimators[0] if curve_estimators else None, payload["w"]
     )
     title = f"tracecal report — {run.path.resolve().name}"
-    return page(
-        title, _meta_lines(run, estimators), [results_sec, rel_sec, rc_sec, hist_sec, ex_sec], json_for_script(payload)
-    )
+    sections = [_results_section(run, estimators), rel_sec, rc_sec, hist_sec, ex_sec]
+    return page(title, _meta_lines(run, estimators), sections, json_for_script(payload))
+
+
+def _write_file(dest: Path, text: str) -> Path:
+    """Write ``text`` to a file the user named (atomically: a temporary file renamed into place)."""
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, dest)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return dest
 
 
 def write_report(
-    run_dir: str | os.PathLike[str],
+    run_dir: str | os.PathLike[str] | RunStore,
     out: str | os.PathLike[str] | None = None,
     figures_dir: str | os.PathLike[str] | None = None,
     estimators: str | list[str] | None = None,
@@ -238,37 +261,24 @@ def write_report(
     """Write the self-contained HTML report of a scored run directory and return its path.
 
     Args:
-        run_dir: a run directory scored by `tracecal.evaluate.evaluate` (``results.json``, ``rows.parquet``,
-            ``predictions.parquet``, ``traces/``).
-        out: the HTML file to write (default ``RUN/report.html``).
-        figures_dir: if given, every figure is also written there as ``<name>.png`` and ``<name>.svg``.
+        run_dir: a run directory scored by `tracecal.evaluate.evaluate` (or its `RunStore`).
+        out: the HTML file to write (default: the run's ``report.html``, written by its store).
+        figures_dir: if given, every figure is also written there as ``<kind>_<task>.svg``.
         estimators: estimators to show (comma-separated names or groups such as ``trace-only``, or a list;
             default: all of the run's, with the risk–coverage charts limited to TRACE, TRACE+ and the six
             others of highest mean AUROC).
         max_examples: at most this many answers per task in the example browser (default: all).
 
     Raises:
-        FileNotFoundError: ``run_dir`` is not a scored run directory.
+        tracecal.runstore.NotARunError: ``run_dir`` is not a scored run directory (a `FileNotFoundError`).
+        tracecal.runstore.RunStoreError: ``run_dir`` is a file, or what it stores is damaged (a `ValueError`).
         ValueError: an estimator is not in the run.
     """
-    run_path = Path(run_dir)
-    res_path = run_path / "results.json"
-    if not res_path.exists():
-        raise FileNotFoundError(f"{res_path} not found: is {run_path} a scored run directory (tracecal evaluate)?")
-    available = list(json.loads(res_path.read_text()).get("estimators") or {})
-    shown = select_estimators(available, estimators)
-    run = load_run(run_path, shown)
+    store = open_run(run_dir)
+    shown = select_estimators(list(read_results(store).get("estimators") or {}), estimators)
+    run = load_run(store, shown)
     curves = shown if estimators is not None else default_curve_estimators(run, shown)
-    html_text = build_html(run, shown, curves, Path(figures_dir) if figures_dir is not None else None, max_examples)
-    dest = Path(out) if out is not None else run_path / "report.html"
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(html_text)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, dest)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return dest
+    html_text = build_html(run, shown, curves, figures_dir, max_examples)
+    if out is None:
+        return store.write_text(REPORT_FILE, html_text)
+    return _write_file(Path(out), html_text)

@@ -43,17 +43,7 @@ tr.avg td { background:#fbfbf2; }
 .tablewrap { max-height:640px; overflow:auto; border:1px solid var(--line); margin:8px 0; }
 td.rule { white-space:normal; min-width:260px; max-width:520px; text-align:left; font-size:12px; color:var(--muted); }
 figure { margin:8px 0 20px; }
-.panels { display:grid; grid-template-columns:repeat(auto-fill, minmax(190px, 1fr)); gap:4px 8px; max-width:1400px; }
-svg.panel { width:100%; height:auto; }
-svg.chart { width:100%; max-width:980px; height:auto; }
-svg text { font-family: system-ui, -apple-system, "Segoe UI", Roboto, Arial, sans-serif; fill:#1d2330; }
-svg .pt { font-size:11px; font-weight:600; } svg .ps { font-size:9.5px; fill:#5b6577; }
-svg .tk { font-size:8px; fill:#5b6577; } svg .tk2 { font-size:11px; fill:#5b6577; }
-svg .ax { font-size:10px; fill:#5b6577; } svg .lg { font-size:11px; }
-svg .ct { font-size:7px; fill:#333; } svg .ct.in { fill:#fff; }
-svg .frame { fill:none; stroke:#9aa3b2; stroke-width:0.8; }
-svg .diag { stroke:#888; stroke-dasharray:3 3; stroke-width:0.8; }
-svg .grid { stroke:#e3e7ee; stroke-width:0.8; }
+svg.figure { display:block; max-width:100%; height:auto; }
 figcaption { color:var(--muted); font-size:12.5px; max-width:1100px; }
 .controls { display:flex; flex-wrap:wrap; gap:10px 18px; align-items:center; margin:8px 0; padding:8px;
   background:var(--soft); border:1px solid var(--line); }

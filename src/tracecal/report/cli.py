@@ -1,5 +1,10 @@
 """`tracecal report RUN_DIR`: the command function, registered by the main app as
-``app.command("report")(report_command)``."""
+``app.command("report")(report_command)``.
+
+Input it cannot report on (a missing folder, a folder that is not a scored run, a file, damaged results or
+tables, an unknown estimator) and files it cannot write end the command with exit status 2 and one line
+saying what is wrong and what to do, never a traceback.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +14,7 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 __all__ = ["report_command"]
 
@@ -21,7 +27,7 @@ def report_command(
         Path | None, typer.Option("--out", "-o", help="HTML file to write (default RUN/report.html)")
     ] = None,
     figures: Annotated[
-        Path | None, typer.Option("--figures", help="also write every figure as PNG and SVG into this folder")
+        Path | None, typer.Option("--figures", help="also write every figure as an SVG file into this folder")
     ] = None,
     estimators: Annotated[
         str | None,
@@ -37,10 +43,11 @@ def report_command(
     t0 = time.perf_counter()
     try:
         path = write_report(run_dir, out=out, figures_dir=figures, estimators=estimators, max_examples=max_examples)
-    except (FileNotFoundError, ValueError) as err:
-        _console.print(f"[bold red]error:[/] {err}", soft_wrap=True, markup=True, highlight=False)
+    except (OSError, ValueError) as err:  # RunStoreError / NotARunError, estimator selection, I/O
+        _console.print(f"[bold red]error:[/] {escape(str(err))}", soft_wrap=True, markup=True, highlight=False)
         raise typer.Exit(2) from err
     size = path.stat().st_size / 1e6
-    _console.print(f"report: [bold]{path}[/] ({size:.1f} MB, {time.perf_counter() - t0:.1f} s)", highlight=False)
+    secs = time.perf_counter() - t0
+    _console.print(f"report: [bold]{escape(str(path))}[/] ({size:.1f} MB, {secs:.1f} s)", highlight=False)
     if figures is not None:
-        _console.print(f"figures: [bold]{figures}[/] (PNG + SVG)", highlight=False)
+        _console.print(f"figures: [bold]{escape(str(figures))}[/] (SVG)", highlight=False)

@@ -1,24 +1,30 @@
-"""Reading a run directory for the report: results, per-answer rows, seed-0 predictions and token traces.
+"""Reading a run for the report: results, per-answer rows, seed-0 predictions and the answers' tokens.
 
-Everything is read column-wise with pyarrow (no `Trace` objects), so a 5,000-answer run loads in well
-under a second. Rows, predictions and traces are aligned on ``(task, id)``.
+Everything is read through the run's `RunStore` (the only code that knows the run directory's layout),
+column-wise with pyarrow (no `Trace` objects), so a 5,000-answer run loads in well under a second. Rows,
+predictions and tokens are aligned on ``(task, id)``. A path that is not a scored run, or a run whose stored
+results are damaged, raises a `RunStoreError` whose message says what to do (the CLI prints it).
 """
 
 from __future__ import annotations
 
-import json
 import math
+import os
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from tracecal.operators import Segments, TraceConfig
+from tracecal.runstore import TRACES, NotARunError, RunStore, RunStoreError
 
-__all__ = ["RunData", "TaskTokens", "load_run", "peak_windows", "select_estimators", "default_curve_estimators"]
+__all__ = [
+    "RunData", "TaskTokens", "load_run", "open_run", "read_results", "peak_windows", "select_estimators",
+    "default_curve_estimators",
+]  # fmt: skip
 
 TRACE_COLUMNS = ("id", "token_strings", "surprisal", "entropy")
 
@@ -45,10 +51,10 @@ class RunData:
 
     Attributes:
         path: the run directory.
-        results: ``results.json`` as a dict.
-        tasks: task names in ``results.json`` order (the pseudo-task ``average`` is not one of them).
-        estimators: every estimator in ``results.json`` order.
-        rows: ``rows.parquet`` columns as Python lists (task, id, question, golds, answer, correct, ...).
+        results: the run's results (`RunStore.read_results`) as a dict.
+        tasks: task names in the results' order (the pseudo-task ``average`` is not one of them).
+        estimators: every estimator in the results' order.
+        rows: the ``rows`` table's columns as Python lists (task, id, question, golds, answer, correct, ...).
         correct: the 0/1 labels of the rows, int64.
         split: seed-0 split of each row (``"cal"`` / ``"eval"``; ``""`` when predictions lack the row).
         prob: ``prob:<estimator>`` per row (NaN on calibration rows / when missing), for every estimator.
@@ -82,12 +88,6 @@ class RunData:
         return idx[ok]
 
 
-def _read_json(path: Path) -> dict[str, Any]:
-    if not path.exists():
-        raise FileNotFoundError(f"{path} not found: is {path.parent} a scored run directory (tracecal evaluate)?")
-    return json.loads(path.read_text())
-
-
 def _key(tasks: list[Any], ids: list[Any]) -> list[tuple[str, str]]:
     return [(str(t), str(i)) for t, i in zip(tasks, ids, strict=True)]
 
@@ -102,24 +102,16 @@ def _flat(col: pa.ChunkedArray) -> tuple[np.ndarray, pa.Array]:
     return offsets - (offsets[0] if len(offsets) else 0), values
 
 
-def _read_task_traces(run: Path, task: str) -> pa.Table | None:
-    d = run / "traces" / task
-    files = sorted(d.glob("*.parquet")) if d.is_dir() else []
-    if not files:
-        return None
-    tables = []
-    for f in files:
-        names = pq.read_schema(f).names
-        cols = [c for c in TRACE_COLUMNS if c in names]
-        tables.append(pq.read_table(f, columns=cols))
-    return pa.concat_tables(tables, promote_options="default")
-
-
-def _task_tokens(run: Path, task: str, row_ids: list[str]) -> TaskTokens:
-    """Tokens of ``row_ids`` (in that order) from ``RUN/traces/<task>/*.parquet``."""
+def _task_tokens(store: RunStore, task: str, row_ids: list[str]) -> TaskTokens:
+    """Tokens of ``row_ids`` (in that order) from the task's generation pass."""
     n = len(row_ids)
     empty = TaskTokens([], np.zeros(0), np.zeros(0), np.zeros(n + 1, np.int64), np.zeros(n, bool))
-    table = _read_task_traces(run, task)
+    table = _read(
+        store,
+        f"generated answers of task {task}",
+        lambda: store.read_pass(TRACES, task, columns=TRACE_COLUMNS),
+        "delete the damaged shard and run `tracecal evaluate` with the run's settings again to regenerate it",
+    )
     if table is None or not {"surprisal", "entropy"} <= set(table.column_names):
         return empty
     t_off, s_vals = _flat(table.column("surprisal"))
@@ -129,7 +121,7 @@ def _task_tokens(run: Path, task: str, row_ids: list[str]) -> TaskTokens:
     if "token_strings" in table.column_names:
         _, str_vals = _flat(table.column("token_strings"))
         str_all = str_vals.to_pylist()
-    else:  # pragma: no cover - every tracecal traces file has token_strings
+    else:  # pragma: no cover - every stored answer has its token strings
         str_all = [""] * len(s_all)
     tids = [str(x) for x in table.column("id").to_pylist()] if "id" in table.column_names else []
     pos = {tid: k for k, tid in enumerate(tids)}
@@ -233,58 +225,111 @@ def default_curve_estimators(run: RunData, shown: list[str], k: int = 8) -> list
     return (first + rest)[:k]
 
 
-def load_run(run_dir: str | Path, estimators: list[str] | None = None) -> RunData:
-    """Load ``results.json``, ``rows.parquet``, ``predictions.parquet`` and the token traces of a run.
+# ------------------------------------------------------------------------------------------- reading the run
+RESCORE = "re-score it with `tracecal evaluate --score-only` and the run's settings"
 
-    ``estimators`` limits which ``raw:`` / ``prob:`` prediction columns are read (default: all of them).
-    """
+
+def open_run(run_dir: str | os.PathLike[str] | RunStore) -> RunStore:
+    """The store of an existing run directory (`NotARunError` / `RunStoreError` with a message otherwise)."""
+    if isinstance(run_dir, RunStore):
+        return run_dir
     path = Path(run_dir)
+    if path.is_file():
+        raise RunStoreError(
+            f"{path} is a file, not a run directory: pass the folder given to `tracecal evaluate --run-dir`"
+        )
     if not path.is_dir():
-        raise FileNotFoundError(f"run directory not found: {path}")
-    results = _read_json(path / "results.json")
-    all_est = list(results.get("estimators") or {})
-    tasks = list(results.get("tasks") or {})
-    rows_path = path / "rows.parquet"
-    if not rows_path.exists():
-        raise FileNotFoundError(f"{rows_path} not found: the run has not been scored (tracecal evaluate)")
-    rows_t = pq.read_table(rows_path)
-    rows = {c: rows_t.column(c).to_pylist() for c in rows_t.column_names}
-    n = rows_t.num_rows
+        raise NotARunError(f"run directory not found: {path}")
+    return RunStore(path)
+
+
+def read_results(store: RunStore) -> dict[str, Any]:
+    """The run's results, checked to have the shape `tracecal evaluate` writes."""
+    try:
+        doc = store.read_results()  # RunStoreError when it is not JSON
+    except NotARunError as e:
+        if not store.exists():
+            raise
+        raise NotARunError(
+            f"{store.path} holds a run that has not been scored yet: finish it with `tracecal evaluate` "
+            "(same settings), or score what it holds with `tracecal evaluate --score-only`"
+        ) from e
+    except RunStoreError as e:  # damaged: not JSON
+        raise RunStoreError(f"{e} To repair the run, {RESCORE}.") from e
+    if not isinstance(doc, dict) or not all(isinstance(doc.get(k), dict) for k in ("tasks", "metrics")):
+        raise RunStoreError(f"the stored results of {store.path} are damaged (no tasks and metrics): {RESCORE}")
+    if not isinstance(doc.get("estimators") or {}, dict) or not isinstance(doc.get("config") or {}, dict):
+        raise RunStoreError(f"the stored results of {store.path} are damaged (estimators, config): {RESCORE}")
+    return doc
+
+
+def _read(store: RunStore, what: str, read: Callable[[], Any], fix: str = RESCORE) -> Any:
+    """``read()``, with a damaged file reported as a `RunStoreError` naming ``what`` and the ``fix``."""
+    try:
+        return read()
+    except (pa.ArrowException, OSError) as e:
+        raise RunStoreError(f"cannot read the {what} in {store.path} ({e}): {fix}") from e
+
+
+def _rows(store: RunStore) -> tuple[dict[str, list[Any]], int]:
+    table = _read(store, "per-answer rows", lambda: store.read_table("rows"))
+    if table is None:
+        raise NotARunError(f"{store.path} has results but no per-answer rows: {RESCORE}")
+    rows = {c: table.column(c).to_pylist() for c in table.column_names}
+    n = table.num_rows
     for c, default in (("question", ""), ("golds", "[]"), ("answer", ""), ("stop_reason", ""), ("n_tokens", 0)):
         rows.setdefault(c, [default] * n)
-    correct = np.asarray(rows.get("correct", [0] * n), dtype=np.int64)
-    keys = _key(rows["task"], rows["id"])
-    for t in dict.fromkeys(str(x) for x in rows["task"]):
-        if t not in tasks:
-            tasks.append(t)
-    want = all_est if estimators is None else estimators
+    if "task" not in rows or "id" not in rows:
+        raise RunStoreError(f"the per-answer rows of {store.path} have no task / id columns: {RESCORE}")
+    return rows, n
+
+
+def _predictions(
+    store: RunStore, keys: list[tuple[str, str]], want: Sequence[str]
+) -> tuple[np.ndarray, dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """Seed-0 split, ``prob:`` and ``raw:`` columns aligned with the rows' ``keys`` (NaN / "" where missing)."""
+    n = len(keys)
     split = np.full(n, "", dtype=object)
     prob = {e: np.full(n, np.nan) for e in want}
     raw = {e: np.full(n, np.nan) for e in want}
-    pred_path = path / "predictions.parquet"
-    if pred_path.exists():
-        names = set(pq.read_schema(pred_path).names)
-        cols = ["task", "id"] + [c for c in ("split",) if c in names]
-        cols += [f"{k}:{e}" for e in want for k in ("raw", "prob") if f"{k}:{e}" in names]
-        pt = pq.read_table(pred_path, columns=cols)
-        pkeys = _key(pt.column("task").to_pylist(), pt.column("id").to_pylist())
-        if pkeys == keys:
-            order = np.arange(n)
-            hit = np.ones(n, bool)
-        else:
-            ppos = {k: i for i, k in enumerate(pkeys)}
-            src = np.array([ppos.get(k, -1) for k in keys], dtype=np.int64)
-            hit, order = src >= 0, np.maximum(src, 0)
-        if "split" in pt.column_names and pt.num_rows:
-            sp = np.asarray(pt.column("split").to_pylist(), dtype=object)
-            split[hit] = sp[order[hit]]
-        for e in want:
-            for kind, dst in (("raw", raw), ("prob", prob)):
-                c = f"{kind}:{e}"
-                if c in pt.column_names and pt.num_rows:
-                    v = pt.column(c).to_numpy(zero_copy_only=False).astype(np.float64)
-                    dst[e][hit] = v[order[hit]]
+    cols = ["task", "id", "split"] + [f"{k}:{e}" for e in want for k in ("raw", "prob")]
+    pt = _read(store, "predictions", lambda: store.read_table("predictions", columns=cols))
+    if pt is None or pt.num_rows == 0 or not {"task", "id"} <= set(pt.column_names):
+        return split, prob, raw
+    pkeys = _key(pt.column("task").to_pylist(), pt.column("id").to_pylist())
+    if pkeys == keys:
+        order, hit = np.arange(n), np.ones(n, bool)
+    else:
+        ppos = {k: i for i, k in enumerate(pkeys)}
+        src = np.array([ppos.get(k, -1) for k in keys], dtype=np.int64)
+        hit, order = src >= 0, np.maximum(src, 0)
+    if "split" in pt.column_names:
+        split[hit] = np.asarray(pt.column("split").to_pylist(), dtype=object)[order[hit]]
+    for e in want:
+        for kind, dst in (("raw", raw), ("prob", prob)):
+            if f"{kind}:{e}" in pt.column_names:
+                v = pt.column(f"{kind}:{e}").to_numpy(zero_copy_only=False).astype(np.float64)
+                dst[e][hit] = v[order[hit]]
+    return split, prob, raw
+
+
+def load_run(run_dir: str | os.PathLike[str] | RunStore, estimators: list[str] | None = None) -> RunData:
+    """Load a scored run through its `RunStore`: results, rows, seed-0 predictions and the answers' tokens.
+
+    ``estimators`` limits which ``raw:`` / ``prob:`` prediction columns are read (default: all of them).
+    Raises `NotARunError` (a `FileNotFoundError`) when ``run_dir`` holds no scored run, `RunStoreError` when
+    what it holds is damaged.
+    """
+    store = open_run(run_dir)
+    results = read_results(store)
+    all_est = list(results.get("estimators") or {})
+    tasks = list(results["tasks"])
+    rows, n = _rows(store)
+    correct = np.asarray(rows.get("correct", [0] * n), dtype=np.int64)
+    keys = _key(rows["task"], rows["id"])
+    tasks += [t for t in dict.fromkeys(str(x) for x in rows["task"]) if t not in tasks]
+    split, prob, raw = _predictions(store, keys, all_est if estimators is None else estimators)
     task_arr = np.asarray([str(t) for t in rows["task"]], dtype=object)
     task_rows = {t: np.flatnonzero(task_arr == t) for t in tasks}
-    tokens = {t: _task_tokens(path, t, [str(rows["id"][i]) for i in idx]) for t, idx in task_rows.items()}
-    return RunData(path, results, tasks, all_est, rows, correct, split, prob, raw, tokens, task_rows)
+    tokens = {t: _task_tokens(store, t, [str(rows["id"][i]) for i in idx]) for t, idx in task_rows.items()}
+    return RunData(store.path, results, tasks, all_est, rows, correct, split, prob, raw, tokens, task_rows)

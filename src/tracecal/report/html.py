@@ -74,14 +74,9 @@ def _metric_cell(m: dict[str, Any] | None, best: bool) -> str:
     return f'<td data-v="{_dv(mean)}"{cls}>{_fmt(mean)}{sd_html}</td>'
 
 
-def results_tables(results: dict[str, Any], tasks: list[str], estimators: list[str]) -> str:
-    """The per-task summary table and the sortable task × estimator results table."""
-    tinfo: dict[str, dict[str, Any]] = results.get("tasks") or {}
-    metrics: dict[str, dict[str, dict[str, Any]]] = results.get("metrics") or {}
-    cfg = results.get("config") or {}
-    n_seeds = cfg.get("n_seeds", "?")
+def _task_table(tinfo: dict[str, dict[str, Any]], metrics: dict[str, Any], tasks: list[str]) -> list[str]:
+    """The per-task summary table (examples, correct answers, base rate, split sizes, ...)."""
     out: list[str] = []
-    # ---- task summary
     out.append('<h3>Tasks</h3><div class="tablewrap"><table class="sortable" id="task-table"><thead><tr>')
     heads = [("task", "l", "str"), ("examples", "", "num"), ("correct", "", "num"), ("base rate", "", "num"),
              ("eval / cal per seed", "", "num"), ("mean tokens", "", "num"), ("empty answers", "", "num"),
@@ -109,7 +104,27 @@ def results_tables(results: dict[str, Any], tasks: list[str], estimators: list[s
             f'<td class="l">{e(ek)}</td><td class="rule">{e(ti.get("label_rule", ""))}</td></tr>'
         )
     out.append("</tbody></table></div>")
-    # ---- results
+    return out
+
+
+def _best(per: dict[str, Any], shown: list[str]) -> dict[str, set[str]]:
+    """Per metric, the estimators with the best mean (ties all marked; none when all are equal)."""
+    best: dict[str, set[str]] = {}
+    for key, _, higher in METRIC_COLUMNS:
+        vals = {x: _num((per[x].get(key) or {}).get("mean")) for x in shown}
+        fin = [v for v in vals.values() if math.isfinite(v)]
+        if len(fin) > 1 and max(fin) > min(fin):
+            top = max(fin) if higher else min(fin)
+            best[key] = {x for x, v in vals.items() if math.isfinite(v) and abs(v - top) <= 1e-12}
+    return best
+
+
+def results_tables(results: dict[str, Any], tasks: list[str], estimators: list[str]) -> str:
+    """The per-task summary table and the sortable task × estimator results table."""
+    tinfo: dict[str, dict[str, Any]] = results.get("tasks") or {}
+    metrics: dict[str, dict[str, dict[str, Any]]] = results.get("metrics") or {}
+    n_seeds = (results.get("config") or {}).get("n_seeds", "?")
+    out = _task_table(tinfo, metrics, tasks)
     rows_tasks = list(tasks) + (["average"] if "average" in metrics else [])
     out.append(
         f'<h3>Results</h3><p class="note">Mean <span class="sd">± sd</span> over {e(n_seeds)} calibration / '
@@ -128,13 +143,7 @@ def results_tables(results: dict[str, Any], tasks: list[str], estimators: list[s
     for task in rows_tasks:
         per = metrics.get(task) or {}
         shown = [x for x in estimators if x in per]
-        best: dict[str, set[str]] = {}
-        for key, _, higher in METRIC_COLUMNS:
-            vals = {x: _num((per[x].get(key) or {}).get("mean")) for x in shown}
-            fin = [v for v in vals.values() if math.isfinite(v)]
-            if len(fin) > 1 and max(fin) > min(fin):  # ties for best are all marked; no mark if all equal
-                top = max(fin) if higher else min(fin)
-                best[key] = {x for x, v in vals.items() if math.isfinite(v) and abs(v - top) <= 1e-12}
+        best = _best(per, shown)
         if task == "average":
             n_all = sum(_num(tinfo.get(t, {}).get("n")) for t in tasks)
             accs = [_num(tinfo.get(t, {}).get("accuracy")) for t in tasks]
@@ -159,7 +168,7 @@ def results_tables(results: dict[str, Any], tasks: list[str], estimators: list[s
 
 
 def figure_block(name: str, svg: str, caption: str) -> str:
-    """One figure: trusted inline SVG markup (built with escaped text by `tracecal.report.svg`) and a caption."""
+    """One figure: a trusted SVG document (built with escaped text by `tracecal.report.svg`) and a caption."""
     return f'<figure id="fig-{e(name)}">{svg}<figcaption>{e(caption)}</figcaption></figure>'
 
 

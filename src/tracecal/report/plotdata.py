@@ -1,6 +1,6 @@
-"""The numbers behind the report's figures, computed once and drawn twice (inline SVG, matplotlib export).
+"""The numbers behind the report's figures, computed once and drawn by `tracecal.report.svg`.
 
-All figures use the seed-0 evaluation split stored in ``predictions.parquet``: reliability diagrams and
+All figures use the seed-0 evaluation split stored in the run's predictions table: reliability diagrams and
 histograms the calibrated probabilities (``prob:``), risk–coverage curves the raw scores (``raw:``),
 as the metrics do (`tracecal.metrics.reliability_bins`, `tracecal.metrics.risk_coverage_curve`).
 """

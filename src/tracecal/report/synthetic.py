@@ -1,21 +1,27 @@
-"""A synthetic scored run directory in the exact on-disk format of `tracecal.evaluate` (no model needed).
+"""A synthetic scored run directory in the format `tracecal.evaluate` writes (no model needed).
 
-For the report's tests, its benchmark and demos: ``results.json``, ``rows.parquet``, ``predictions.parquet``
-and ``traces/<task>/<shard>.parquet`` (written with `tracecal.save_traces`). Scores carry a real signal
-(correct answers score higher on average), probabilities come from a logistic map of the scores, and
-the metrics in ``results.json`` are computed from them with `tracecal.metrics.compute_all`.
+For the report's tests, its benchmark and demos. Everything goes through `RunStore`, as evaluate writes it:
+the settings and identity of an `EvalConfig` (`RunStore.open`), the generation pass shard by shard
+(`RunStore.write_traces`), the per-answer tables ``rows``, ``scores`` and ``predictions``
+(`RunStore.write_table`), and the results with their CSV and Markdown (`RunStore.write_results`,
+`tracecal.results`). Scores carry a real signal (correct answers score higher on average), probabilities come
+from a logistic map of the scores, and the metrics are computed from them with `tracecal.metrics.compute_all`.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
+
+from tracecal.runstore import TRACES, RunStore
+from tracecal.trace import Trace
 
 __all__ = ["write_synthetic_run", "SYNTHETIC_ESTIMATORS"]
 
@@ -26,19 +32,90 @@ SYNTHETIC_ESTIMATORS = (
     "beam_neg_entropy", "tokensar", "mars", "p_true", "verbalized",
 )  # fmt: skip
 
-_WORDS = (
+WORDS = (
     "the", "answer", "is", "a", "of", "Paris", "river", "king", "1942", "seven", "apples", "in", "total", "onion",
     "antelope", "mammal", "because", "first", "then", "so", "he", "has", "left", "Dieppe", "Edward", "III", "&",
     "it", "was", "not", "\n", "=", "+", "42", "Answer:", "approximately", "famous", "painter", "Rome", "gold",
 )  # fmt: skip
+CAL_FRAC = 0.35
+
+Overrides = dict[tuple[str, int], dict[str, Any]]
 
 
-def _sigmoid(x: np.ndarray) -> np.ndarray:
-    return 1.0 / (1.0 + np.exp(-x))
+def _answers(
+    rng: np.random.Generator, task: str, y: np.ndarray, max_tokens: int, overrides: Overrides
+) -> tuple[list[Trace], dict[str, list[Any]]]:
+    """The task's traces and its ``rows`` columns (as `tracecal.evaluate` stores them)."""
+    traces: list[Trace] = []
+    rows: dict[str, list[Any]] = {k: [] for k in ("task", "id", "question", "golds", "answer", "stop_reason")}
+    for i in range(len(y)):
+        ov = overrides.get((task, i), {})
+        toks = list(ov.get("tokens") or [])
+        if not toks:
+            k = rng.integers(0, len(WORDS), int(rng.integers(1, max_tokens + 1)))
+            toks = [(" " if j else "") + str(WORDS[w]) for j, w in enumerate(k)]
+        s = rng.exponential(0.6 + 0.8 * (1 - y[i]), len(toks))
+        offs = np.concatenate([[0], np.cumsum([len(t) for t in toks])[:-1]]).astype(np.int64)
+        text = ov.get("answer", "".join(toks))
+        qid = f"{task}-{i}"
+        h = s + rng.exponential(1.0, len(toks))
+        traces.append(Trace(text=text, token_ids=np.arange(len(toks)), surprisal=s, entropy=h, token_strings=toks,
+                            offsets=offs, stop_reason="eos", id=qid, meta={"task": task}))  # fmt: skip
+        golds = ov.get("golds") or [f"gold {i}"] + [f"alias {k} of {i}" for k in range(int(rng.integers(0, 12)))]
+        question = ov.get("question", f"Synthetic question {i} of {task}: what is item {i}?")
+        values = (task, qid, question, json.dumps(golds, ensure_ascii=False), text, "eos")
+        for col, v in zip(rows, values, strict=True):
+            rows[col].append(v)
+    return traces, rows | {"correct": y.tolist(), "n_tokens": [len(t.token_ids) for t in traces]}
+
+
+def _scores(
+    rng: np.random.Generator, y: np.ndarray, cal: np.ndarray, estimators: Sequence[str], n_seeds: int
+) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """Raw scores (``scores`` columns), seed-0 ``raw:`` / ``prob:`` predictions and metrics per estimator."""
+    from tracecal.metrics import compute_all
+
+    scores: dict[str, Any] = {}
+    preds: dict[str, Any] = {}
+    metrics: dict[str, Any] = {}
+    ev = ~cal
+    for ei, est in enumerate(estimators):
+        raw = (0.3 + 2.0 * rng.random()) * y + rng.normal(0, 1, len(y)) + 0.01 * ei
+        prob = np.clip(1.0 / (1.0 + np.exp(-(1.2 * raw - 1.0 + 0.3 * rng.normal()))), 0.0, 1.0)
+        scores[est] = raw
+        preds[f"raw:{est}"], preds[f"prob:{est}"] = np.where(cal, np.nan, raw), np.where(cal, np.nan, prob)
+        m = compute_all(y[ev], raw[ev], prob[ev]) if len(np.unique(y[ev])) == 2 else {}
+        m |= {"n": float(ev.sum()), "n_correct": float(y[ev].sum()), "n_cal": float(cal.sum()),
+              "n_correct_cal": float(y[cal].sum())}  # fmt: skip
+        metrics[est] = {
+            k: {"mean": float(v), "sd": float(0.02 * rng.random()), "n_seeds": n_seeds} for k, v in m.items()
+        }
+    return scores, preds, metrics
+
+
+def _task_info(task: str, y: np.ndarray, cal: np.ndarray, lengths: list[int]) -> dict[str, Any]:
+    return {
+        "n": len(y), "n_correct": int(y.sum()), "accuracy": float(y.mean()), "n_correct_cal": int(y[cal].sum()),
+        "n_correct_eval": int(y[~cal].sum()), "label_rule": f"synthetic labels for {task}", "zero_token_answers": 0,
+        "stopped_at_length": 0, "mean_answer_tokens": float(np.mean(lengths)), "entropy_kind": ["exact"],
+        "nan_mapped": {}, "not_run": [],
+    }  # fmt: skip
+
+
+def _average(metrics: dict[str, Any], tasks: Sequence[str], estimators: Sequence[str]) -> dict[str, Any]:
+    """The mean over tasks of the per-task means (the pseudo-task ``average``)."""
+    return {
+        est: {
+            k: {"mean": float(np.mean([metrics[t][est][k]["mean"] for t in tasks if k in metrics[t][est]])),
+                "sd": float("nan"), "n_seeds": len(tasks)}
+            for k in metrics[tasks[0]][est]
+        }
+        for est in estimators
+    }  # fmt: skip
 
 
 def write_synthetic_run(
-    path: str | Path,
+    path: str | os.PathLike[str],
     tasks: Sequence[str] = ("triviaqa", "svamp", "truthfulqa", "mlqa"),
     n_per_task: int = 100,
     estimators: Sequence[str] = SYNTHETIC_ESTIMATORS,
@@ -46,9 +123,9 @@ def write_synthetic_run(
     shard_size: int = 64,
     n_seeds: int = 20,
     seed: int = 0,
-    overrides: dict[tuple[str, int], dict[str, Any]] | None = None,
+    overrides: Overrides | None = None,
 ) -> Path:
-    """Write a synthetic scored run directory and return its path.
+    """Write a synthetic scored run directory (through its `RunStore`) and return its path.
 
     Args:
         path: the run directory to create.
@@ -56,105 +133,47 @@ def write_synthetic_run(
         n_per_task: answers per task.
         estimators: estimator names (any strings; the built-in 24 by default).
         max_tokens: answers get 1 … ``max_tokens`` tokens (uniform).
-        shard_size: answers per traces shard.
+        shard_size: answers per shard of the generation pass.
         n_seeds: recorded in the config (the metrics are computed once, their sd is synthetic).
         seed: random seed.
         overrides: ``{(task, row index): {"question": ..., "answer": ..., "tokens": [...], "golds": [...]}}``
             to plant specific content (e.g. markup for escaping tests); ``tokens`` sets the answer's tokens.
     """
-    from tracecal.metrics import compute_all
-    from tracecal.trace import Trace, save_traces
+    from tracecal.evaluate import EvalConfig
+    from tracecal.results import Results, results_csv, results_markdown
 
     rng = np.random.default_rng(seed)
-    run = Path(path)
-    run.mkdir(parents=True, exist_ok=True)
-    overrides = overrides or {}
-    rows: dict[str, list[Any]] = {k: [] for k in ("task", "id", "question", "golds", "answer", "correct",
-                                                  "n_tokens", "stop_reason")}  # fmt: skip
-    preds: dict[str, list[Any]] = {"task": [], "id": [], "split": [], "correct": []}
-    for est in estimators:
-        preds[f"raw:{est}"] = []
-        preds[f"prob:{est}"] = []
-    task_info: dict[str, Any] = {}
+    cfg = EvalConfig(
+        tasks=list(tasks), limit=n_per_task, model="synthetic", dtype="float32", estimators=list(estimators),
+        n_seeds=n_seeds, cal_frac=CAL_FRAC, shard_size=shard_size,
+    )  # fmt: skip
+    store = RunStore(path)
+    store.open(cfg.to_dict(), cfg.identity())
+    tables: dict[str, list[pa.Table]] = {"rows": [], "scores": [], "predictions": []}
+    info: dict[str, Any] = {}
     metrics: dict[str, Any] = {}
     for task in tasks:
-        n = n_per_task
-        acc = 0.2 + 0.6 * rng.random()
-        y = (rng.random(n) < acc).astype(np.int64)
-        traces = []
-        for i in range(n):
-            ov = overrides.get((task, i), {})
-            toks = list(ov.get("tokens") or [])
-            if not toks:
-                t_len = int(rng.integers(1, max_tokens + 1))
-                toks = [(" " if j else "") + str(_WORDS[k]) for j, k in enumerate(rng.integers(0, len(_WORDS), t_len))]
-            t_len = len(toks)
-            s = rng.exponential(0.6 + 0.8 * (1 - y[i]), t_len)
-            h = s + rng.exponential(1.0, t_len)
-            text = "".join(toks)
-            offs = np.concatenate([[0], np.cumsum([len(t) for t in toks])[:-1]]).astype(np.int64)
-            qid = f"{task}-{i}"
-            traces.append(Trace(text=ov.get("answer", text), token_ids=np.arange(t_len), surprisal=s, entropy=h,
-                                token_strings=toks, offsets=offs, stop_reason="eos", id=qid,
-                                meta={"task": task}))  # fmt: skip
-            golds = ov.get("golds") or [f"gold {i}"] + [f"alias {k} of {i}" for k in range(int(rng.integers(0, 12)))]
-            rows["task"].append(task)
-            rows["id"].append(qid)
-            rows["question"].append(ov.get("question", f"Synthetic question {i} of {task}: what is item {i}?"))
-            rows["golds"].append(json.dumps(golds, ensure_ascii=False))
-            rows["answer"].append(ov.get("answer", text))
-            rows["correct"].append(int(y[i]))
-            rows["n_tokens"].append(t_len)
-            rows["stop_reason"].append("eos")
-        for k in range(0, n, shard_size):
-            save_traces(traces[k : k + shard_size], run / "traces" / task / f"{k // shard_size:05d}.parquet")
-        cal = np.zeros(n, dtype=bool)
-        cal[rng.permutation(n)[: int(round(0.35 * n))]] = True
-        preds["task"] += [task] * n
-        preds["id"] += [f"{task}-{i}" for i in range(n)]
-        preds["split"] += np.where(cal, "cal", "eval").tolist()
-        preds["correct"] += y.tolist()
-        metrics[task] = {}
-        for ei, est in enumerate(estimators):
-            strength = 0.3 + 2.0 * rng.random()
-            raw = strength * y + rng.normal(0, 1, n) + 0.01 * ei
-            prob = np.clip(_sigmoid(1.2 * raw - 1.0 + 0.3 * rng.normal()), 0.0, 1.0)
-            raw_c, prob_c = np.where(cal, np.nan, raw), np.where(cal, np.nan, prob)
-            preds[f"raw:{est}"] += raw_c.tolist()
-            preds[f"prob:{est}"] += prob_c.tolist()
-            ev = ~cal
-            m = compute_all(y[ev], raw[ev], prob[ev]) if len(np.unique(y[ev])) == 2 else {}
-            m |= {"n": float(ev.sum()), "n_correct": float(y[ev].sum()), "n_cal": float(cal.sum()),
-                  "n_correct_cal": float(y[cal].sum())}  # fmt: skip
-            metrics[task][est] = {
-                k: {"mean": float(v), "sd": float(0.02 * rng.random()), "n_seeds": n_seeds} for k, v in m.items()
-            }
-        task_info[task] = {
-            "n": n, "n_correct": int(y.sum()), "accuracy": float(y.mean()), "n_correct_cal": int(y[cal].sum()),
-            "n_correct_eval": int(y[~cal].sum()), "label_rule": f"synthetic labels for {task}",
-            "zero_token_answers": 0, "stopped_at_length": 0,
-            "mean_answer_tokens": float(np.mean(rows["n_tokens"][-n:])), "entropy_kind": ["exact"], "nan_mapped": {},
-        }  # fmt: skip
+        t0 = time.perf_counter()
+        y = (rng.random(n_per_task) < 0.2 + 0.6 * rng.random()).astype(np.int64)
+        traces, rows = _answers(rng, task, y, max_tokens, overrides or {})
+        for k in range(0, n_per_task, shard_size):
+            store.write_traces(task, k // shard_size, traces[k : k + shard_size])
+        store.add_time(f"generate/{task}", time.perf_counter() - t0)
+        cal = np.zeros(n_per_task, dtype=bool)
+        cal[rng.permutation(n_per_task)[: int(round(CAL_FRAC * n_per_task))]] = True
+        scores, preds, metrics[task] = _scores(rng, y, cal, estimators, n_seeds)
+        key = {"task": rows["task"], "id": rows["id"]}
+        tables["rows"].append(pa.table(rows))
+        tables["scores"].append(pa.table(key | scores))
+        split = {"split": np.where(cal, "cal", "eval").tolist(), "correct": y}
+        tables["predictions"].append(pa.table(key | split | preds))
+        info[task] = _task_info(task, y, cal, rows["n_tokens"])
     if len(tasks) > 1:
-        metrics["average"] = {
-            est: {
-                k: {"mean": float(np.mean([metrics[t][est][k]["mean"] for t in tasks if k in metrics[t][est]])),
-                    "sd": float("nan"), "n_seeds": len(tasks)}
-                for k in metrics[tasks[0]][est]
-            }
-            for est in estimators
-        }  # fmt: skip
-    pq.write_table(pa.table(rows), run / "rows.parquet")
-    pq.write_table(pa.table(preds), run / "predictions.parquet")
-    results = {
-        "config": {"tasks": list(tasks), "limit": n_per_task, "model": None, "estimators": list(estimators),
-                   "n_seeds": n_seeds, "cal_frac": 0.35, "calibrator": "platt", "n_bins": 10},
-        "tasks": task_info,
-        "metrics": metrics,
-        "estimators": {e: {"family": "synthetic", "needs": ["trace"], "description": f"synthetic {e}",
-                           "self_calibrated": False} for e in estimators},
-        "substitutes": [],
-        "timings": {"generate": 1.0, "score": 0.5},
-    }  # fmt: skip
-    (run / "results.json").write_text(json.dumps(results, indent=1, allow_nan=True))
-    return run
+        metrics["average"] = _average(metrics, tasks, estimators)
+    for name, parts in tables.items():
+        store.write_table(name, pa.concat_tables(parts, promote_options="default"))
+    est_info = {e: {"family": "synthetic", "stats": [], "passes": [TRACES], "description": f"synthetic {e}",
+                    "self_calibrated": False} for e in estimators}  # fmt: skip
+    res = Results(cfg.to_dict(), info, metrics, est_info, [], store.timings())
+    store.write_results(res.to_json(), results_csv(res), results_markdown(res))
+    return store.path

@@ -12,34 +12,45 @@ confidence bin, one bounded LoRA step moves v toward τ. LoRA weights accumulate
     result.summary(); result.metrics(); result.to_json("secl.json")
     SECLAdapter.load(lm, "secl-adapter/")          # reattach the adapted confidence head
 
+Modules: `stream` (the questions and what is read off each), `frozen` (the base model's pass), `run` (`SECLRun`,
+the SECL pass as an object with explicit state: observe / update / flush), `result` (`SECLResult`, scoring),
+`detector` (Page-Hinkley and the `Gate` protocol), `adapter` (LoRA step, reset, save/load), `cost`, `config`.
+
 CLI: ``tracecal secl --stream triviaqa,svamp,arc_easy,truthfulqa --per-domain 150`` (`tracecal.secl.cli`).
 """
 
 from tracecal.secl.adapter import SECLAdapter, UpdateInfo, directional_loss, expected_confidence, mse_loss, target_bins
 from tracecal.secl.config import SECLConfig
 from tracecal.secl.cost import CostMeter
-from tracecal.secl.detector import AlwaysGate, DetectorGate, NeverGate, PageHinkley, false_alarm_rate, make_gate
-from tracecal.secl.stream import (
-    FrozenPass,
-    SECLResult,
-    StreamItem,
-    answer_statistic,
-    build_stream,
-    frozen_pass,
-    question_text,
-    run_secl,
+from tracecal.secl.detector import (
+    AlwaysGate,
+    DetectorGate,
+    Gate,
+    GateStep,
+    NeverGate,
+    PageHinkley,
+    false_alarm_rate,
+    make_gate,
 )
+from tracecal.secl.frozen import FrozenPass, frozen_pass
+from tracecal.secl.result import SECLRecord, SECLResult
+from tracecal.secl.run import SECLRun, run_secl
+from tracecal.secl.stream import StreamItem, answer_statistic, build_stream
 
 __all__ = [
     "AlwaysGate",
     "CostMeter",
     "DetectorGate",
     "FrozenPass",
+    "Gate",
+    "GateStep",
     "NeverGate",
     "PageHinkley",
     "SECLAdapter",
     "SECLConfig",
+    "SECLRecord",
     "SECLResult",
+    "SECLRun",
     "StreamItem",
     "UpdateInfo",
     "answer_statistic",
@@ -50,7 +61,6 @@ __all__ = [
     "frozen_pass",
     "make_gate",
     "mse_loss",
-    "question_text",
     "run_secl",
     "target_bins",
 ]

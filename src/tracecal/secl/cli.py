@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import math
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import fields
 from pathlib import Path
 from typing import Annotated, Any
@@ -22,7 +24,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-__all__ = ["secl_command", "print_result", "parse_overrides"]
+__all__ = ["secl_command", "print_result", "parse_overrides", "frozen_for"]
 
 _err = Console(stderr=True)
 _out = Console()
@@ -113,6 +115,61 @@ def print_result(result: Any, console: Console | None = None) -> None:
     )
 
 
+def _progress(stage: str, done: int, total: int) -> None:
+    if done == total or done % 50 == 0:
+        _err.print(f"  {stage}: {done}/{total}", highlight=False)
+
+
+def frozen_for(lm: Any, items: list[Any], cache: Path | None, batch_size: int) -> Any:
+    """The frozen pass of ``items``: from ``cache`` when it holds this model and stream (or a super-stream of
+    it), else computed — and written to ``cache`` when that file does not exist yet."""
+    from tracecal.secl.frozen import FrozenPass, frozen_pass
+
+    if cache is not None and cache.is_file():
+        frozen = FrozenPass.load(cache)
+        try:
+            if frozen.model_id != lm.model_id:
+                raise ValueError(f"computed with {frozen.model_id!r}, not {lm.model_id!r}")
+            frozen = frozen.select(items)  # the same stream, or a sub-stream of the cached one
+            _err.print(f"reusing the frozen pass from {cache}")
+            return frozen
+        except ValueError as e:
+            _err.print(f"[yellow]{cache} does not match ({e}); recomputing[/]")
+    _err.print(f"frozen pass over {len(items)} questions…")
+    frozen = frozen_pass(lm, items, batch_size, _progress)
+    if cache is not None and not cache.exists():  # never overwrite another stream's cache
+        frozen.save(cache)
+    return frozen
+
+
+@contextmanager
+def _user_errors() -> Iterator[None]:
+    """Print a user's error (bad option, missing data, unusable cache or model) and exit with status 2."""
+    try:
+        yield
+    except (ValueError, FileNotFoundError, RuntimeError) as e:
+        _err.print(f"[bold red]error:[/] {e}")
+        raise typer.Exit(2) from None
+
+
+def _run(
+    model: str | None, items: list[Any], cfg: Any, cache: Path | None, threads: int | None, save_adapter: Path | None
+) -> Any:
+    """Load the model, get the frozen pass (from ``cache`` or computed), run SECL."""
+    from tracecal.backends.hf import load_model
+    from tracecal.secl.run import run_secl
+
+    if threads:
+        import torch
+
+        torch.set_num_threads(threads)
+    with _err.status("loading model…"):
+        lm = load_model(model, batch_size=cfg.batch_size)
+    frozen = frozen_for(lm, items, cache, cfg.batch_size)
+    _err.print("SECL pass…")
+    return run_secl(lm, items, cfg, frozen=frozen, progress=_progress, save_adapter=save_adapter)
+
+
 def secl_command(
     stream: Annotated[
         str, typer.Option("--stream", "-s", help="comma-separated task names, in stream order")
@@ -122,9 +179,9 @@ def secl_command(
     accumulate: Annotated[
         bool, typer.Option("--accumulate/--reset", help="LoRA weights accumulate, or reset after every question")
     ] = True,
-    loss: Annotated[str, typer.Option(help="directional (CE to bins around τ) | mse (on expected confidence)")] = (
-        "directional"
-    ),
+    loss: Annotated[
+        str, typer.Option(help="directional (CE to bins around τ) | mse (on E[confidence])")
+    ] = "directional",
     lora_targets: Annotated[str, typer.Option(help="comma-separated module names to adapt")] = "q_proj,v_proj",
     lora_layers: Annotated[int, typer.Option(help="adapt the top-K decoder layers (0 = all)")] = 4,
     seed: Annotated[int, typer.Option(help="seed of the LoRA initialisation")] = 0,
@@ -143,9 +200,7 @@ def secl_command(
     cache: Annotated[
         Path | None, typer.Option("--cache", help="frozen-pass cache (JSON): reused if it matches, else written")
     ] = None,
-    scope: Annotated[str, typer.Option(help="adapter active for: confidence (v only) | all (answers, τ too)")] = (
-        "confidence"
-    ),
+    scope: Annotated[str, typer.Option(help="adapter used for: confidence (v only) | all (answers, τ)")] = "confidence",
     lr: Annotated[float, typer.Option(help="LoRA learning rate")] = 3e-3,
     burst_size: Annotated[int, typer.Option(help="questions per adaptation burst")] = 32,
     batch_size: Annotated[int, typer.Option(help="questions per forward batch")] = 8,
@@ -158,12 +213,11 @@ def secl_command(
     ] = None,
 ) -> None:
     """SECL: test-time self-calibration of verbalised confidence over a stream of domains (METHOD §6)."""
-    import tracecal
     from tracecal.secl.config import SECLConfig
-    from tracecal.secl.stream import FrozenPass, build_stream, frozen_pass, run_secl
+    from tracecal.secl.stream import build_stream
 
-    try:
-        cfg = SECLConfig(
+    with _user_errors():
+        options = dict(
             gate=gate,
             accumulate=accumulate,
             loss=loss,
@@ -174,45 +228,11 @@ def secl_command(
             lr=lr,
             burst_size=burst_size,
             batch_size=batch_size,
-            **parse_overrides(set_),
         )
+        cfg = SECLConfig(**(options | parse_overrides(set_)))  # --set wins over the option of the same field
         items = build_stream(stream, per_domain, data_dir=data_dir, sample_seed=sample_seed)
-    except (ValueError, FileNotFoundError) as e:
-        _err.print(f"[bold red]error:[/] {e}")
-        raise typer.Exit(2) from None
-    if threads:
-        import torch
-
-        torch.set_num_threads(threads)
-    try:
-        with _err.status("loading model…"):
-            lm = tracecal.load_model(model, batch_size=batch_size)
-        frozen = None
-        if cache is not None and cache.is_file():
-            frozen = FrozenPass.load(cache)
-            try:
-                if frozen.model_id != lm.model_id:
-                    raise ValueError(f"computed with {frozen.model_id!r}, not {lm.model_id!r}")
-                frozen = frozen.select(items)  # the same stream, or a sub-stream of the cached one
-                _err.print(f"reusing the frozen pass from {cache}")
-            except ValueError as e:
-                _err.print(f"[yellow]{cache} does not match ({e}); recomputing[/]")
-                frozen = None
-
-        def progress(stage: str, done: int, total: int) -> None:
-            if done == total or done % 50 == 0:
-                _err.print(f"  {stage}: {done}/{total}", highlight=False)
-
-        if frozen is None:
-            _err.print(f"frozen pass over {len(items)} questions…")
-            frozen = frozen_pass(lm, items, batch_size, progress)
-            if cache is not None and not cache.exists():  # never overwrite another stream's cache
-                frozen.save(cache)
-        _err.print("SECL pass…")
-        result = run_secl(lm, items, cfg, frozen=frozen, progress=progress, save_adapter=save_adapter)
-    except (ValueError, FileNotFoundError, RuntimeError) as e:
-        _err.print(f"[bold red]error:[/] {e}")
-        raise typer.Exit(2) from None
+    with _user_errors():
+        result = _run(model, items, cfg, cache, threads, save_adapter)
     print_result(result)
     if out is not None:
         result.to_json(out)

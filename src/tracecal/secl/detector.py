@@ -149,6 +149,17 @@ class GateStep:
 
 
 class Gate(Protocol):
+    """What the SECL loop needs from a gate (it never checks a gate's type).
+
+    ``in_burst``: the next question will be let through whatever its statistic (inside a burst, or a gate
+    that is always open) — the loop then answers it alone rather than in a batch, since the question before
+    it may train. ``observe``: the decision for one question from its statistic. ``feedback``: whether the
+    question just let through was trained on.
+    """
+
+    @property
+    def in_burst(self) -> bool: ...
+
     def observe(self, x: float) -> GateStep: ...
 
     def feedback(self, updated: bool) -> None: ...
@@ -158,6 +169,10 @@ class AlwaysGate:
     """Every question may train (ablation ``gate=always``)."""
 
     name = "always"
+
+    @property
+    def in_burst(self) -> bool:
+        return True
 
     def observe(self, x: float) -> GateStep:
         return GateStep(True, False, 0)
@@ -170,6 +185,10 @@ class NeverGate:
     """No question trains (ablation ``gate=never``: SECL's confidence is the frozen model's)."""
 
     name = "never"
+
+    @property
+    def in_burst(self) -> bool:
+        return False
 
     def observe(self, x: float) -> GateStep:
         return GateStep(False, False, -1)
@@ -191,6 +210,11 @@ class DetectorGate:
     n_bursts: int = field(default=0, init=False)
     _quiet: int = field(default=0, init=False)
     _started: bool = field(default=False, init=False)
+
+    @property
+    def in_burst(self) -> bool:
+        """The next question is inside the current burst (an alarm on it would restart the burst, still open)."""
+        return self.remaining > 0
 
     def observe(self, x: float) -> GateStep:
         alarm = self.detector.update(x)
@@ -228,7 +252,7 @@ def make_detector(cfg: SECLConfig) -> PageHinkley:
     )
 
 
-def make_gate(cfg: SECLConfig) -> DetectorGate | AlwaysGate | NeverGate:
+def make_gate(cfg: SECLConfig) -> Gate:
     """The gate named by ``cfg.gate``."""
     if cfg.gate == "always":
         return AlwaysGate()

@@ -1,0 +1,180 @@
+"""The frozen pass: the base model over a SECL stream, batched (METHOD §6, baselines (a) and (b)).
+
+For every question of the stream: the answer with its trace (one generation), NormPTrue τ and the verbalised
+confidence v, with their cost. It gives the baselines frozen v and τ, and SECL reuses it wherever the model
+equals the base model (`tracecal.secl.run`). It is reusable across SECL runs on the same stream and model
+(`FrozenPass.save` / `FrozenPass.load`, `FrozenPass.select` for a sub-stream). No label is read.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from tracecal.secl.adapter import V_TOKENS_EXTRA
+from tracecal.secl.cost import CostMeter
+from tracecal.secl.stream import Answers, Progress, StreamItem, generate_answers, read_tau, verbal_prompts
+from tracecal.tasks.prompts import self_eval_question
+
+if TYPE_CHECKING:
+    from tracecal.backends.hf import HFModel
+
+__all__ = ["FrozenPass", "frozen_pass", "FROZEN_FORMAT"]
+
+FROZEN_FORMAT = 1
+
+
+@dataclass
+class FrozenPass:
+    """The base model over the stream: answers (texts, per-token H and s), τ, v, and their cost."""
+
+    ids: list[str]
+    domains: list[str]
+    model_id: str
+    answers: list[str]
+    entropy: list[np.ndarray]
+    surprisal: list[np.ndarray]
+    tau: np.ndarray
+    v: np.ndarray
+    tau_tokens: np.ndarray
+    v_tokens: np.ndarray
+    cost: CostMeter = field(default_factory=CostMeter)
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def check(self, items: Sequence[StreamItem], model_id: str | None = None) -> None:
+        """Raise ValueError unless this pass was computed for exactly these items (and model)."""
+        ids = [it.id for it in items]
+        if ids != self.ids:
+            raise ValueError(f"the frozen pass is for a different stream ({len(self.ids)} vs {len(ids)} questions)")
+        if model_id is not None and model_id != self.model_id:
+            raise ValueError(f"the frozen pass was computed with {self.model_id!r}, not {model_id!r}")
+
+    def select(self, items: Sequence[StreamItem]) -> FrozenPass:
+        """The pass restricted to ``items`` (a sub-stream, e.g. fewer questions per domain), in their order.
+
+        Costs are re-summed from the per-question token counts (generation and seconds pro rata).
+        """
+        pos = {q: i for i, q in enumerate(self.ids)}
+        missing = [it.id for it in items if it.id not in pos]
+        if missing:
+            raise ValueError(f"the frozen pass lacks {len(missing)} of the stream's questions (e.g. {missing[0]!r})")
+        idx = [pos[it.id] for it in items]
+        frac = len(idx) / max(len(self.ids), 1)
+        cost = CostMeter()
+        tau_tok, v_tok = self.tau_tokens[idx], self.v_tokens[idx]
+        cost.add("tau", int(tau_tok.sum()), passes=len(idx))
+        cost.add("v", int(v_tok.sum()), passes=len(idx))
+        cost.add("generate", round(self.cost.forward_tokens.get("generate", 0) * frac), passes=len(idx))
+        shares = {
+            "tau": tau_tok.sum() / max(self.tau_tokens.sum(), 1),
+            "v": v_tok.sum() / max(self.v_tokens.sum(), 1),
+            "generate": frac,
+        }
+        for k, sec in self.cost.seconds.items():
+            cost.seconds[k] = float(sec * shares.get(k, frac))
+        return FrozenPass(
+            ids=[self.ids[i] for i in idx],
+            domains=[self.domains[i] for i in idx],
+            model_id=self.model_id,
+            answers=[self.answers[i] for i in idx],
+            entropy=[self.entropy[i] for i in idx],
+            surprisal=[self.surprisal[i] for i in idx],
+            tau=self.tau[idx],
+            v=self.v[idx],
+            tau_tokens=tau_tok,
+            v_tokens=v_tok,
+            cost=cost,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "format": FROZEN_FORMAT,
+            "model_id": self.model_id,
+            "ids": self.ids,
+            "domains": self.domains,
+            "answers": self.answers,
+            "entropy": [e.tolist() for e in self.entropy],
+            "surprisal": [s.tolist() for s in self.surprisal],
+            "tau": self.tau.tolist(),
+            "v": self.v.tolist(),
+            "tau_tokens": self.tau_tokens.tolist(),
+            "v_tokens": self.v_tokens.tolist(),
+            "cost": self.cost.to_dict(),
+        }
+
+    def save(self, path: str | Path) -> Path:
+        """Write the pass as JSON (floats round-trip exactly)."""
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(self.to_dict()), encoding="utf-8")
+        return path
+
+    @classmethod
+    def load(cls, path: str | Path) -> FrozenPass:
+        d = json.loads(Path(path).read_text(encoding="utf-8"))
+        if d.get("format") != FROZEN_FORMAT:
+            raise ValueError(f"{path}: not a SECL frozen-pass file (format {d.get('format')!r})")
+        return cls(
+            ids=list(d["ids"]),
+            domains=list(d["domains"]),
+            model_id=d["model_id"],
+            answers=list(d["answers"]),
+            entropy=[np.asarray(e, dtype=np.float64) for e in d["entropy"]],
+            surprisal=[np.asarray(s, dtype=np.float64) for s in d["surprisal"]],
+            tau=np.asarray(d["tau"], dtype=np.float64),
+            v=np.asarray(d["v"], dtype=np.float64),
+            tau_tokens=np.asarray(d["tau_tokens"], dtype=np.int64),
+            v_tokens=np.asarray(d["v_tokens"], dtype=np.int64),
+            cost=CostMeter.from_dict(d["cost"]),
+        )
+
+
+def frozen_pass(
+    lm: HFModel, items: Sequence[StreamItem], batch_size: int = 8, progress: Progress | None = None
+) -> FrozenPass:
+    """Answers (with traces), τ and v of the base model for every question, in batches (labels not used)."""
+    from tracecal.selfeval import verbalized_confidence
+
+    if getattr(lm.model, "peft_config", None):
+        raise RuntimeError("the model carries a peft adapter; the frozen pass needs the base model")
+    cost = CostMeter()
+    n = len(items)
+    answers = Answers([], [], [])
+    for s in range(0, n, batch_size * 4):
+        chunk = items[s : s + batch_size * 4]
+        with cost.timer("generate"):
+            answers.extend(generate_answers(lm, chunk, batch_size, cost))
+        if progress:
+            progress("answering", s + len(chunk), n)
+    with cost.timer("tau"):
+        tau, tau_tok = read_tau(lm, items, answers.texts, batch_size)
+    cost.add("tau", sum(tau_tok), passes=n)
+    if progress:
+        progress("tau", n, n)
+    qs = [self_eval_question(it.example) for it in items]
+    with cost.timer("v"):
+        v, _, _ = verbalized_confidence(lm, qs, answers.texts, batch_size=batch_size)
+    v_tok = [len(p) + V_TOKENS_EXTRA for p in verbal_prompts(lm, items, answers.texts)]
+    cost.add("v", sum(v_tok), passes=n)
+    if progress:
+        progress("v", n, n)
+    return FrozenPass(
+        ids=[it.id for it in items],
+        domains=[it.domain for it in items],
+        model_id=lm.model_id,
+        answers=answers.texts,
+        entropy=answers.entropy,
+        surprisal=answers.surprisal,
+        tau=np.asarray(tau, dtype=np.float64),
+        v=np.asarray(v, dtype=np.float64),
+        tau_tokens=np.asarray(tau_tok, dtype=np.int64),
+        v_tokens=np.asarray(v_tok, dtype=np.int64),
+        cost=cost,
+    )
