@@ -119,3 +119,12 @@ def test_outputs_pointing_at_folders_are_clear_errors(tmp_path: Path, traces_fil
     ):
         r = runner.invoke(app, args)
         assert r.exit_code == 2 and f"{folder} is a folder: give a file path" in r.output, (args, r.output)
+
+
+def test_estimators_and_passes_are_listed() -> None:
+    r = runner.invoke(app, ["estimators"])
+    assert r.exit_code == 0 and "tokensar_rel" in r.output and "semantic" in r.output
+    r = runner.invoke(app, ["passes"])
+    assert r.exit_code == 0, r.output
+    for name in ("traces", "extra", "semantic", "beam"):
+        assert name in r.output

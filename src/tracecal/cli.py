@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -264,21 +265,37 @@ DEFAULT_TASKS = "triviaqa,svamp,truthfulqa,mlqa"
 
 class RunView:
     """One progress view of a whole evaluation: the run (all passes × tasks × shards, weighted by each pass's
-    cost per answer, with the overall ETA) and the stage being computed now."""
+    cost per answer, with the overall ETA) and the stage being computed now. Without a terminal (a log file)
+    it prints a line per stage and per 10 % of the run instead of redrawing bars."""
 
     def __init__(self, pb: Progress) -> None:
         self.pb = pb
+        self.live = pb.console.is_terminal
         self.run = pb.add_task("whole run", total=None, start=False)
         self.stage = pb.add_task("", total=None, visible=False)
+        self.t0 = time.monotonic()
+        self.decile = -1
+        self.stage_name = ""
+
+    def _log(self, msg: str) -> None:
+        self.pb.console.print(f"[{time.monotonic() - self.t0:6.0f} s] {msg}", highlight=False)
 
     def __call__(self, desc: str, done: int, total: int) -> None:
         if desc == "run":
             if not self.pb.tasks[self.run].started:
                 self.pb.start_task(self.run)
-                self.pb.update(self.run, completed=done, total=max(total, 1))
+                self.pb.update(self.run, completed=done, total=max(total, 1))  # already on disk: no speed sample
             self.pb.update(self.run, completed=done, total=max(total, 1))
+            decile = int(10 * done / max(total, 1))
+            if not self.live and decile != self.decile:
+                self.decile = decile
+                eta = self.pb.tasks[self.run].time_remaining
+                self._log(f"whole run {100 * done / max(total, 1):3.0f} %" + (f", ETA {eta:.0f} s" if eta else ""))
             return
         self.pb.update(self.stage, description=desc, completed=done, total=max(total, 1), visible=True)
+        if not self.live and desc != self.stage_name:
+            self.stage_name = desc
+            self._log(desc)
 
 
 def _evaluate_config(**kw: Any) -> Any:
@@ -318,8 +335,6 @@ def evaluate(
     ] = False,
 ) -> None:
     """Generate once (resumable), score every estimator under the paper's protocol, print the comparison."""
-    import time
-
     from tracecal.evaluate import evaluate as run_eval
     from tracecal.results import METRICS, results_tables
     from tracecal.runstore import RunStore
@@ -381,14 +396,30 @@ def list_tasks() -> None:
 
 @app.command("estimators")
 def list_estimators() -> None:
-    """List the registered estimators, their family and what each needs."""
-    from tracecal.estimators import REGISTRY
+    """List the registered estimators: family, the stats each reads, the passes those come from, the formula."""
+    from tracecal.estimators import REGISTRY, passes_of
 
     table = Table(title="estimators")
-    for c in ("name", "family", "needs", "description"):
+    for c in ("name", "family", "reads", "passes", "description"):
         table.add_column(c, overflow="fold")
     for name, cls in REGISTRY.items():
-        table.add_row(name, cls.family, ",".join(sorted(cls.needs)), cls.description)
+        passes = ",".join(sorted(passes_of(cls)))
+        table.add_row(name, cls.family, ",".join(sorted(cls.stats)), passes, cls.description)
+    out_console.print(table)
+
+
+@app.command("passes")
+def list_passes() -> None:
+    """List the registered passes: the stats each computes, what it depends on, its relative cost."""
+    from tracecal.passes import PASSES
+
+    table = Table(title="passes (stat calculators)")
+    for c in ("name", "computes", "depends on", "needs", "cost / answer", "description"):
+        table.add_column(c, overflow="fold")
+    for name, cls in PASSES.items():
+        stats = ", ".join(f"{k} ({v})" for k, v in cls.provides.items())
+        table.add_row(name, stats, ",".join(cls.depends) or "-", cls.resource or "-", f"{cls.cost_weight:g}",
+                      cls.description)  # fmt: skip
     out_console.print(table)
 
 
