@@ -2,7 +2,7 @@
 # Set up (if needed) and run the main job: an evaluation on the offline default model that prints the
 # results table and writes RUN/report.html. The run directory is resumable: kill it and run the same command.
 #
-#   bash scripts/run.sh            the first run: TriviaQA, SVAMP, TruthfulQA and MLQA, 300 questions each, the
+#   bash scripts/run.sh            the first run: TriviaQA, SVAMP, TruthfulQA and MLQA, 200 questions each, the
 #                                  17 trace-only estimators + P(True) and verbalised, 20 splits → runs/main
 #                                  (about 10 minutes on a 2-core machine, see docs/results.md)
 #   bash scripts/run.sh --full     the paper protocol: 1,000 questions per task, all 24 estimators (beam,
@@ -15,7 +15,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
-PRESET=(--run-dir runs/main --limit 300 --estimators trace-only,extra)
+PRESET=(--run-dir runs/main --limit 200 --estimators trace-only,extra)
 if [ "${1:-}" = "--full" ]; then
   shift
   PRESET=(--run-dir runs/full --limit 1000 --estimators all)

@@ -114,7 +114,10 @@ def results_tables(res: Results | dict[str, Any], metrics: list[str]) -> list[An
     d = _as_dict(res)
     head = Table(title="tasks")
     for c in ("task", "n", "accuracy", "correct (cal/eval per split)", "zero-token", "hit length limit", "label rule"):
-        head.add_column(c, overflow="fold", max_width=60 if c == "label rule" else None)
+        if c == "label rule":
+            head.add_column(c, overflow="ellipsis", no_wrap=True, max_width=48)
+        else:
+            head.add_column(c, overflow="fold")
     for t, i in d["tasks"].items():
         head.add_row(t, str(i["n"]), f"{i['accuracy']:.3f}", f"{i['n_correct_cal']}/{i['n_correct_eval']}",
                      str(i["zero_token_answers"]), str(i["stopped_at_length"]), i["label_rule"])  # fmt: skip

@@ -176,13 +176,12 @@ def verbalized_confidence(
         raise ValueError("verbalized_confidence needs one answer per question")
     prompts = [verbalized_prompt_ids(lm, q, a, template) for q, a in zip(questions, answers, strict=True)]
     bs = batch_size or lm.batch_size
-    dists, masses = [], []
-    for s in range(0, len(prompts), bs):
-        d, m = number_distribution(lm, prompts[s : s + bs])
-        dists.append(d.double().cpu().numpy())
-        masses.append(m.double().cpu().numpy())
-    dist = np.concatenate(dists) if dists else np.zeros((0, 101))
-    mass = np.concatenate(masses) if masses else np.zeros(0)
+    dist, mass = np.zeros((len(prompts), 101)), np.zeros(len(prompts))
+    order = np.argsort([-len(p) for p in prompts], kind="stable")  # similar lengths share a batch: little padding
+    for s in range(0, len(order), bs):
+        idx = order[s : s + bs]
+        d, m = number_distribution(lm, [prompts[i] for i in idx])
+        dist[idx], mass[idx] = d.double().cpu().numpy(), m.double().cpu().numpy()
     v = dist @ (np.arange(101) / 100.0)
     return v, dist, mass
 

@@ -374,17 +374,20 @@ class HFModel:
     ) -> np.ndarray:
         """log P(v | prompt) at the position after each prompt, for the given ``token_ids``: shape (B, K).
 
-        The log-softmax is over the full vocabulary (one forward pass per batch, left padded).
+        The log-softmax is over the full vocabulary (one forward pass per batch, left padded; prompts of similar
+        length share a batch, so little of a batch is padding).
         """
         bs = check_batch_size(batch_size, self.batch_size)
         tok = torch.tensor(list(token_ids), device=self.device)
-        out = []
-        for start in range(0, len(prompt_ids), bs):
-            ids, mask = self.left_pad(prompt_ids[start : start + bs])
+        out = np.zeros((len(prompt_ids), len(token_ids)))
+        order = np.argsort([-len(p) for p in prompt_ids], kind="stable")
+        for start in range(0, len(order), bs):
+            idx = order[start : start + bs]
+            ids, mask = self.left_pad([prompt_ids[i] for i in idx])
             pos = (mask.cumsum(-1) - 1).clamp(min=0)
             logits = self.model(input_ids=ids, attention_mask=mask, position_ids=pos).logits[:, -1].float()
-            out.append(torch.log_softmax(logits, -1)[:, tok].double().cpu().numpy())
-        return np.concatenate(out) if out else np.zeros((0, len(token_ids)))
+            out[idx] = torch.log_softmax(logits, -1)[:, tok].double().cpu().numpy()
+        return out
 
     def cache_kw(self) -> str:
         """transformers ≥ 5.2x names the KV-cache argument ``cache``; older releases ``past_key_values``."""
