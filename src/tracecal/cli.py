@@ -21,7 +21,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 console = Console(stderr=True)
-out_console = Console()
+out_console = Console(width=None if sys.stdout.isatty() else 160)  # a log file gets whole tables
 
 ModelOpt = Annotated[
     str | None,

@@ -112,22 +112,19 @@ def results_tables(res: Results | dict[str, Any], metrics: list[str]) -> list[An
     from rich.table import Table
 
     d = _as_dict(res)
-    head = Table(title="tasks")
-    for c in ("task", "n", "accuracy", "correct (cal/eval per split)", "zero-token", "hit length limit", "label rule"):
-        if c == "label rule":
-            head.add_column(c, overflow="ellipsis", no_wrap=True, max_width=48)
-        else:
-            head.add_column(c, overflow="fold")
+    head = Table(title="tasks (label rules: results.md, the report)")
+    for c in ("task", "n", "accuracy", "correct cal/eval", "0-token", "at limit"):
+        head.add_column(c, no_wrap=True)
     for t, i in d["tasks"].items():
         head.add_row(t, str(i["n"]), f"{i['accuracy']:.3f}", f"{i['n_correct_cal']}/{i['n_correct_eval']}",
-                     str(i["zero_token_answers"]), str(i["stopped_at_length"]), i["label_rule"])  # fmt: skip
+                     str(i["zero_token_answers"]), str(i["stopped_at_length"]))  # fmt: skip
     out = [head]
     tasks = list(d["metrics"])
     for metric in metrics:
         lower = metric in LOWER_IS_BETTER
         table = Table(title=f"{metric.upper()} ({'lower' if lower else 'higher'} is better; "
                             f"mean±sd over {d['config']['n_seeds']} splits)")  # fmt: skip
-        table.add_column("estimator", style="bold")
+        table.add_column("estimator", style="bold", no_wrap=True, min_width=max(map(len, d["estimators"]), default=9))
         best: dict[str, float] = {}
         for t in tasks:
             table.add_column(t, justify="right")
