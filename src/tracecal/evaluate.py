@@ -269,7 +269,10 @@ def load_task_stats(
     """One task's traces, labels and the stats of ``passes`` from the run store (see `TaskStats`)."""
     traces = store.read_traces(task.name)
     if len(traces) != len(examples):
-        raise RuntimeError(f"{task.name}: {len(traces)} answers for {len(examples)} questions — run incomplete")
+        raise RuntimeError(
+            f"{task.name}: the run holds {len(traces)} answers for the {len(examples)} questions asked — the run is "
+            "incomplete, or --limit / the data differ from the run's (see its config.json)"
+        )
     by_id = {ex.id: ex for ex in examples}
     exs = [by_id[t.id] for t in traces]
     y = np.array([task.label(ex, t.text) for ex, t in zip(exs, traces, strict=True)], dtype=np.int64)
@@ -314,17 +317,23 @@ def write_results(store: RunStore, res: Results) -> None:
 
 
 def score_run(
-    run_path: str | Path | RunStore, cfg: EvalConfig, progress: Progress | None = None, allow_missing: bool = False
+    run_path: str | Path | RunStore,
+    cfg: EvalConfig,
+    progress: Progress | None = None,
+    allow_missing: bool = False,
+    tasks: Sequence[tuple[Any, list[Any]]] | None = None,
 ) -> Results:
     """Score what a run directory holds (loads no model) and write the results into it.
 
     ``allow_missing``: an estimator whose pass is not complete for a task is reported as not run there (NaN
-    metrics, listed in ``tasks[task]["not_run"]``, no average) instead of raising.
+    metrics, listed in ``tasks[task]["not_run"]``, no average) instead of raising. ``tasks``: the loaded
+    (task, examples) pairs when the caller has them.
     """
     store = run_path if isinstance(run_path, RunStore) else RunStore(run_path)
     t0 = time.perf_counter()
     passes = needs_of(cfg.estimators)
-    data = [load_task_stats(store, t, exs, passes, allow_missing) for t, exs in _load_examples(cfg)]
+    tasks = tasks if tasks is not None else _load_examples(cfg)
+    data = [load_task_stats(store, t, exs, passes, allow_missing) for t, exs in tasks]
     for d in data:
         if d.missing:
             not_run = [e for e in cfg.estimators if set(needs_of([e])) & d.missing]
@@ -371,4 +380,4 @@ def evaluate(
     sched.run(tasks, poll_s)
     if stages_only:
         return None
-    return score_run(store, cfg, progress)
+    return score_run(store, cfg, progress, tasks=tasks)
