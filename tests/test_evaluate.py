@@ -258,3 +258,10 @@ def test_evaluate_cli_reports_bad_options_and_shows_one_progress_view(tmp_path: 
     r = runner.invoke(app, args)
     assert r.exit_code == 0, r.output
     assert "whole run" in r.output and "AUROC" in r.output
+    # re-scoring takes what the run holds (tasks, limit, ...) from its config.json: no need to repeat them
+    r = runner.invoke(app, ["evaluate", "--run-dir", str(run), "--score-only", "--estimators", "trace,mean_prob",
+                            "--seeds", "3", "--no-report"])  # fmt: skip
+    assert r.exit_code == 0, r.output
+    assert "mean_prob" in r.output and json.loads((run / "results.json").read_text())["tasks"]["triviaqa"]["n"] == 8
+    r = runner.invoke(app, ["evaluate", "--run-dir", str(tmp_path / "nothing"), "--score-only"])
+    assert r.exit_code == 2 and "not a run directory" in r.output

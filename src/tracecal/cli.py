@@ -298,12 +298,29 @@ class RunView:
             self._log(desc)
 
 
-def _evaluate_config(**kw: Any) -> Any:
-    """The EvalConfig of the command's options, validated (a clear error before anything is written)."""
-    from tracecal.evaluate import EvalConfig
+STORED_WITH_SCORE_ONLY = ("tasks", "limit", "model", "dtype", "max_new_tokens", "shard_size", "data_dir", "on_error")
 
-    tasks = [t.strip() for t in kw.pop("tasks").split(",") if t.strip()]
-    return EvalConfig(tasks=tasks, **kw).validate()
+
+def _evaluate_config(run_dir: Path | None = None, **kw: Any) -> Any:
+    """The EvalConfig of the command's options, validated (a clear error before anything is written).
+
+    ``run_dir`` (``--score-only``): the settings that say *what* the run holds (tasks, limit, model, dtype, ...)
+    default to the run's own, read from its config.json; an option given on the command line still wins.
+    """
+    import click
+    from click.core import ParameterSource
+
+    from tracecal.evaluate import EvalConfig
+    from tracecal.runstore import RunStore
+
+    kw["tasks"] = [t.strip() for t in kw["tasks"].split(",") if t.strip()]
+    if run_dir is not None:
+        stored = RunStore(run_dir).config()["config"]
+        ctx = click.get_current_context(silent=True)
+        for key in STORED_WITH_SCORE_ONLY:
+            if key in stored and (ctx is None or ctx.get_parameter_source(key) == ParameterSource.DEFAULT):
+                kw[key] = stored[key]
+    return EvalConfig(**kw).validate()
 
 
 @app.command()
@@ -347,6 +364,7 @@ def evaluate(
         if threads is not None and threads < 1:
             raise ValueError(f"--threads must be ≥ 1, got {threads}")
         cfg = _evaluate_config(
+            run_dir if score_only else None,
             tasks=tasks, limit=limit, model=model, dtype=dtype, estimators=estimators, n_seeds=seeds,
             cal_frac=cal_frac, calibrator=calibrator, batch_size=batch_size, max_new_tokens=max_new_tokens,
             shard_size=shard_size, on_error=on_error, data_dir=str(data_dir) if data_dir else None,
