@@ -1,64 +1,115 @@
-"""OpenAI-compatible HTTP backend against a mock server (httpx.MockTransport), and the top-k entropy."""
+"""OpenAI-compatible HTTP backend against mock servers (httpx.MockTransport): traces, retries, backoff,
+Retry-After, timeouts, concurrency, missing log-probs, malformed answers, API keys. No real sleeping: the
+backend's ``sleep``/``clock`` are injected."""
 
 from __future__ import annotations
 
+import email.utils
 import json
 import math
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
 
 import httpx
 import numpy as np
 import pytest
 
 from tracecal.backends.base import Backend, BackendUnsupportedError, LocalBackend, topk_entropy
-from tracecal.backends.http import HTTPBackendError, HTTPModel
+from tracecal.backends.http import HTTPBackendError, HTTPModel, LogprobsUnavailableError
+from tracecal.topk import DEFAULT_TOPK_ESTIMATOR
+from tracecal.trace import export_jsonl, save_traces
+
+Handler = Callable[[httpx.Request], httpx.Response]
+TOP = [{"token": "Paris", "logprob": math.log(0.9)}, {"token": "Lyon", "logprob": math.log(0.05)}]
 
 
-def test_topk_entropy_formula() -> None:
-    # full distribution over |V| = 4 given entirely: exact entropy
-    p = np.array([0.5, 0.25, 0.125, 0.125])
-    assert topk_entropy(np.log(p)[None], 4)[0] == pytest.approx(-(p * np.log(p)).sum())
-    # top-2 of a uniform tail: head + r·log((|V|−k)/r) equals the exact entropy when the tail is uniform
-    V = 10
-    q = np.array([0.5, 0.3] + [0.2 / 8] * 8)
-    est = topk_entropy(np.log(q[:2])[None], V)[0]
-    assert est == pytest.approx(-(q * np.log(q)).sum())
-    # and is an upper bound when the tail is not uniform
-    q2 = np.array([0.5, 0.3, 0.15] + [0.05 / 7] * 7)
-    assert topk_entropy(np.log(q2[:2])[None], V)[0] >= -(q2 * np.log(q2)).sum() - 1e-12
+def chat_ok(text: str = "Paris.") -> httpx.Response:
+    content = [
+        {"token": "Paris", "logprob": math.log(0.9), "top_logprobs": TOP},
+        {"token": ".", "logprob": math.log(0.6), "top_logprobs": [{"token": ".", "logprob": math.log(0.6)},
+                                                                  {"token": "!", "logprob": math.log(0.3)}]},
+    ]  # fmt: skip
+    return httpx.Response(200, json={"choices": [{"message": {"content": text}, "finish_reason": "stop",
+                                                  "logprobs": {"content": content}}]})  # fmt: skip
 
 
 def server(request: httpx.Request) -> httpx.Response:
-    body = json.loads(request.content)
     if not request.url.path.startswith("/v1/"):
         return httpx.Response(404, text="nope")
-    top = [{"token": "Paris", "logprob": math.log(0.9)}, {"token": "Lyon", "logprob": math.log(0.05)}]
+    if request.url.path.endswith("/models"):
+        return httpx.Response(200, json={"object": "list", "data": [{"id": "served-name", "object": "model"}]})
+    body = json.loads(request.content)
     if request.url.path.endswith("/chat/completions"):
         assert body["logprobs"] is True and body["top_logprobs"] == 2
-        content = [
-            {"token": "Paris", "logprob": math.log(0.9), "top_logprobs": top},
-            {"token": ".", "logprob": math.log(0.6), "top_logprobs": [{"token": ".", "logprob": math.log(0.6)},
-                                                                      {"token": "!", "logprob": math.log(0.3)}]},
-        ]  # fmt: skip
-        return httpx.Response(200, json={"choices": [{"message": {"content": "Paris."}, "finish_reason": "stop",
-                                                      "logprobs": {"content": content}}]})  # fmt: skip
+        return chat_ok()
     if request.url.path.endswith("/completions"):
         lp = {"tokens": [" Rome"], "token_logprobs": [math.log(0.7)], "top_logprobs": [{" Rome": math.log(0.7)}]}
         return httpx.Response(200, json={"choices": [{"text": " Rome", "finish_reason": "length", "logprobs": lp}]})
     return httpx.Response(404, text="nope")
 
 
-def make(**kw) -> HTTPModel:  # type: ignore[no-untyped-def]
-    return HTTPModel("http://127.0.0.1:9/v1", model="m", vocab_size=1000, top_logprobs=2,
-                     client=httpx.Client(transport=httpx.MockTransport(server)), **kw)  # fmt: skip
+class Fake:
+    """A fake clock and sleep: records every wait, never sleeps."""
+
+    def __init__(self) -> None:
+        self.now = 1_700_000_000.0
+        self.waits: list[float] = []
+
+    def sleep(self, s: float) -> None:
+        self.waits.append(s)
+        self.now += s
+
+    def clock(self) -> float:
+        return self.now
 
 
+def make(handler: Handler = server, fake: Fake | None = None, **kw) -> HTTPModel:  # type: ignore[no-untyped-def]
+    fake = fake or Fake()
+    kw = {"model": "m", "vocab_size": 1000, "top_logprobs": 2, "sleep": fake.sleep, "clock": fake.clock} | kw
+    return HTTPModel("http://127.0.0.1:9/v1", client=httpx.Client(transport=httpx.MockTransport(handler)), **kw)
+
+
+def flaky(failures: list[Handler], then: Handler = server) -> tuple[Handler, list[httpx.Request]]:
+    """A handler that answers with each of ``failures`` in turn, then with ``then``; and the requests seen."""
+    seen: list[httpx.Request] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        return failures[len(seen) - 1](request) if len(seen) <= len(failures) else then(request)
+
+    return handler, seen
+
+
+def status(code: int, headers: dict[str, str] | None = None, text: str = "busy") -> Handler:
+    return lambda request: httpx.Response(code, headers=headers, text=text)
+
+
+def raises(exc: type[Exception]) -> Handler:
+    def handler(request: httpx.Request) -> httpx.Response:
+        raise exc("boom", request=request)  # type: ignore[call-arg]
+
+    return handler
+
+
+# ------------------------------------------------------------------------------------------ traces
 def test_chat_traces() -> None:
     (t,) = make().generate(["Capital of France?"], max_new_tokens=4)
     assert t.entropy_kind == "topk" and t.text == "Paris." and t.stop_reason == "eos"
     np.testing.assert_allclose(t.surprisal, [-math.log(0.9), -math.log(0.6)])
     assert t.token_strings == ["Paris", "."] and list(t.offsets) == [0, 5]
+    assert t.entropy[0] == pytest.approx(topk_entropy(np.log([[0.9, 0.05]]), 1000, DEFAULT_TOPK_ESTIMATOR)[0])
+    assert t.decoding["endpoint"] == "chat" and t.decoding["entropy_estimator"] == DEFAULT_TOPK_ESTIMATOR
+    assert t.decoding["top_logprobs"] == 2 and t.decoding["vocab_size_for_tail"] == 1000
+
+
+def test_entropy_estimator_is_selectable() -> None:
+    (t,) = make(entropy_estimator="uniform_tail").generate(["q"])
     assert t.entropy[0] == pytest.approx(topk_entropy(np.log([[0.9, 0.05]]), 1000)[0])
-    assert t.decoding["endpoint"] == "chat"
+    assert t.decoding["entropy_estimator"] == "uniform_tail"
+    with pytest.raises(ValueError, match="entropy_estimator must be one of uniform_tail, head_only"):
+        make(entropy_estimator="magic")
 
 
 def test_completions_traces_and_order() -> None:
@@ -66,12 +117,15 @@ def test_completions_traces_and_order() -> None:
     assert [t.id for t in traces] == ["x", "y", "z"] and traces[0].stop_reason == "length"
 
 
-def test_errors() -> None:
-    m = HTTPModel("http://127.0.0.1:9/v2", client=httpx.Client(transport=httpx.MockTransport(server)))
-    with pytest.raises(HTTPBackendError, match="404"):
-        m.generate(["x"])
-    with pytest.raises(ValueError, match="empty prompt list"):
-        make().generate([])
+def test_served_model_name_is_asked_once_when_not_given() -> None:
+    handler, seen = flaky([], server)
+    m = make(handler, model=None)
+    traces = m.generate(["a", "b"])
+    assert m.model_id == "served-name" and all(t.model_id == "served-name" for t in traces)
+    assert [r.url.path for r in seen].count("/v1/models") == 1
+    assert all(json.loads(r.content)["model"] == "served-name" for r in seen if r.method == "POST")
+    with pytest.raises(HTTPBackendError, match=r"could not ask .*/models .*pass model='NAME'"):
+        make(status(404, text="no such route"), model=None).generate(["q"])
 
 
 def test_protocol_and_unsupported_methods() -> None:
@@ -108,34 +162,244 @@ def test_generate_rejects_bad_arguments(kwargs, message) -> None:  # type: ignor
         make().generate(["q"], **kwargs)
 
 
-def test_bad_server_answers_and_settings() -> None:
-    def garbage(request: httpx.Request) -> httpx.Response:
-        return httpx.Response(200, text="<html>not json</html>")
-
-    def no_choices(request: httpx.Request) -> httpx.Response:
-        return httpx.Response(200, json={"error": "overloaded"})
-
-    def wrong_shape(request: httpx.Request) -> httpx.Response:
-        return httpx.Response(200, json={"choices": [{"message": {}, "logprobs": {"content": [{"tok": "x"}]}}]})
-
-    def down(request: httpx.Request) -> httpx.Response:
-        raise httpx.ConnectError("connection refused")
-
-    for handler, message in [
-        (garbage, "no JSON"),
-        (no_choices, "no 'choices'"),
-        (wrong_shape, "unexpected answer"),
-        (down, "could not reach"),
-    ]:
-        m = HTTPModel("http://127.0.0.1:9/v1", client=httpx.Client(transport=httpx.MockTransport(handler)))
-        with pytest.raises(HTTPBackendError, match=message):
-            m.generate(["x"])
+def test_settings_are_checked() -> None:
     with pytest.raises(ValueError, match="base_url must be an http"):
         HTTPModel("127.0.0.1:8000")
     with pytest.raises(ValueError, match="top_logprobs must be a positive integer"):
         HTTPModel("http://x/v1", top_logprobs=0)
+    with pytest.raises(ValueError, match="max_retries must be a whole number ≥ 0"):
+        HTTPModel("http://x/v1", max_retries=-1)
+    with pytest.raises(ValueError, match="timeout must be a number of seconds > 0"):
+        HTTPModel("http://x/v1", timeout="soon")
+    with pytest.raises(ValueError, match="timeout must be a number of seconds > 0"):
+        HTTPModel("http://x/v1", timeout=0)
+    with pytest.raises(ValueError, match="backoff must be a number of seconds ≥ 0"):
+        HTTPModel("http://x/v1", backoff=-1)
     with pytest.raises(ValueError, match=r"prompt 0, message 0: expected \{'role': str, 'content': str\}"):
         make().generate([[{"content": "no role"}]])
+
+
+# ------------------------------------------------------------------------------------------ retries
+def test_429_burst_then_success_backs_off_exponentially_with_jitter() -> None:
+    fake = Fake()
+    handler, seen = flaky([status(429)] * 4)
+    (t,) = make(handler, fake, backoff=0.5, max_wait=60).generate(["q"])
+    assert t.text == "Paris." and len(seen) == 5 and len(fake.waits) == 4
+    for i, w in enumerate(fake.waits):  # backoff·2^i, jittered ×[0.5, 1]
+        assert 0.5 * 0.5 * 2**i <= w <= 0.5 * 2**i
+
+
+def test_503_then_success_and_waits_are_capped() -> None:
+    fake = Fake()
+    handler, seen = flaky([status(503), status(502), status(500)])
+    (t,) = make(handler, fake, backoff=10.0, max_wait=12.0).generate(["q"])
+    assert t.text == "Paris." and len(seen) == 4 and max(fake.waits) <= 12.0
+
+
+def test_retries_are_bounded() -> None:
+    fake = Fake()
+    handler, seen = flaky([status(503)] * 100)
+    with pytest.raises(HTTPBackendError, match=r"HTTP 503: busy \(gave up after 4 attempts"):
+        make(handler, fake, max_retries=3).generate(["q"])
+    assert len(seen) == 4 and len(fake.waits) == 3
+    handler, seen = flaky([status(429)] * 100)
+    with pytest.raises(HTTPBackendError, match="gave up after 1 attempt;"):
+        make(handler, fake, max_retries=0).generate(["q"])
+    assert len(seen) == 1
+
+
+@pytest.mark.parametrize("exc", [httpx.ConnectError, httpx.RemoteProtocolError, httpx.ReadError])
+def test_connection_errors_are_retried(exc: type[Exception]) -> None:
+    fake = Fake()
+    handler, seen = flaky([raises(exc)] * 2)
+    (t,) = make(handler, fake).generate(["q"])
+    assert t.text == "Paris." and len(seen) == 3 and len(fake.waits) == 2
+    handler, seen = flaky([raises(exc)] * 100)
+    with pytest.raises(HTTPBackendError, match=r"could not reach the server .*gave up after 6 attempts"):
+        make(handler, fake).generate(["q"])
+
+
+def test_retry_after_is_honoured() -> None:
+    fake = Fake()
+    handler, _ = flaky([status(429, {"Retry-After": "7"}), status(503, {"Retry-After": "0.25"})])
+    make(handler, fake).generate(["q"])
+    assert fake.waits == [7.0, 0.25]
+    # an HTTP date, read against the (fake) clock; and a Retry-After above max_wait is cut to it
+    fake = Fake()
+    date = email.utils.formatdate(fake.now + 30, usegmt=True)
+    handler, _ = flaky([status(429, {"Retry-After": date}), status(429, {"Retry-After": "3600"})])
+    make(handler, fake, max_wait=100.0).generate(["q"])
+    assert fake.waits[0] == pytest.approx(30.0, abs=1.0) and fake.waits[1] == 100.0
+
+
+def test_timeout_per_request_and_retried() -> None:
+    fake = Fake()
+    handler, seen = flaky([raises(httpx.ReadTimeout)])
+    (t,) = make(handler, fake, timeout=3.5).generate(["q"])
+    assert t.text == "Paris." and len(seen) == 2
+    assert all(r.extensions["timeout"]["read"] == 3.5 for r in seen)
+    handler, _ = flaky([raises(httpx.ReadTimeout)] * 100)
+    with pytest.raises(HTTPBackendError, match=r"no answer within 3.5 s \(ReadTimeout\)"):
+        make(handler, fake, timeout=3.5, max_retries=2).generate(["q"])
+
+
+def test_a_busy_server_mentioning_logprobs_is_still_retried() -> None:
+    fake = Fake()
+    handler, seen = flaky([status(503, text="overloaded; logprobs requests queued")])
+    (t,) = make(handler, fake).generate(["q"])
+    assert t.text == "Paris." and len(seen) == 2
+
+
+def test_client_errors_are_not_retried() -> None:
+    for code in (400, 404, 422):
+        handler, seen = flaky([status(code, text="bad request")] * 10)
+        with pytest.raises(HTTPBackendError, match=f"HTTP {code}: bad request"):
+            make(handler).generate(["q"])
+        assert len(seen) == 1
+    with pytest.raises(HTTPBackendError, match="404"):
+        HTTPModel("http://127.0.0.1:9/v2", client=httpx.Client(transport=httpx.MockTransport(server))).generate(["x"])
+
+
+# ------------------------------------------------------------------------------------------ bad answers
+def test_missing_logprobs_say_what_to_fix() -> None:
+    def no_logprobs(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, json={"choices": [{"message": {"content": "Paris"}, "finish_reason": "stop"}]})
+
+    def no_top(request: httpx.Request) -> httpx.Response:
+        content = [{"token": "Paris", "logprob": -0.1, "top_logprobs": []}]
+        choice = {"message": {"content": "Paris"}, "logprobs": {"content": content}}
+        return httpx.Response(200, json={"choices": [choice]})
+
+    def completion_without(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, json={"choices": [{"text": " Rome", "logprobs": None}]})
+
+    vllm_limit = status(400, text='{"message": "Requested top logprobs of 50, which is greater than max allowed: 20"}')
+    llama_500 = status(500, text="logprobs is not supported for models created with logits_all=False")
+    for handler, what, chat in [
+        (no_logprobs, "no log-probs", True),
+        (no_top, "no top-k alternatives", True),
+        (completion_without, "no log-probs", False),
+        (vllm_limit, "refused to return log-probs", True),
+        (llama_500, "refused to return log-probs", True),
+    ]:
+        h, seen = flaky([], handler)
+        with pytest.raises(LogprobsUnavailableError, match=what) as err:
+            make(h, chat=chat).generate(["q"])
+        assert isinstance(err.value, ValueError) and isinstance(err.value, HTTPBackendError)
+        assert "--logits_all true" in str(err.value) and "--max-logprobs" in str(err.value)
+        assert len(seen) == 1  # not retried: a setting to fix, not a transient fault
+
+
+def test_malformed_answers() -> None:
+    def wrong_shape(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, json={"choices": [{"message": {}, "logprobs": {"content": [{"tok": "x"}]}}]})
+
+    def lengths_differ(request: httpx.Request) -> httpx.Response:
+        lp = {"tokens": ["a", "b"], "token_logprobs": [-0.1], "top_logprobs": [{"a": -0.1}, {"b": -0.2}]}
+        return httpx.Response(200, json={"choices": [{"text": "ab", "logprobs": lp}]})
+
+    def positive_logprob(request: httpx.Request) -> httpx.Response:
+        content = [{"token": "x", "logprob": -0.1, "top_logprobs": [{"token": "x", "logprob": 3.5}]}]
+        return httpx.Response(200, json={"choices": [{"message": {"content": "x"}, "logprobs": {"content": content}}]})
+
+    for handler, message in [
+        (status(200, text="<html>not json</html>"), "no JSON"),
+        (positive_logprob, "unexpected answer .*must be ≤ 0"),
+        (lambda r: httpx.Response(200, json={"error": "overloaded"}), "no 'choices'"),
+        (lambda r: httpx.Response(200, json=[1, 2]), "expected a JSON object"),
+        (wrong_shape, "unexpected answer"),
+        (lengths_differ, "2 tokens but 1 log-probs"),
+    ]:
+        h, seen = flaky([], handler)
+        with pytest.raises(HTTPBackendError, match=message):
+            make(h, chat=handler is not lengths_differ).generate(["x"])
+        assert len(seen) == 1
+
+
+def test_empty_answer_is_a_zero_token_trace() -> None:
+    def empty(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, json={"choices": [{"message": {"content": ""}, "finish_reason": "stop",
+                                                      "logprobs": {"content": []}}]})  # fmt: skip
+
+    (t,) = make(empty).generate(["q"])
+    assert t.length == 0 and t.text == "" and t.topk_logprobs is None
+
+
+# ------------------------------------------------------------------------------------------ concurrency
+def test_bounded_concurrency_and_prompt_order() -> None:
+    lock, state = threading.Lock(), {"now": 0, "max": 0}
+
+    def slow(request: httpx.Request) -> httpx.Response:
+        q = json.loads(request.content)["messages"][0]["content"]
+        with lock:
+            state["now"] += 1
+            state["max"] = max(state["max"], state["now"])
+        time.sleep(0.002 * (20 - int(q)))  # later prompts answer first
+        with lock:
+            state["now"] -= 1
+        return chat_ok(text=f"answer {q}")
+
+    traces = make(slow, max_concurrency=3).generate([str(i) for i in range(12)])
+    assert [t.text for t in traces] == [f"answer {i}" for i in range(12)]
+    assert 1 <= state["max"] <= 3
+    state["max"] = 0
+    make(slow, max_concurrency=8).generate([str(i) for i in range(6)], batch_size=2)
+    assert state["max"] <= 2
+
+
+def test_a_failed_prompt_stops_the_rest() -> None:
+    seen: list[str] = []
+
+    def fails_on_3(request: httpx.Request) -> httpx.Response:
+        q = json.loads(request.content)["messages"][0]["content"]
+        seen.append(q)
+        if q == "3":
+            return status(400, text="bad prompt")(request)
+        time.sleep(0.01)  # the others take a moment: the failure is seen while most prompts are still queued
+        return chat_ok()
+
+    with pytest.raises(HTTPBackendError, match="HTTP 400: bad prompt"):
+        make(fails_on_3, max_concurrency=2).generate([str(i) for i in range(50)])
+    assert len(seen) < 12
+
+
+# ------------------------------------------------------------------------------------------ API keys
+def test_api_key_from_the_environment_at_request_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    handler, seen = flaky([])
+    monkeypatch.delenv("TRACECAL_API_KEY", raising=False)
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    m = make(handler)
+    m.generate(["q"])
+    assert "authorization" not in seen[-1].headers
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-openai-1")
+    m.generate(["q"])
+    assert seen[-1].headers["authorization"] == "Bearer sk-openai-1"
+    monkeypatch.setenv("TRACECAL_API_KEY", "sk-tracecal-2")
+    m.generate(["q"])
+    assert seen[-1].headers["authorization"] == "Bearer sk-tracecal-2"
+
+
+def test_api_key_is_never_an_argument_nor_in_the_url() -> None:
+    with pytest.raises(ValueError, match="takes no api_key argument.*TRACECAL_API_KEY"):
+        HTTPModel("http://x/v1", api_key="sk-secret")
+    for url in ("http://user:sk-secret@x/v1", "http://x/v1?api_key=sk-secret"):
+        with pytest.raises(ValueError, match="must not contain credentials or a query string") as err:
+            HTTPModel(url)
+        assert "sk-secret" not in str(err.value)
+
+
+def test_api_key_never_reaches_traces_files_or_errors(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    key = "sk-tracecal-SECRET-0123456789"
+    monkeypatch.setenv("TRACECAL_API_KEY", key)
+    m = make()
+    traces = m.generate(["q", "r"], ids=["a", "b"])
+    blob = json.dumps([t.to_dict() for t in traces], default=str) + repr(traces) + repr(vars(m))
+    assert key not in blob
+    for path in (save_traces(traces, tmp_path / "t.parquet"), export_jsonl(traces, tmp_path / "t.jsonl")):
+        assert key.encode() not in Path(path).read_bytes()
+    with pytest.raises(HTTPBackendError, match="refused the request; set its API key in TRACECAL_API_KEY") as err:
+        make(status(401, text="invalid key")).generate(["q"])
+    assert key not in str(err.value)
 
 
 def test_load_model_http_backend() -> None:
@@ -145,5 +409,5 @@ def test_load_model_http_backend() -> None:
     assert isinstance(m, HTTPModel) and m.batch_size == 3 and m.model_id == "m"
     with pytest.raises(ValueError, match="dtype='bfloat16' does not apply to an HTTP backend"):
         load_model("http://127.0.0.1:9/v1", backend="http", dtype="bfloat16")
-    with pytest.raises(ValueError, match="unknown backend 'grpc'; choose hf or http"):
+    with pytest.raises(ValueError, match="unknown backend 'grpc'"):
         load_model("x", backend="grpc")

@@ -7,13 +7,13 @@ knows which backend produced a trace; what differs is written in the trace (``en
 
 from __future__ import annotations
 
-import math
 import numbers
 from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from tracecal.topk import topk_entropy as _topk_entropy
 from tracecal.trace import Trace
 
 __all__ = [
@@ -184,23 +184,14 @@ def check_prompts(prompts: Sequence[Prompt]) -> list[Prompt]:
     return prompts
 
 
-def topk_entropy(topk_logprobs: np.ndarray, vocab_size: int) -> np.ndarray:
-    """Truncated entropy estimate from top-k log-probs (METHOD §1), nats, one value per row.
+def topk_entropy(topk_logprobs: np.ndarray, vocab_size: int, estimator: str = "uniform_tail") -> np.ndarray:
+    """Estimated entropy from top-k log-probs (METHOD §1), nats, one value per row (``-inf`` = missing entry).
 
-    H ≈ −Σ_{top-k} p log p − r log(r / (|V| − k)), r = 1 − Σ_{top-k} p: the tail mass r spread uniformly
-    over the |V| − k remaining tokens (an upper bound on the tail's entropy contribution).
+    The default is METHOD §1's truncated estimate: H ≈ −Σ_{top-k} p log p − r log(r / (|V| − k)),
+    r = 1 − Σ_{top-k} p, the tail mass spread uniformly over the |V| − k remaining tokens (an upper bound).
+    ``estimator`` picks another one of `tracecal.topk.TOPK_ESTIMATORS` (the same as `tracecal.topk.topk_entropy`).
     """
-    lp = np.asarray(topk_logprobs, dtype=np.float64)
-    if lp.ndim == 1:
-        lp = lp[None, :]
-    k = lp.shape[1]
-    p = np.exp(lp)
-    head = -np.sum(np.where(p > 0, p * lp, 0.0), axis=1)
-    r = np.clip(1.0 - p.sum(axis=1), 0.0, 1.0)
-    rest = max(vocab_size - k, 1)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        tail = np.where(r > 0, -r * (np.log(r) - math.log(rest)), 0.0)
-    return head + tail
+    return _topk_entropy(topk_logprobs, vocab_size, estimator)
 
 
 def char_offsets(prefix_texts: Sequence[str], text: str) -> tuple[np.ndarray, list[str]]:

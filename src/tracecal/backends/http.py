@@ -1,20 +1,35 @@
 """OpenAI-compatible HTTP backend (vLLM, llama.cpp server, TGI, …): traces from returned log-probs.
 
 A server returns only the top-k log-probs per generated token, so H_t cannot be exact: traces carry
-``entropy_kind="topk"`` with the truncated estimate of METHOD §1 (`topk_entropy`: the tail mass spread
-uniformly over the |V| − k other tokens, an upper bound on the tail's contribution), and
-``s_t = −logprob(chosen)``. Token ids are not returned by the standard API: they are recorded as −1.
+``entropy_kind="topk"`` with an estimate of H_t from those k log-probs (`tracecal.topk`; which estimator and
+k are in the trace's ``decoding``: ``entropy_estimator``, ``top_logprobs``), and ``s_t = −logprob(chosen)``.
+Token ids are not returned by the standard API: they are recorded as −1.
 
 Chat prompts (message lists, or strings with ``chat=True``) use ``/v1/chat/completions`` with
 ``logprobs=true, top_logprobs=k``; plain prompts use ``/v1/completions`` with ``logprobs=k``.
-Requests run concurrently (``max_concurrency``) over one `httpx.Client`; greedy (temperature 0) by default.
+Requests run concurrently, at most ``max_concurrency`` in flight, over one `httpx.Client`; traces come back
+in prompt order; greedy (temperature 0) by default.
+
+Faults: 408/429/500/502/503/504 answers, connection errors and timeouts (``timeout`` seconds per request) are
+retried up to ``max_retries`` times with exponential backoff and jitter (``backoff``·2^attempt, at most
+``max_wait`` seconds), waiting what a ``Retry-After`` header asks when there is one. A server that returns no
+log-probs raises :class:`LogprobsUnavailableError` (a ValueError) saying how to start it so that it does.
+
+API keys: read from the environment (``TRACECAL_API_KEY``, else ``OPENAI_API_KEY``) at each request and sent as a
+bearer token; never an argument, never stored on the model, in traces, logs or errors. A base URL with
+credentials (``user:key@``) or a query string is refused for the same reason (it is written to run configs).
 """
 
 from __future__ import annotations
 
+import email.utils
 import numbers
+import os
+import random
+import threading
+import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from typing import Any, NamedTuple, NoReturn
 
 import numpy as np
@@ -25,15 +40,31 @@ from tracecal.backends.base import (
     check_batch_size,
     check_positive_int,
     check_prompts,
-    topk_entropy,
 )
+from tracecal.topk import DEFAULT_TOPK_ESTIMATOR, TOPK_ESTIMATORS, topk_entropy
 from tracecal.trace import Trace
 
-__all__ = ["HTTPBackendError", "HTTPModel"]
+__all__ = ["API_KEY_ENV", "RETRY_STATUS", "HTTPBackendError", "HTTPModel", "LogprobsUnavailableError"]
+
+API_KEY_ENV = ("TRACECAL_API_KEY", "OPENAI_API_KEY")
+"""Environment variables read (first set wins) for the bearer token, at request time."""
+
+RETRY_STATUS = frozenset({408, 429, 500, 502, 503, 504})
+"""HTTP statuses retried with backoff (besides connection errors and timeouts)."""
+
+LOGPROBS_HELP = (
+    "tracecal needs the generated tokens' top-k log-probs. llama.cpp (llama-cpp-python): start the server with "
+    "--logits_all true; vLLM: start it with --max-logprobs at least top_logprobs (or lower top_logprobs=, "
+    "default 20); other servers: enable log-probs (OpenAI 'logprobs'/'top_logprobs') in their settings."
+)
 
 
 class HTTPBackendError(RuntimeError):
     """The server could not be reached, answered with an error, or without the log-probs a trace needs."""
+
+
+class LogprobsUnavailableError(HTTPBackendError, ValueError):
+    """The server answered without the top-k log-probs (or refused to compute them): a setting to fix."""
 
 
 class _Reply(NamedTuple):
@@ -48,6 +79,48 @@ class _Reply(NamedTuple):
     endpoint: str
 
 
+def _api_key_headers() -> dict[str, str]:
+    for name in API_KEY_ENV:
+        key = os.environ.get(name)
+        if key:
+            return {"Authorization": f"Bearer {key}"}
+    return {}
+
+
+def _check_url(base_url: Any) -> str:
+    import httpx
+
+    if not isinstance(base_url, str) or not base_url.startswith(("http://", "https://")):
+        raise ValueError(f"base_url must be an http(s) URL such as http://127.0.0.1:8000/v1, got {base_url!r:.80}")
+    url = httpx.URL(base_url)
+    if url.userinfo or url.query:
+        raise ValueError(
+            "base_url must not contain credentials or a query string (it is written to run configs and traces): "
+            f"put the API key in the environment ({' or '.join(API_KEY_ENV)}) and pass {url.scheme}://{url.host}…"
+        )
+    return base_url.rstrip("/")
+
+
+def _retry_after(value: str | None, now: Callable[[], float]) -> float | None:
+    """Seconds a ``Retry-After`` header asks for (a number or an HTTP date), None when absent or unreadable."""
+    if not value:
+        return None
+    try:
+        return max(float(value), 0.0)
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(when.timestamp() - now(), 0.0)
+
+
+def _mentions_logprobs(text: str) -> bool:
+    t = text.lower()
+    return "logprob" in t or "logits_all" in t
+
+
 class HTTPModel:
     """Traces from an OpenAI-compatible server (a :class:`~tracecal.backends.base.Backend`).
 
@@ -56,76 +129,167 @@ class HTTPModel:
     saying so; use the Hugging Face backend for the estimators that need them.
 
     Args:
-        base_url: e.g. ``http://127.0.0.1:8000/v1``.
-        model: the served model name.
-        vocab_size: |V| of the served model, for the tail term of the top-k entropy estimate.
+        base_url: e.g. ``http://127.0.0.1:8000/v1`` (no credentials, no query string).
+        model: the served model name; None asks the server (the first id of ``GET /models``) on first use.
+        vocab_size: |V| of the served model, for the tail of the top-k entropy estimate.
         top_logprobs: k log-probs requested per token (servers usually allow up to 20).
+        entropy_estimator: how H_t is estimated from the k log-probs, one of `tracecal.topk.TOPK_ESTIMATORS`.
         chat: send plain-string prompts as one user message to the chat endpoint.
-        api_key: sent as a bearer token when given.
-        max_concurrency: parallel requests (also this backend's ``batch_size``).
-        timeout: seconds per request.
+        max_concurrency: requests in flight at once (also this backend's ``batch_size``).
+        timeout: seconds per request (per attempt).
+        max_retries: retries of one request after a retryable failure (0 = fail at once).
+        backoff, max_wait: the first retry waits ``backoff`` seconds (with jitter ×0.5–1), doubling each time,
+            never more than ``max_wait`` (which also caps a ``Retry-After``).
         client: an `httpx.Client` to use (tests pass one with a mock transport).
         context_length: the served model's context, if known (informational; the server enforces it).
+        sleep, clock, rng: injectable `time.sleep`, `time.time` and `random.Random` (tests).
+        api_key: refused - API keys come from the environment only (module docstring).
     """
 
     def __init__(
         self,
         base_url: str,
-        model: str = "default",
+        model: str | None = None,
         vocab_size: int = 100_000,
         top_logprobs: int = 20,
+        entropy_estimator: str = DEFAULT_TOPK_ESTIMATOR,
         chat: bool = True,
-        api_key: str | None = None,
         max_concurrency: int = 8,
         timeout: float = 120.0,
+        max_retries: int = 5,
+        backoff: float = 0.5,
+        max_wait: float = 60.0,
         client: Any = None,
         context_length: int | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+        clock: Callable[[], float] = time.time,
+        rng: random.Random | None = None,
+        api_key: Any = None,
     ) -> None:
         import httpx
 
-        if not isinstance(base_url, str) or not base_url.startswith(("http://", "https://")):
-            raise ValueError(f"base_url must be an http(s) URL such as http://127.0.0.1:8000/v1, got {base_url!r}")
-        self.base_url = base_url.rstrip("/")
-        self.model_id = model
+        if api_key is not None:
+            raise ValueError(
+                "HTTPModel takes no api_key argument (it would end up in configs and logs): "
+                f"export it as {API_KEY_ENV[0]} (or {API_KEY_ENV[1]}); it is read at each request"
+            )
+        self.base_url = _check_url(base_url)
+        self._model = model
+        self._model_lock = threading.Lock()
         self.vocab_size = check_positive_int(vocab_size, "vocab_size")
         self.top_logprobs = check_positive_int(top_logprobs, "top_logprobs")
+        if entropy_estimator not in TOPK_ESTIMATORS:
+            choices = ", ".join(TOPK_ESTIMATORS)
+            raise ValueError(f"entropy_estimator must be one of {choices}, got {entropy_estimator!r}")
+        self.entropy_estimator = entropy_estimator
         self.chat = chat
         self.batch_size = check_positive_int(max_concurrency, "max_concurrency")
         self.context_length = None if context_length is None else check_positive_int(context_length, "context_length")
-        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        self.client = client or httpx.Client(timeout=timeout, headers=headers)
+        for name, value, least in (("timeout", timeout, 1e-3), ("backoff", backoff, 0), ("max_wait", max_wait, 0)):
+            if isinstance(value, bool) or not isinstance(value, numbers.Real) or not value >= least:
+                raise ValueError(f"{name} must be a number of seconds {'> 0' if least else '≥ 0'}, got {value!r}")
+        if isinstance(max_retries, bool) or not isinstance(max_retries, numbers.Integral) or max_retries < 0:
+            raise ValueError(f"max_retries must be a whole number ≥ 0, got {max_retries!r}")
+        self.timeout, self.max_retries = float(timeout), int(max_retries)
+        self.backoff, self.max_wait = float(backoff), float(max_wait)
+        self._sleep, self._clock, self._rng = sleep, clock, rng or random.Random()
+        limits = httpx.Limits(max_connections=self.batch_size, max_keepalive_connections=self.batch_size)
+        self.client = client or httpx.Client(timeout=self.timeout, limits=limits)
 
     @property
     def max_concurrency(self) -> int:
         """Requests in flight at once (the same number as ``batch_size``)."""
         return self.batch_size
 
+    @property
+    def model_id(self) -> str:
+        """The served model name (asked from ``GET /models`` on first use when not given)."""
+        if self._model is None:
+            with self._model_lock:
+                if self._model is None:
+                    self._model = self._served_model()
+        return self._model
+
+    @model_id.setter
+    def model_id(self, value: str) -> None:
+        self._model = value
+
+    def _served_model(self) -> str:
+        try:
+            data = self._request("GET", "/models").get("data") or []
+            return str(data[0]["id"])
+        except (HTTPBackendError, LookupError, TypeError) as e:
+            raise HTTPBackendError(f"could not ask {self.base_url}/models for the served model's name ({e}); "
+                                   "pass model='NAME' (the name the server serves)") from e  # fmt: skip
+
     # ------------------------------------------------------------------ requests
-    def _post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+    def _wait(self, attempt: int, retry_after: float | None) -> float:
+        if retry_after is not None:
+            return min(retry_after, self.max_wait)
+        return min(self.backoff * 2.0**attempt, self.max_wait) * (0.5 + 0.5 * self._rng.random())
+
+    def _request(self, method: str, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
+        """One API call with retries; the decoded JSON object, or an `HTTPBackendError` saying what failed."""
         import httpx
 
-        try:
-            r = self.client.post(f"{self.base_url}{path}", json=body)
-        except httpx.HTTPError as e:
-            raise HTTPBackendError(f"could not reach {self.base_url}{path}: {e}") from e
+        url = f"{self.base_url}{path}"
+        failure, retry_after = "", None
+        for attempt in range(self.max_retries + 1):
+            if attempt:
+                self._sleep(self._wait(attempt - 1, retry_after))
+            retry_after = None
+            try:
+                r = self.client.request(method, url, json=body, headers=_api_key_headers(), timeout=self.timeout)
+            except httpx.TimeoutException as e:
+                failure = f"no answer within {self.timeout:g} s ({type(e).__name__})"
+                continue
+            except httpx.TransportError as e:
+                failure = f"could not reach the server ({type(e).__name__}: {e})"
+                continue
+            if r.status_code not in RETRY_STATUS or (r.status_code == 500 and _mentions_logprobs(r.text)):
+                return self._decode(path, r)  # a 500 about log-probs is a setting to fix, not a transient fault
+            failure = f"HTTP {r.status_code}: {r.text[:200]}"
+            retry_after = _retry_after(r.headers.get("retry-after"), self._clock)
+        tries = f"{self.max_retries + 1} attempt" + ("s" if self.max_retries else "")
+        raise HTTPBackendError(f"{url}: {failure} (gave up after {tries}; is the server up and not overloaded?)")
+
+    def _decode(self, path: str, r: Any) -> dict[str, Any]:
         if r.status_code >= 400:
+            if _mentions_logprobs(r.text):
+                raise LogprobsUnavailableError(
+                    f"{self.base_url}{path} refused to return log-probs (HTTP {r.status_code}: {r.text[:300]}). "
+                    + LOGPROBS_HELP
+                )
+            if r.status_code in (401, 403):
+                raise HTTPBackendError(f"{self.base_url}{path}: HTTP {r.status_code}: the server refused the request; "
+                                       f"set its API key in {API_KEY_ENV[0]} (or {API_KEY_ENV[1]})")  # fmt: skip
             raise HTTPBackendError(f"{path}: HTTP {r.status_code}: {r.text[:300]}")
         try:
             out = r.json()
         except ValueError:
             raise HTTPBackendError(f"{path}: the server answered with no JSON: {r.text[:200]!r}") from None
-        if not isinstance(out, dict) or not out.get("choices"):
+        if not isinstance(out, dict):
+            raise HTTPBackendError(f"{path}: expected a JSON object, got {str(out)[:200]}")
+        return out
+
+    def _post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        out = self._request("POST", path, body)
+        if not out.get("choices"):
             raise HTTPBackendError(f"{path}: the answer has no 'choices': {str(out)[:200]}")
         return out
+
+    def _no_logprobs(self, what: str) -> NoReturn:
+        raise LogprobsUnavailableError(f"{self.base_url} returned {what}. {LOGPROBS_HELP}")
 
     def _chat(self, messages: list[dict[str, str]], common: dict[str, Any]) -> _Reply:
         body = common | {"messages": messages, "logprobs": True, "top_logprobs": self.top_logprobs}
         choice = self._post("/chat/completions", body)["choices"][0]
         content = (choice.get("logprobs") or {}).get("content")
-        if content is None:
-            raise HTTPBackendError("the server returned no logprobs.content: does it support logprobs?")
+        text = (choice.get("message") or {}).get("content") or ""
+        if content is None or (not content and text):
+            self._no_logprobs("no log-probs (choices[0].logprobs.content is missing)")
         return _Reply(
-            text=(choice.get("message") or {}).get("content") or "",
+            text=text,
             tokens=[c["token"] for c in content],
             logprobs=[float(c["logprob"]) for c in content],
             top=[[float(t["logprob"]) for t in c.get("top_logprobs") or []] for c in content],
@@ -138,7 +302,7 @@ class HTTPModel:
         choice = self._post("/completions", common | {"prompt": prompt, "logprobs": self.top_logprobs})["choices"][0]
         lp = choice.get("logprobs")
         if not lp or lp.get("token_logprobs") is None:
-            raise HTTPBackendError("the server returned no logprobs: does it support logprobs?")
+            self._no_logprobs("no log-probs (choices[0].logprobs.token_logprobs is missing)")
         return _Reply(
             text=choice.get("text") or "",
             tokens=list(lp["tokens"]),
@@ -164,17 +328,24 @@ class HTTPModel:
                 reply = self._chat(messages, common)
             else:
                 reply = self._completion(str(prompt), common)
-        except (KeyError, IndexError, TypeError, ValueError) as e:
+            return self._trace(reply, max_new_tokens, temperature)
+        except HTTPBackendError:
+            raise
+        except (KeyError, IndexError, TypeError, ValueError, AttributeError) as e:
             raise HTTPBackendError(f"unexpected answer from {self.base_url}: {type(e).__name__}: {e}") from e
-        return self._trace(reply, max_new_tokens, temperature)
 
     def _trace(self, reply: _Reply, max_new_tokens: int, temperature: float) -> Trace:
         T = len(reply.tokens)
+        if len(reply.logprobs) != T:
+            raise HTTPBackendError(f"unexpected answer from {self.base_url}: {T} tokens but "
+                                   f"{len(reply.logprobs)} log-probs")  # fmt: skip
         k = max((len(t) for t in reply.top), default=0)
+        if T and not k:
+            self._no_logprobs("the chosen tokens' log-probs but no top-k alternatives (top_logprobs)")
         top = np.full((T, max(k, 1)), -np.inf)
         for i, t in enumerate(reply.top[:T]):
             top[i, : len(t)] = sorted(t, reverse=True)
-        entropy = topk_entropy(top, self.vocab_size) if T else np.zeros(0)
+        entropy = topk_entropy(top, self.vocab_size, self.entropy_estimator) if T else np.zeros(0)
         offsets = np.concatenate([[0], np.cumsum([len(t) for t in reply.tokens])[:-1]]).astype(np.int64) if T else []
         return Trace(
             text=reply.text,
@@ -192,6 +363,7 @@ class HTTPModel:
                 "temperature": temperature,
                 "max_new_tokens": max_new_tokens,
                 "top_logprobs": self.top_logprobs,
+                "entropy_estimator": self.entropy_estimator,
                 "vocab_size_for_tail": self.vocab_size,
                 "endpoint": reply.endpoint,
                 "server": self.base_url,
@@ -213,9 +385,10 @@ class HTTPModel:
         batch_size: int | None = None,
         **_: Any,
     ) -> list[Trace]:
-        """One request per prompt, ``batch_size`` (default ``max_concurrency``) at a time; traces in prompt order.
+        """One request per prompt, at most ``batch_size`` (default ``max_concurrency``) in flight; prompt order.
 
-        Other keywords of the Hugging Face backend (``top_logprobs``, ``seed``, ...) are accepted and ignored.
+        The first request that fails for good cancels the ones not yet sent and raises. Other keywords of the
+        Hugging Face backend (``top_logprobs``, ``seed``, ...) are accepted and ignored.
         """
         prompts = check_prompts(prompts)
         max_new_tokens = check_positive_int(max_new_tokens, "max_new_tokens")
@@ -226,6 +399,7 @@ class HTTPModel:
             stop_strings = [stop_strings]
         if ids is not None and len(ids) != len(prompts):
             raise ValueError(f"ids must have one entry per prompt: {len(ids)} ids for {len(prompts)} prompts")
+        _ = self.model_id  # resolve the served name once, before the workers start
 
         def run(i: int) -> Trace:
             t = self._one(prompts[i], max_new_tokens, float(temperature), stop_strings)
@@ -234,8 +408,13 @@ class HTTPModel:
                 progress(1)
             return t
 
-        with ThreadPoolExecutor(max_workers=workers) as pool:
-            return list(pool.map(run, range(len(prompts))))
+        pool = ThreadPoolExecutor(max_workers=min(workers, len(prompts)))
+        try:
+            futures = [pool.submit(run, i) for i in range(len(prompts))]
+            wait(futures, return_when=FIRST_EXCEPTION)  # a failure stops the queue at once, whatever its place
+            return [f.result() for f in futures]
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
 
     def _unsupported(self, what: str) -> NoReturn:
         raise BackendUnsupportedError(
