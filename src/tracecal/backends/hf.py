@@ -24,6 +24,7 @@ from tracecal.backends.base import (
     check_batch_size,
     check_positive_int,
     check_prompts,
+    prompt_ids,
 )
 from tracecal.backends.defaults import DEFAULT_MODEL, END_OF_TURN_TOKENS, default_gguf_path, torch_dtype
 from tracecal.backends.recorder import TraceRecorder, output_cache
@@ -147,22 +148,7 @@ class HFModel:
 
         A dict with ``prompt_ids`` is taken as already encoded (e.g. to re-run a stored trace's prompt).
         """
-        if isinstance(prompt, dict) and prompt.get("prompt_ids") is not None:
-            return [int(i) for i in prompt["prompt_ids"]]
-        if isinstance(prompt, dict):
-            prompt = prompt.get("messages") or prompt.get("prompt") or ""
-        if isinstance(prompt, list):
-            messages = list(prompt)
-        elif self.chat:
-            messages = [{"role": "user", "content": prompt}]
-        else:
-            return list(self.tokenizer(prompt, add_special_tokens=True)["input_ids"])
-        if self.system_prompt and messages[0].get("role") != "system":
-            messages = [{"role": "system", "content": self.system_prompt}, *messages]
-        ids = self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
-        if hasattr(ids, "keys"):
-            ids = ids["input_ids"]
-        return list(ids)
+        return prompt_ids(self.tokenizer, prompt, self.chat, self.system_prompt)
 
     @staticmethod
     def _prompt_text(prompt: Prompt) -> str:
@@ -473,6 +459,8 @@ def load_model(name_or_path: str | os.PathLike[str] | None = None, backend: str 
 
     ``backend="http"``: ``name_or_path`` is the server's base URL (:class:`~tracecal.backends.http.HTTPModel`);
     ``batch_size`` sets its concurrency, and ``dtype`` / ``device`` must be left at ``auto`` (the server decides).
+    ``backend="llamacpp"``: a ``.gguf`` file (None: the default) run in-process by llama.cpp
+    (:class:`~tracecal.backends.llamacpp.LlamaCppModel`; ``n_ctx``, ``n_threads``; extra ``tracecal[llamacpp]``).
     """
     if backend == "hf":
         return HFModel.load(name_or_path, **kwargs)
@@ -486,4 +474,8 @@ def load_model(name_or_path: str | os.PathLike[str] | None = None, backend: str 
         if "batch_size" in kwargs:
             kwargs["max_concurrency"] = check_positive_int(kwargs.pop("batch_size"), "batch_size")
         return HTTPModel(str(name_or_path), **kwargs)
-    raise ValueError(f"unknown backend {backend!r}; choose hf or http")
+    if backend == "llamacpp":
+        from tracecal.backends.llamacpp import LlamaCppModel
+
+        return LlamaCppModel.load(name_or_path, **kwargs)
+    raise ValueError(f"unknown backend {backend!r}; choose hf, http or llamacpp")

@@ -1,0 +1,462 @@
+"""llama.cpp backend: GGUF models in-process (llama-cpp-python), traces with the exact full-vocabulary entropy.
+
+`LlamaCppModel.generate` feeds the prompt ids to llama.cpp and decodes greedily, one token per ``eval``. After
+each it reads that step's |V| logits x_t from llama.cpp (``llama_get_logits_ith(ctx, -1)``) and, vectorised
+over the vocabulary with NumPy (one exp pass, no Python loop over tokens),
+
+    lse_t = logsumexp(x_t),  H_t = lse_t − Σ_v softmax(x_t)_v · x_t,v,  s_t = lse_t − x_t[ŷ_t],  ŷ_t = argmax x_t
+
+(nats; ŷ_t is what llama.cpp's greedy sampler picks). O(1) numbers per step are kept, never the T×|V| logits.
+
+Prompt ids are built as the Hugging Face backend builds them (:func:`prompt_ids`: the transformers tokenizer of
+the GGUF and its chat template), so both backends feed identical ids; llama.cpp's own chat formatting is not
+used. Prompts run one at a time; consecutive prompts reuse the KV cache of their common prefix (the chat
+template's system prompt), which changes no number: without llama.cpp's extra buffer types (off by default,
+see `LlamaCppModel.load`) its CPU kernels are batch-invariant. Extra: ``pip install 'tracecal[llamacpp]'``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.metadata
+import json
+import math
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from tracecal.backends.base import (
+    BackendUnsupportedError,
+    Prompt,
+    PromptTooLongError,
+    char_offsets,
+    check_batch_size,
+    check_positive_int,
+    check_prompts,
+    prompt_ids,
+)
+from tracecal.backends.defaults import DEFAULT_MODEL, END_OF_TURN_TOKENS, default_gguf_path
+from tracecal.trace import Trace
+
+__all__ = ["LlamaCppModel", "logits_stats", "prompt_ids", "run_server", "serve_gguf"]
+
+
+def logits_stats(x: np.ndarray) -> tuple[float, float]:
+    """(logsumexp(x), entropy of softmax(x)) in nats for one step's logits, one pass of exp over |V|.
+
+    Tokens at −inf (masked) have probability 0 and contribute 0 to the entropy.
+    """
+    m = float(np.max(x))
+    e = np.exp(x - m)
+    z = float(e.sum())
+    lse = m + math.log(z)
+    ex = float(np.dot(e, np.where(e > 0, x, 0.0)))
+    return lse, lse - ex / z
+
+
+@contextlib.contextmanager
+def _llama_model_params(extra_buffers: bool) -> Iterator[None]:
+    """While ``Llama(...)`` is built: llama.cpp's ``use_extra_bufts`` (repacked / AMX weight layouts) set.
+
+    llama-cpp-python 0.3.16 has no argument for it, so its default-params function is wrapped for the block
+    (process-wide: do not build other ``Llama`` objects in other threads meanwhile).
+    """
+    lib = _import_llama_cpp().llama_cpp
+    orig = lib.llama_model_default_params
+
+    def params() -> Any:
+        out = orig()
+        out.use_extra_bufts = extra_buffers
+        return out
+
+    lib.llama_model_default_params = params
+    try:
+        yield
+    finally:
+        lib.llama_model_default_params = orig
+
+
+def run_server(argv: Sequence[str], extra_buffers: bool = False) -> None:
+    """``python -m llama_cpp.server ARGV`` with llama.cpp's extra buffer types on or off (see `LlamaCppModel.load`)."""
+    from llama_cpp.server.__main__ import main
+
+    sys.argv = ["llama_cpp.server", *argv]
+    with _llama_model_params(extra_buffers):
+        main()
+
+
+def _import_llama_cpp() -> Any:
+    try:
+        import llama_cpp
+    except ImportError as e:
+        raise ImportError(
+            "the llama.cpp backend needs llama-cpp-python: pip install 'tracecal[llamacpp]' "
+            "(it compiles llama.cpp, a few minutes)"
+        ) from e
+    return llama_cpp
+
+
+def _prompt_text(prompt: Prompt) -> str:
+    """The prompt as the user gave it, for ``Trace.prompt`` (the same text the HF backend records)."""
+    if isinstance(prompt, dict) and prompt.get("prompt_ids") is not None and not prompt.get("prompt"):
+        return ""
+    if isinstance(prompt, dict):
+        prompt = prompt.get("messages") or prompt.get("prompt") or ""
+    if isinstance(prompt, list):
+        return "\n".join(f"{m.get('role')}: {m.get('content')}" for m in prompt)
+    return prompt
+
+
+class LlamaCppModel:
+    """A GGUF model run in-process by llama.cpp that returns `Trace` objects (a :class:`Backend`).
+
+    Args:
+        llm: a ``llama_cpp.Llama`` (created with ``logits_all=False``).
+        tokenizer: the transformers tokenizer of the same model (chat template, decoding of answer tokens).
+        model_id: name recorded in every trace.
+        chat: format plain-string prompts with the tokenizer's chat template (default: when it has one).
+        system_prompt: optional system message for chat prompts.
+        batch_size: accepted for the protocol; prompts are decoded one at a time.
+        reuse_prefix: keep the KV cache of the prefix shared with the previous sequence (as llama.cpp's
+            server does; changes no number unless the model was loaded with ``extra_buffers``).
+    """
+
+    def __init__(
+        self,
+        llm: Any,
+        tokenizer: Any,
+        model_id: str,
+        chat: bool | None = None,
+        system_prompt: str | None = None,
+        batch_size: int = 1,
+        reuse_prefix: bool = True,
+    ) -> None:
+        self.llm = llm
+        self.tokenizer = tokenizer
+        self.model_id = model_id
+        self.chat = bool(getattr(tokenizer, "chat_template", None)) if chat is None else chat
+        self.system_prompt = system_prompt
+        self.batch_size = check_positive_int(batch_size, "batch_size")
+        self.reuse_prefix = reuse_prefix
+        self._lib = _import_llama_cpp()
+        self.stop_ids = self._stop_token_ids()
+        self._stop_set = frozenset(self.stop_ids)
+
+    # ------------------------------------------------------------------ loading
+    @classmethod
+    def load(
+        cls,
+        path: str | os.PathLike[str] | None = None,
+        n_ctx: int = 4096,
+        n_threads: int | None = None,
+        tokenizer: Any = None,
+        dtype: str | None = "auto",
+        device: str | None = "auto",
+        extra_buffers: bool = False,
+        **kwargs: Any,
+    ) -> LlamaCppModel:
+        """Load a ``.gguf`` file (None: the offline default SmolLM2-135M-Instruct Q4_1) on the CPU.
+
+        ``n_threads``: llama.cpp threads (default: llama.cpp's choice). ``tokenizer``: a transformers tokenizer
+        or a folder to load one from (default: the tokenizer stored in the GGUF, read by transformers).
+        ``dtype`` / ``device`` must stay ``auto``: the GGUF's quantisation and the build decide.
+        ``extra_buffers``: llama.cpp's repacked weight layouts (AMX / AVX-512 on CPUs that have them). Off by
+        default: with them this build's Q4 matmuls depend on how the tokens are batched and are far less exact
+        (docs/backends.md; ggml-org/llama.cpp#16315); without them traces are batch-invariant.
+        """
+        for key, value in (("dtype", dtype), ("device", device)):
+            if value not in ("auto", None):
+                raise ValueError(f"{key}={value!r} does not apply to llama.cpp (the GGUF decides): use auto")
+        model_id = DEFAULT_MODEL if path is None or str(path) == DEFAULT_MODEL else str(path)
+        p = default_gguf_path() if model_id == DEFAULT_MODEL else Path(path)  # type: ignore[arg-type]
+        if p.suffix != ".gguf":
+            raise ValueError(f"the llama.cpp backend loads .gguf files, got {str(p)!r}")
+        if not p.exists():
+            raise FileNotFoundError(f"GGUF file not found: {p}")
+        llama_cpp = _import_llama_cpp()
+        if tokenizer is None or isinstance(tokenizer, str | os.PathLike):
+            from transformers import AutoTokenizer
+
+            tokenizer = (
+                AutoTokenizer.from_pretrained(str(p.parent), gguf_file=p.name)
+                if tokenizer is None
+                else AutoTokenizer.from_pretrained(str(tokenizer))
+            )
+        with _llama_model_params(extra_buffers):
+            llm = llama_cpp.Llama(
+                model_path=str(p),
+                n_ctx=check_positive_int(n_ctx, "n_ctx"),
+                n_threads=n_threads,
+                n_threads_batch=n_threads,
+                logits_all=False,
+                verbose=False,
+            )
+        return cls(llm, tokenizer, model_id=model_id, **kwargs)
+
+    @property
+    def vocab_size(self) -> int:
+        """|V| of llama.cpp's output distribution (the size H_t is computed over)."""
+        return int(self.llm.n_vocab())
+
+    @property
+    def context_length(self) -> int:
+        """The llama.cpp context (``n_ctx``): prompt + answer tokens must fit."""
+        return int(self.llm.n_ctx())
+
+    def _stop_token_ids(self) -> list[int]:
+        """The HF backend's stop set: the tokenizer's EOS, end-of-turn tokens of the vocabulary, the GGUF's EOS."""
+        ids = {int(self.llm.token_eos())} if self.llm.token_eos() >= 0 else set()
+        if self.tokenizer.eos_token_id is not None:
+            ids.add(int(self.tokenizer.eos_token_id))
+        vocab = self.tokenizer.get_vocab()
+        ids.update(int(vocab[t]) for t in END_OF_TURN_TOKENS if t in vocab)
+        return sorted(ids)
+
+    def encode_prompt(self, prompt: Prompt) -> list[int]:
+        """The exact ids fed to llama.cpp: the HF backend's chat template / tokenizer (:func:`prompt_ids`)."""
+        return prompt_ids(self.tokenizer, prompt, self.chat, self.system_prompt)
+
+    def _check_length(self, prompt_ids: list[list[int]], max_new_tokens: int) -> None:
+        ctx = self.context_length
+        for i, ids in enumerate(prompt_ids):
+            if len(ids) == 0:
+                raise ValueError(f"prompt {i} encodes to zero tokens")
+            if len(ids) + max_new_tokens > ctx:
+                raise PromptTooLongError(
+                    f"prompt {i} has {len(ids)} tokens; with max_new_tokens={max_new_tokens} it exceeds the "
+                    f"llama.cpp context of {ctx} tokens (n_ctx). Shorten it, lower max_new_tokens or raise n_ctx."
+                )
+
+    # ------------------------------------------------------------------ llama.cpp steps
+    def _feed(self, ids: Sequence[int]) -> None:
+        """Evaluate ``ids`` as a new sequence, keeping the cached prefix it shares with the previous one."""
+        llm = self.llm
+        keep = 0
+        if self.reuse_prefix and llm.n_tokens:
+            cached = llm.input_ids[: min(llm.n_tokens, len(ids) - 1)]
+            diff = np.flatnonzero(cached != np.asarray(ids[: len(cached)]))
+            keep = int(diff[0]) if len(diff) else len(cached)
+        llm.n_tokens = keep  # llama.cpp's eval drops the KV cache from n_tokens on
+        llm.eval(list(ids[keep:]))
+
+    def _logits(self) -> np.ndarray:
+        """The logits of the last evaluated position, as float64 (a copy of llama.cpp's |V| floats)."""
+        ptr = self._lib.llama_get_logits_ith(self.llm.ctx, -1)
+        return np.array(np.ctypeslib.as_array(ptr, shape=(self.vocab_size,)), dtype=np.float64)
+
+    def _decode(
+        self, prompt_ids: list[int], max_new_tokens: int, top_logprobs: int, stops: Sequence[str]
+    ) -> tuple[list[int], list[float], list[float], list[tuple[np.ndarray, np.ndarray]], bool]:
+        """Greedy decoding of one prompt: (new ids incl. a final stop token, s, H, top-k, hit a stop string)."""
+        self._feed(prompt_ids)
+        new: list[int] = []
+        s: list[float] = []
+        h: list[float] = []
+        top: list[tuple[np.ndarray, np.ndarray]] = []
+        for step in range(max_new_tokens):
+            x = self._logits()
+            lse, ent = logits_stats(x)
+            tok = int(np.argmax(x))
+            new.append(tok)
+            s.append(lse - float(x[tok]))
+            h.append(ent)
+            if top_logprobs:
+                ti = np.argpartition(-x, top_logprobs)[:top_logprobs]
+                ti = ti[np.argsort(-x[ti], kind="stable")]
+                top.append((ti.astype(np.int64), x[ti] - lse))
+            if tok in self._stop_set:
+                break
+            if stops and any(ss in self.tokenizer.decode(new) for ss in stops):
+                return new, s, h, top, True
+            if step + 1 < max_new_tokens:
+                self.llm.eval([tok])
+        return new, s, h, top, False
+
+    # ------------------------------------------------------------------ Backend
+    def generate(
+        self,
+        prompts: Sequence[Prompt],
+        max_new_tokens: int = 32,
+        *,
+        do_sample: bool = False,
+        top_logprobs: int = 0,
+        stop_strings: Sequence[str] = (),
+        batch_size: int | None = None,
+        ids: Sequence[str] | None = None,
+        progress: Callable[[int], None] | None = None,
+        **_: Any,
+    ) -> list[Trace]:
+        """Decode one greedy answer per prompt and record its trace in the same pass.
+
+        The keywords mean what they mean for :meth:`HFModel.generate <tracecal.backends.hf.HFModel.generate>`
+        (``progress`` is called after each prompt); sampling (``do_sample=True``) raises
+        :class:`BackendUnsupportedError`; the HF backend's other sampling keywords are accepted and ignored.
+        """
+        if do_sample:
+            raise BackendUnsupportedError("the llama.cpp backend decodes greedily; sample with backend='hf'")
+        prompts = check_prompts(prompts)
+        max_new_tokens = check_positive_int(max_new_tokens, "max_new_tokens")
+        check_batch_size(batch_size, self.batch_size)
+        if top_logprobs != 0:
+            top_logprobs = min(check_positive_int(top_logprobs, "top_logprobs"), self.vocab_size)
+        stop_strings = [stop_strings] if isinstance(stop_strings, str) else list(stop_strings)
+        if ids is not None and len(ids) != len(prompts):
+            raise ValueError(f"ids must have one entry per prompt: {len(ids)} ids for {len(prompts)} prompts")
+        encoded = [self.encode_prompt(p) for p in prompts]
+        self._check_length(encoded, max_new_tokens)
+        decoding = {
+            "strategy": "greedy",
+            "max_new_tokens": max_new_tokens,
+            "temperature": 1.0,
+            "top_logprobs": top_logprobs,
+            "stop_strings": stop_strings,
+            "recorded_logits": "llama.cpp's logits of each step (the GGUF's weights, llama.cpp's CPU kernels)",
+            "chat_template": self.chat,
+            "backend": "llama.cpp",
+            "llama_cpp_python": importlib.metadata.version("llama-cpp-python"),
+            "n_threads": int(self.llm.context_params.n_threads),
+            "extra_buffers": bool(self.llm.model_params.use_extra_bufts),
+        }
+        out = []
+        for i, (p, pids) in enumerate(zip(prompts, encoded, strict=True)):
+            new, s, h, top, hit = self._decode(pids, max_new_tokens, top_logprobs, stop_strings)
+            t = self._make_trace(pids, new, s, h, top, hit, decoding)
+            t.prompt = _prompt_text(p)
+            t.id = str(ids[i]) if ids is not None else str(i)
+            out.append(t)
+            if progress is not None:
+                progress(1)
+        return out
+
+    def _make_trace(
+        self,
+        prompt_ids: list[int],
+        new: list[int],
+        s: list[float],
+        h: list[float],
+        top: list[tuple[np.ndarray, np.ndarray]],
+        hit_stop_string: bool,
+        decoding: dict[str, Any],
+    ) -> Trace:
+        """The trace of one answer: stop token and stop-string token dropped, offsets from decoded prefixes."""
+        T = len(new)
+        stop_reason = "length"
+        if T and new[-1] in self._stop_set:
+            T, stop_reason = T - 1, "eos"
+        elif hit_stop_string:
+            T, stop_reason = T - 1, "stop_string"
+        answer = new[:T]
+        prefixes = self.tokenizer.batch_decode([answer[:i] for i in range(T + 1)]) if T else [""]
+        offsets, strings = char_offsets(prefixes, prefixes[T])
+        return Trace(
+            text=prefixes[T],
+            token_ids=np.asarray(answer, dtype=np.int64),
+            surprisal=np.asarray(s[:T]),
+            entropy=np.asarray(h[:T]),
+            token_strings=strings,
+            offsets=offsets,
+            prompt_ids=np.asarray(prompt_ids, dtype=np.int64),
+            entropy_kind="exact",
+            stop_reason=stop_reason,
+            model_id=self.model_id,
+            decoding=dict(decoding),
+            topk_ids=np.stack([t[0] for t in top[:T]]) if top and T else None,
+            topk_logprobs=np.stack([t[1] for t in top[:T]]) if top and T else None,
+        )
+
+    def teacher_forced(self, prompt_ids: Sequence[int], answer_ids: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
+        """(s_t, H_t) of ``answer_ids`` after ``prompt_ids``, nats: llama.cpp fed one answer token per step."""
+        if not len(prompt_ids):
+            raise ValueError("teacher_forced needs at least one prompt token")
+        self._feed([int(i) for i in prompt_ids])
+        s, h = np.zeros(len(answer_ids)), np.zeros(len(answer_ids))
+        for t, a in enumerate(answer_ids):
+            x = self._logits()
+            lse, h[t] = logits_stats(x)
+            s[t] = lse - x[int(a)]
+            if t + 1 < len(answer_ids):
+                self.llm.eval([int(a)])
+        return s, h
+
+    def next_token_logprobs(
+        self, prompt_ids: Sequence[Sequence[int]], token_ids: Sequence[int], batch_size: int | None = None
+    ) -> np.ndarray:
+        """log P(v | prompt) of the next token for each prompt and each v in ``token_ids`` (full-vocabulary
+        log-softmax): shape (B, K). Prompts are evaluated one at a time (``batch_size`` is ignored)."""
+        tok = np.asarray(list(token_ids), dtype=np.int64)
+        out = np.zeros((len(prompt_ids), len(tok)))
+        for i, p in enumerate(prompt_ids):
+            if not len(p):
+                raise ValueError(f"prompt {i} has no tokens")
+            self._feed([int(t) for t in p])
+            x = self._logits()
+            out[i] = x[tok] - logits_stats(x)[0]
+        return out
+
+    def beam_scores(self, prompts: Sequence[Prompt], num_beams: int = 5, max_new_tokens: int = 32, **_: Any) -> Any:
+        """Not available: raises :class:`BackendUnsupportedError` (use the HF backend for beam scores)."""
+        raise BackendUnsupportedError(
+            "beam search scores (beam_scores) are not available from the llama.cpp backend: it decodes one "
+            "sequence at a time and llama-cpp-python has no beam search. Use the Hugging Face backend (backend='hf')."
+        )
+
+
+@contextlib.contextmanager
+def serve_gguf(
+    path: str | os.PathLike[str] | None = None,
+    alias: str = "smollm2",
+    n_threads: int = 1,
+    n_ctx: int = 2048,
+    port: int | None = None,
+    timeout: float = 180.0,
+    log: Any = subprocess.DEVNULL,
+    extra_buffers: bool = False,
+) -> Iterator[str]:
+    """Run llama-cpp-python's OpenAI-compatible server on 127.0.0.1 for the ``with`` block; yields its ``/v1`` URL.
+
+    ``python -m llama_cpp.server`` with ``--logits_all true`` (needed for log-probs); ``extra_buffers=False``
+    runs it through :func:`run_server` so that it uses the kernels of the in-process backend's default. Ready
+    when ``GET /v1/models`` lists ``alias`` (polled until ``timeout`` s); terminated when the block ends.
+    """
+    gguf = default_gguf_path() if path is None else Path(path)
+    if port is None:
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = int(sock.getsockname()[1])
+    opts = f"--host 127.0.0.1 --port {port} --n_threads {n_threads} --logits_all true --n_ctx {n_ctx}".split()
+    code = f"import sys, {__name__} as m; m.run_server(sys.argv[1:])"
+    launch = ["-m", "llama_cpp.server"] if extra_buffers else ["-c", code]
+    cmd = [sys.executable, *launch, "--model", str(gguf), "--model_alias", alias, *opts]
+    proc = subprocess.Popen(cmd, stdout=log, stderr=log)
+    url = f"http://127.0.0.1:{port}/v1"
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            if proc.poll() is not None:
+                raise RuntimeError(f"the llama.cpp server exited with code {proc.returncode}: {' '.join(cmd)}")
+            try:
+                with urllib.request.urlopen(f"{url}/models", timeout=2) as r:
+                    if any(m.get("id") == alias for m in json.load(r).get("data", [])):
+                        break
+            except (urllib.error.URLError, OSError, ValueError):
+                pass
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"the llama.cpp server did not answer GET {url}/models within {timeout:.0f} s")
+            time.sleep(0.2)  # poll interval of the readiness check
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
