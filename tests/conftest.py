@@ -84,11 +84,11 @@ def model(tokenizer):
 @pytest.fixture(scope="session")
 def real_run(tmp_path_factory, model):
     """One small end-to-end evaluation with the real model, shared by the tests that read a real run:
-    TriviaQA, 32 questions, the trace-only estimators and P(True)/verbalised, 3 splits."""
+    TriviaQA, 16 questions (16 new tokens), the trace-only estimators and P(True)/verbalised, 3 splits."""
     from tracecal.evaluate import EvalConfig, evaluate
 
     run = tmp_path_factory.mktemp("real") / "run"
-    cfg = EvalConfig(tasks=["triviaqa"], limit=32, estimators=["trace-only", "extra"], n_seeds=3, shard_size=16,
-                     batch_size=16)  # fmt: skip
+    cfg = EvalConfig(tasks=["triviaqa"], limit=16, estimators=["trace-only", "extra"], n_seeds=3, shard_size=8,
+                     batch_size=16, max_new_tokens=16)  # fmt: skip
     evaluate(run, cfg, model=model)
     return run
