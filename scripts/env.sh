@@ -1,11 +1,16 @@
 # Sourced by run.sh and test.sh: offline settings and the evaluation data folder.
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
 # the evaluation data: $TRACECAL_DATA if set, else the nearest shared/data beside this checkout or one of its
-# parent folders (tracecal itself looks only where its documentation says: --data-dir, $TRACECAL_DATA, ../shared/data)
+# parent folders, else (a clone made elsewhere, e.g. in a temporary folder) beside the local repository it was
+# cloned from. tracecal itself looks only where its documentation says: --data-dir, $TRACECAL_DATA, ../shared/data.
 if [ -z "${TRACECAL_DATA:-}" ]; then
-  d=$(pwd)
-  while [ "$d" != "/" ]; do
-    if [ -d "$d/shared/data" ]; then export TRACECAL_DATA="$d/shared/data"; break; fi
-    d=$(dirname "$d")
+  origin=$(git config --get remote.origin.url 2>/dev/null || true)
+  for start in "$(pwd)" "$origin"; do
+    [ -n "$start" ] && [ -d "$start" ] || continue
+    d=$(cd "$start" && pwd)
+    while [ "$d" != "/" ]; do
+      if [ -d "$d/shared/data" ]; then export TRACECAL_DATA="$d/shared/data"; break 2; fi
+      d=$(dirname "$d")
+    done
   done
 fi

@@ -242,3 +242,14 @@ def prompt_ids(tokenizer: Any, prompt: Prompt, chat: bool, system_prompt: str | 
     if hasattr(ids, "keys"):
         ids = ids["input_ids"]
     return [int(i) for i in ids]
+
+
+def prompt_text(prompt: Prompt) -> str:
+    """The prompt as the user gave it, for ``Trace.prompt`` (the same text the HF backend records)."""
+    if isinstance(prompt, dict) and prompt.get("prompt_ids") is not None and not prompt.get("prompt"):
+        return ""
+    if isinstance(prompt, dict):
+        prompt = prompt.get("messages") or prompt.get("prompt") or ""
+    if isinstance(prompt, list):
+        return "\n".join(f"{m.get('role')}: {m.get('content')}" for m in prompt)
+    return prompt

@@ -25,6 +25,7 @@ from tracecal.backends.base import (
     check_positive_int,
     check_prompts,
     prompt_ids,
+    prompt_text,
 )
 from tracecal.backends.defaults import DEFAULT_MODEL, END_OF_TURN_TOKENS, default_gguf_path, torch_dtype
 from tracecal.backends.recorder import TraceRecorder, output_cache
@@ -150,16 +151,6 @@ class HFModel:
         """
         return prompt_ids(self.tokenizer, prompt, self.chat, self.system_prompt)
 
-    @staticmethod
-    def _prompt_text(prompt: Prompt) -> str:
-        if isinstance(prompt, dict) and prompt.get("prompt_ids") is not None and not prompt.get("prompt"):
-            return ""
-        if isinstance(prompt, dict):
-            prompt = prompt.get("messages") or prompt.get("prompt") or ""
-        if isinstance(prompt, list):
-            return "\n".join(f"{m.get('role')}: {m.get('content')}" for m in prompt)
-        return prompt
-
     def left_pad(self, seqs: Sequence[Sequence[int]]) -> tuple[torch.Tensor, torch.Tensor]:
         """(input_ids, attention_mask) of token-id lists, left padded with ``pad_id`` to the longest, on ``device``."""
         n = max(len(s) for s in seqs)
@@ -247,7 +238,7 @@ class HFModel:
             )
             for j, i in enumerate(idx):
                 t = traces[j]
-                t.prompt = self._prompt_text(prompts[i])
+                t.prompt = prompt_text(prompts[i])
                 t.id = str(ids[i]) if ids is not None else str(i)
                 out[i] = t
             if progress is not None:

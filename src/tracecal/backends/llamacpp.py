@@ -43,6 +43,7 @@ from tracecal.backends.base import (
     check_positive_int,
     check_prompts,
     prompt_ids,
+    prompt_text,
 )
 from tracecal.backends.defaults import DEFAULT_MODEL, END_OF_TURN_TOKENS, default_gguf_path
 from tracecal.trace import Trace
@@ -103,17 +104,6 @@ def _import_llama_cpp() -> Any:
             "(it compiles llama.cpp, a few minutes)"
         ) from e
     return llama_cpp
-
-
-def _prompt_text(prompt: Prompt) -> str:
-    """The prompt as the user gave it, for ``Trace.prompt`` (the same text the HF backend records)."""
-    if isinstance(prompt, dict) and prompt.get("prompt_ids") is not None and not prompt.get("prompt"):
-        return ""
-    if isinstance(prompt, dict):
-        prompt = prompt.get("messages") or prompt.get("prompt") or ""
-    if isinstance(prompt, list):
-        return "\n".join(f"{m.get('role')}: {m.get('content')}" for m in prompt)
-    return prompt
 
 
 class LlamaCppModel:
@@ -330,7 +320,7 @@ class LlamaCppModel:
         for i, (p, pids) in enumerate(zip(prompts, encoded, strict=True)):
             new, s, h, top, hit = self._decode(pids, max_new_tokens, top_logprobs, stop_strings)
             t = self._make_trace(pids, new, s, h, top, hit, decoding)
-            t.prompt = _prompt_text(p)
+            t.prompt = prompt_text(p)
             t.id = str(ids[i]) if ids is not None else str(i)
             out.append(t)
             if progress is not None:
