@@ -156,3 +156,19 @@ def test_generate_with_a_real_backend(tiny_model) -> None:  # type: ignore[no-un
         assert a["trace_plus"] is None and (a["trace_confidence"] is None or 0 < a["trace_confidence"] <= 1)
     too_long = client.post("/generate", json={"prompts": ["word " * 3000], "max_new_tokens": 4})
     assert too_long.status_code == 422 and "context" in too_long.json()["detail"]
+
+
+def test_an_upstream_server_without_log_probs_is_a_502_not_a_422() -> None:
+    from fastapi.testclient import TestClient
+
+    from tracecal.backends.http import LogprobsUnavailableError
+    from tracecal.serve import create_app
+
+    class NoLogprobs:
+        model_id = "upstream"
+
+        def generate(self, prompts, max_new_tokens=32):  # type: ignore[no-untyped-def]
+            raise LogprobsUnavailableError("the server returned no log-probs: start it with --logits_all true")
+
+    r = TestClient(create_app(NoLogprobs())).post("/generate", json={"prompts": ["hi"], "max_new_tokens": 4})
+    assert r.status_code == 502 and "--logits_all" in r.json()["detail"]

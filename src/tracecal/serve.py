@@ -125,10 +125,10 @@ def create_app(model: Any = None, calibrator: Any = None, max_prompts: int = 256
         prompts = [p if isinstance(p, str) else [m.model_dump() for m in p] for p in req.prompts]
         try:
             traces = model.generate(prompts, max_new_tokens=req.max_new_tokens)
+        except HTTPBackendError as e:  # the upstream server failed (also: it sent no log-probs): not the client's fault
+            raise HTTPException(status_code=502, detail=str(e)) from e
         except ValueError as e:  # a prompt too long for the context, an unsupported request, ...
             raise HTTPException(status_code=422, detail=str(e)) from e
-        except HTTPBackendError as e:  # the upstream server of an HTTP backend failed
-            raise HTTPException(status_code=502, detail=str(e)) from e
         s = scores(TraceBatch.from_traces(traces))
         answers = []
         for i, t in enumerate(traces):
