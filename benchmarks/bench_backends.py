@@ -37,26 +37,12 @@ from typing import Any
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-import httpx  # noqa: E402
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 from tracecal.backends.hf import default_gguf_path, load_model  # noqa: E402
 from tracecal.backends.llamacpp import LlamaCppModel, serve_gguf  # noqa: E402
 from tracecal.tasks import get_task  # noqa: E402
-
-
-class SetBody(httpx.BaseTransport):
-    """Adds fields to every JSON request body (``repeat_penalty``: the HTTP backend sends only OpenAI fields)."""
-
-    def __init__(self, **fields: Any) -> None:
-        self.inner = httpx.HTTPTransport()
-        self.fields = fields
-
-    def handle_request(self, request: httpx.Request) -> httpx.Response:
-        body = json.loads(request.content) | self.fields
-        headers = {k: v for k, v in request.headers.items() if k.lower() != "content-length"}
-        return self.inner.handle_request(httpx.Request(request.method, request.url, headers=headers, json=body))
 
 
 def timed_generate(lm: Any, prompts: list, mnt: int) -> tuple[list, float]:
@@ -176,10 +162,9 @@ def run_server(a: argparse.Namespace, res: dict, traces: dict, tok: Any) -> None
     with open(a.server_log, "w") as log, serve_gguf(n_threads=a.threads, log=log, extra_buffers=True) as url:
 
         def http(repeat_penalty: float | None, chat: bool) -> Any:
-            t = SetBody(repeat_penalty=repeat_penalty) if repeat_penalty is not None else httpx.HTTPTransport()
-            client = httpx.Client(timeout=600, transport=t)
-            kw = {"model": "smollm2", "vocab_size": 49152, "chat": chat, "client": client, "batch_size": 1}
-            return load_model(url, backend="http", **kw)
+            extra = {} if repeat_penalty is None else {"repeat_penalty": repeat_penalty}
+            kw = {"model": "smollm2", "vocab_size": 49152, "chat": chat, "batch_size": 1, "timeout": 600.0}
+            return load_model(url, backend="http", extra_body=extra, **kw)
 
         lm = http(1.0, chat=False)
         traces["server"], sec = timed_generate(lm, texts, a.max_new_tokens)

@@ -17,10 +17,6 @@ any order), where the server's own chat template (``/v1/chat/completions``) is c
 
 from __future__ import annotations
 
-import json
-from typing import Any
-
-import httpx
 import numpy as np
 import pytest
 
@@ -38,19 +34,6 @@ PROMPTS = [
 ]
 MNT = 16
 TOL_S = 1e-5
-
-
-class SetBody(httpx.BaseTransport):
-    """Adds fields to each JSON request body (the HTTP backend sends only OpenAI fields)."""
-
-    def __init__(self, **fields: Any) -> None:
-        self.inner = httpx.HTTPTransport()
-        self.fields = fields
-
-    def handle_request(self, request: httpx.Request) -> httpx.Response:
-        body = json.loads(request.content) | self.fields
-        headers = {k: v for k, v in request.headers.items() if k.lower() != "content-length"}
-        return self.inner.handle_request(httpx.Request(request.method, request.url, headers=headers, json=body))
 
 
 def start(tmp_path_factory, extra_buffers: bool):  # type: ignore[no-untyped-def]
@@ -73,8 +56,8 @@ def server(tmp_path_factory):  # type: ignore[no-untyped-def]
 
 
 def http_model(url: str, chat: bool = False):  # type: ignore[no-untyped-def]
-    client = httpx.Client(timeout=300, transport=SetBody(repeat_penalty=1.0))
-    return load_model(url, backend="http", model="smollm2", vocab_size=49152, chat=chat, client=client, batch_size=1)
+    kw = {"model": "smollm2", "vocab_size": 49152, "chat": chat, "batch_size": 1, "timeout": 300.0}
+    return load_model(url, backend="http", extra_body={"repeat_penalty": 1.0}, **kw)  # llama.cpp's default is 1.1
 
 
 def check_same(local: list, remote: list) -> None:

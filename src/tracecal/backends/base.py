@@ -253,3 +253,20 @@ def prompt_text(prompt: Prompt) -> str:
     if isinstance(prompt, list):
         return "\n".join(f"{m.get('role')}: {m.get('content')}" for m in prompt)
     return prompt
+
+
+def check_prompt_lengths(
+    prompt_ids: Sequence[Sequence[int]], max_new_tokens: int, context: int, where: str, remedy: str
+) -> None:
+    """Every prompt has ≥ 1 token and fits ``context`` together with ``max_new_tokens`` (`PromptTooLongError`).
+
+    ``where`` names the limit in the message (e.g. "the model's context"), ``remedy`` says what to do.
+    """
+    for i, ids in enumerate(prompt_ids):
+        if len(ids) == 0:
+            raise ValueError(f"prompt {i} encodes to zero tokens")
+        if len(ids) + max_new_tokens > context:
+            raise PromptTooLongError(
+                f"prompt {i} has {len(ids)} tokens; with max_new_tokens={max_new_tokens} it exceeds {where} of "
+                f"{context} tokens. {remedy}"
+            )

@@ -19,10 +19,10 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, LogitsProcessorLis
 from tracecal.backends.base import (
     Backend,
     Prompt,
-    PromptTooLongError,
     char_offsets,
     check_batch_size,
     check_positive_int,
+    check_prompt_lengths,
     check_prompts,
     prompt_ids,
     prompt_text,
@@ -164,14 +164,8 @@ class HFModel:
 
     def _check_length(self, prompt_ids: list[list[int]], max_new_tokens: int) -> None:
         ctx = self.context_length
-        for i, ids in enumerate(prompt_ids):
-            if len(ids) == 0:
-                raise ValueError(f"prompt {i} encodes to zero tokens")
-            if len(ids) + max_new_tokens > ctx:
-                raise PromptTooLongError(
-                    f"prompt {i} has {len(ids)} tokens; with max_new_tokens={max_new_tokens} it exceeds the "
-                    f"model's context of {ctx} tokens. Shorten it or lower max_new_tokens."
-                )
+        where, remedy = "the model's context", "Shorten it or lower max_new_tokens."
+        check_prompt_lengths(prompt_ids, max_new_tokens, ctx, where, remedy)
 
     # ------------------------------------------------------------------ generation
     def generate(

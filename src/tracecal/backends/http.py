@@ -142,6 +142,8 @@ class HTTPModel:
             never more than ``max_wait`` (which also caps a ``Retry-After``).
         client: an `httpx.Client` to use (tests pass one with a mock transport).
         context_length: the served model's context, if known (informational; the server enforces it).
+        extra_body: fields added to every completion request beyond the OpenAI ones (as the `openai` client's
+            ``extra_body``), e.g. ``{"repeat_penalty": 1.0}`` for llama-cpp-python's server, whose default is 1.1.
         sleep, clock, rng: injectable `time.sleep`, `time.time` and `random.Random` (tests).
         api_key: refused - API keys come from the environment only (module docstring).
     """
@@ -161,6 +163,7 @@ class HTTPModel:
         max_wait: float = 60.0,
         client: Any = None,
         context_length: int | None = None,
+        extra_body: dict[str, Any] | None = None,
         sleep: Callable[[float], None] = time.sleep,
         clock: Callable[[], float] = time.time,
         rng: random.Random | None = None,
@@ -185,6 +188,7 @@ class HTTPModel:
         self.chat = chat
         self.batch_size = check_positive_int(max_concurrency, "max_concurrency")
         self.context_length = None if context_length is None else check_positive_int(context_length, "context_length")
+        self.extra_body = dict(extra_body or {})
         for name, value, least in (("timeout", timeout, 1e-3), ("backoff", backoff, 0), ("max_wait", max_wait, 0)):
             if isinstance(value, bool) or not isinstance(value, numbers.Real) or not value >= least:
                 raise ValueError(f"{name} must be a number of seconds {'> 0' if least else '≥ 0'}, got {value!r}")
@@ -273,7 +277,7 @@ class HTTPModel:
         return out
 
     def _post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
-        out = self._request("POST", path, body)
+        out = self._request("POST", path, self.extra_body | body)
         if not out.get("choices"):
             raise HTTPBackendError(f"{path}: the answer has no 'choices': {str(out)[:200]}")
         return out

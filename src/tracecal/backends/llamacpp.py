@@ -37,10 +37,10 @@ import numpy as np
 from tracecal.backends.base import (
     BackendUnsupportedError,
     Prompt,
-    PromptTooLongError,
     char_offsets,
     check_batch_size,
     check_positive_int,
+    check_prompt_lengths,
     check_prompts,
     prompt_ids,
     prompt_text,
@@ -217,14 +217,8 @@ class LlamaCppModel:
 
     def _check_length(self, prompt_ids: list[list[int]], max_new_tokens: int) -> None:
         ctx = self.context_length
-        for i, ids in enumerate(prompt_ids):
-            if len(ids) == 0:
-                raise ValueError(f"prompt {i} encodes to zero tokens")
-            if len(ids) + max_new_tokens > ctx:
-                raise PromptTooLongError(
-                    f"prompt {i} has {len(ids)} tokens; with max_new_tokens={max_new_tokens} it exceeds the "
-                    f"llama.cpp context of {ctx} tokens (n_ctx). Shorten it, lower max_new_tokens or raise n_ctx."
-                )
+        where, remedy = "the llama.cpp context", "Shorten it, lower max_new_tokens or raise n_ctx."
+        check_prompt_lengths(prompt_ids, max_new_tokens, ctx, where, remedy)
 
     # ------------------------------------------------------------------ llama.cpp steps
     def _feed(self, ids: Sequence[int]) -> None:
