@@ -15,8 +15,8 @@ from tracecal.trace import Trace, TraceBatch, TraceFileError, export_jsonl, impo
 from tracecal.version import __version__
 
 
-def load_model(name_or_path=None, backend: str = "hf", **kwargs):  # type: ignore[no-untyped-def]
-    """Load a tracing model (lazy import: torch/transformers load only when a model is needed)."""
+def load_model(name_or_path=None, backend: str = "auto", **kwargs):  # type: ignore[no-untyped-def]
+    """Load a tracing model: a HF id, local dir or .gguf (HF backend), or a server URL (HTTP backend); lazy import."""
     from tracecal.backends.hf import load_model as _load
 
     return _load(name_or_path, backend=backend, **kwargs)

