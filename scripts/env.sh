@@ -14,3 +14,8 @@ if [ -z "${TRACECAL_DATA:-}" ]; then
     done
   done
 fi
+# the python of the vLLM venv (scripts/setup_vllm.sh) for tracecal.backends.vllm, unless already set
+if [ -z "${TRACECAL_VLLM_PYTHON:-}" ] && [ -x "$(dirname "${BASH_SOURCE[0]}")/../.venv-vllm/bin/python" ]; then
+  TRACECAL_VLLM_PYTHON="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/.venv-vllm/bin/python"
+  export TRACECAL_VLLM_PYTHON
+fi

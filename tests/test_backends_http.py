@@ -411,3 +411,40 @@ def test_load_model_http_backend() -> None:
         load_model("http://127.0.0.1:9/v1", backend="http", dtype="bfloat16")
     with pytest.raises(ValueError, match="unknown backend 'grpc'"):
         load_model("x", backend="grpc")
+
+
+def test_a_trailing_end_of_turn_token_is_not_part_of_the_trace() -> None:
+    """vLLM lists ``<|im_end|>`` (with its log-prob) after the text on a ``stop``; the trace ends before it, as the
+    in-process backends' do. A server that puts it in the text keeps it."""
+
+    def handler(text: str) -> Handler:
+        def h(request: httpx.Request) -> httpx.Response:
+            top = [[{"token": "Paris", "logprob": -0.1}], [{"token": "<|im_end|>", "logprob": -0.2}]]
+            content = [{"token": t[0]["token"], "logprob": t[0]["logprob"], "top_logprobs": t} for t in top]
+            choice = {"message": {"content": text}, "finish_reason": "stop", "logprobs": {"content": content}}
+            return httpx.Response(200, json={"choices": [choice]})
+
+        return h
+
+    t = make(handler("Paris")).generate(["q"])[0]
+    assert t.length == 1 and t.token_strings == ["Paris"] and t.surprisal.tolist() == [0.1]
+    assert make(handler("Paris<|im_end|>")).generate(["q"])[0].length == 2
+
+
+def test_full_distribution_asks_for_every_token_and_stores_the_head() -> None:
+    V = 50
+    lp = np.log(np.full(V, 1.0 / V))
+
+    def h(request: httpx.Request) -> httpx.Response:
+        body = json.loads(request.content)
+        assert body["top_logprobs"] == V
+        top = [{"token": f"t{i}", "logprob": float(x)} for i, x in enumerate(lp)]
+        content = [{"token": "t0", "logprob": float(lp[0]), "top_logprobs": top}]
+        choice = {"message": {"content": "t0"}, "finish_reason": "length", "logprobs": {"content": content}}
+        return httpx.Response(200, json={"choices": [choice]})
+
+    t = make(h, vocab_size=V, full_distribution=True).generate(["q"])[0]
+    assert t.entropy_kind == "exact" and t.topk_logprobs.shape == (1, 2)
+    np.testing.assert_allclose(t.entropy, [np.log(V)], rtol=0, atol=1e-12)
+    with pytest.raises(ValueError, match="full_distribution"):
+        make(full_distribution="yes")

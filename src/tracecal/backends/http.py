@@ -41,6 +41,7 @@ from tracecal.backends.base import (
     check_positive_int,
     check_prompts,
 )
+from tracecal.backends.defaults import END_OF_TURN_TOKENS
 from tracecal.topk import DEFAULT_TOPK_ESTIMATOR, TOPK_ESTIMATORS, topk_entropy
 from tracecal.trace import Trace
 
@@ -77,6 +78,15 @@ class _Reply(NamedTuple):
     finish: str | None
     prompt_text: str
     endpoint: str
+
+
+def _drop_end_of_turn(reply: _Reply) -> _Reply:
+    """Without the end-of-turn token some servers list last (vLLM: ``<|im_end|>`` after a ``stop``), as the
+    in-process backends' traces end before it: it is not part of the answer's text."""
+    t = reply.tokens
+    if reply.finish == "stop" and t and t[-1] in END_OF_TURN_TOKENS and not reply.text.endswith(t[-1]):
+        return reply._replace(tokens=t[:-1], logprobs=reply.logprobs[:-1], top=reply.top[: len(t) - 1])
+    return reply
 
 
 def _api_key_headers() -> dict[str, str]:
@@ -133,6 +143,10 @@ class HTTPModel:
         model: the served model name; None asks the server (the first id of ``GET /models``) on first use.
         vocab_size: |V| of the served model, for the tail of the top-k entropy estimate.
         top_logprobs: k log-probs requested per token (servers usually allow up to 20).
+        full_distribution: ask for every token's log-prob (k = ``vocab_size``) so that H_t is the exact entropy
+            (``entropy_kind="exact"`` when all |V| come back), not a top-k estimate. Needs a server that allows
+            it (vLLM with ``--max-logprobs`` ≥ |V|); costs ~4 MB of JSON and ~40× the time per token at |V| = 49,152
+            (docs/backends.md). Traces still store only the top ``top_logprobs`` alternatives.
         entropy_estimator: how H_t is estimated from the k log-probs, one of `tracecal.topk.TOPK_ESTIMATORS`.
         chat: send plain-string prompts as one user message to the chat endpoint.
         max_concurrency: requests in flight at once (also this backend's ``batch_size``).
@@ -154,6 +168,7 @@ class HTTPModel:
         model: str | None = None,
         vocab_size: int = 100_000,
         top_logprobs: int = 20,
+        full_distribution: bool = False,
         entropy_estimator: str = DEFAULT_TOPK_ESTIMATOR,
         chat: bool = True,
         max_concurrency: int = 8,
@@ -181,6 +196,9 @@ class HTTPModel:
         self._model_lock = threading.Lock()
         self.vocab_size = check_positive_int(vocab_size, "vocab_size")
         self.top_logprobs = check_positive_int(top_logprobs, "top_logprobs")
+        if not isinstance(full_distribution, bool):
+            raise ValueError(f"full_distribution must be True or False, got {full_distribution!r}")
+        self.full_distribution = full_distribution
         if entropy_estimator not in TOPK_ESTIMATORS:
             choices = ", ".join(TOPK_ESTIMATORS)
             raise ValueError(f"entropy_estimator must be one of {choices}, got {entropy_estimator!r}")
@@ -285,8 +303,13 @@ class HTTPModel:
     def _no_logprobs(self, what: str) -> NoReturn:
         raise LogprobsUnavailableError(f"{self.base_url} returned {what}. {LOGPROBS_HELP}")
 
+    @property
+    def requested_logprobs(self) -> int:
+        """Log-probs asked for per token: |V| with ``full_distribution``, else ``top_logprobs``."""
+        return self.vocab_size if self.full_distribution else self.top_logprobs
+
     def _chat(self, messages: list[dict[str, str]], common: dict[str, Any]) -> _Reply:
-        body = common | {"messages": messages, "logprobs": True, "top_logprobs": self.top_logprobs}
+        body = common | {"messages": messages, "logprobs": True, "top_logprobs": self.requested_logprobs}
         choice = self._post("/chat/completions", body)["choices"][0]
         content = (choice.get("logprobs") or {}).get("content")
         text = (choice.get("message") or {}).get("content") or ""
@@ -303,7 +326,8 @@ class HTTPModel:
         )
 
     def _completion(self, prompt: str, common: dict[str, Any]) -> _Reply:
-        choice = self._post("/completions", common | {"prompt": prompt, "logprobs": self.top_logprobs})["choices"][0]
+        body = common | {"prompt": prompt, "logprobs": self.requested_logprobs}
+        choice = self._post("/completions", body)["choices"][0]
         lp = choice.get("logprobs")
         if not lp or lp.get("token_logprobs") is None:
             self._no_logprobs("no log-probs (choices[0].logprobs.token_logprobs is missing)")
@@ -339,6 +363,7 @@ class HTTPModel:
             raise HTTPBackendError(f"unexpected answer from {self.base_url}: {type(e).__name__}: {e}") from e
 
     def _trace(self, reply: _Reply, max_new_tokens: int, temperature: float) -> Trace:
+        reply = _drop_end_of_turn(reply)
         T = len(reply.tokens)
         if len(reply.logprobs) != T:
             raise HTTPBackendError(f"unexpected answer from {self.base_url}: {T} tokens but "
@@ -348,8 +373,12 @@ class HTTPModel:
             self._no_logprobs("the chosen tokens' log-probs but no top-k alternatives (top_logprobs)")
         top = np.full((T, max(k, 1)), -np.inf)
         for i, t in enumerate(reply.top[:T]):
-            top[i, : len(t)] = sorted(t, reverse=True)
+            top[i, : len(t)] = t
+        top = -np.sort(-top, axis=1)  # descending per step
         entropy = topk_entropy(top, self.vocab_size, self.entropy_estimator) if T else np.zeros(0)
+        complete = self.full_distribution and k >= self.vocab_size and bool(np.isfinite(top).all())
+        top = top[:, : self.top_logprobs]  # stored per step: the head only, whatever was requested
+        k = min(k, self.top_logprobs)
         offsets = np.concatenate([[0], np.cumsum([len(t) for t in reply.tokens])[:-1]]).astype(np.int64) if T else []
         return Trace(
             text=reply.text,
@@ -359,7 +388,7 @@ class HTTPModel:
             token_strings=reply.tokens,
             offsets=offsets,
             prompt=reply.prompt_text,
-            entropy_kind="topk",
+            entropy_kind="exact" if complete else "topk",
             stop_reason={"stop": "eos", "length": "length"}.get(reply.finish or "", "unknown"),
             model_id=self.model_id,
             decoding={
@@ -367,6 +396,7 @@ class HTTPModel:
                 "temperature": temperature,
                 "max_new_tokens": max_new_tokens,
                 "top_logprobs": self.top_logprobs,
+                "full_distribution": self.full_distribution,
                 "entropy_estimator": self.entropy_estimator,
                 "vocab_size_for_tail": self.vocab_size,
                 "endpoint": reply.endpoint,

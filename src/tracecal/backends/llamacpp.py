@@ -19,15 +19,10 @@ from __future__ import annotations
 
 import contextlib
 import importlib.metadata
-import json
 import math
 import os
-import socket
 import subprocess
 import sys
-import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -46,6 +41,7 @@ from tracecal.backends.base import (
     prompt_text,
 )
 from tracecal.backends.defaults import DEFAULT_MODEL, END_OF_TURN_TOKENS, default_gguf_path
+from tracecal.backends.servers import free_port, served_process
 from tracecal.trace import Trace
 
 __all__ = ["LlamaCppModel", "logits_stats", "prompt_ids", "run_server", "serve_gguf"]
@@ -412,35 +408,10 @@ def serve_gguf(
     when ``GET /v1/models`` lists ``alias`` (polled until ``timeout`` s); terminated when the block ends.
     """
     gguf = default_gguf_path() if path is None else Path(path)
-    if port is None:
-        with socket.socket() as sock:
-            sock.bind(("127.0.0.1", 0))
-            port = int(sock.getsockname()[1])
+    port = free_port() if port is None else port
     opts = f"--host 127.0.0.1 --port {port} --n_threads {n_threads} --logits_all true --n_ctx {n_ctx}".split()
     code = f"import sys, {__name__} as m; m.run_server(sys.argv[1:])"
     launch = ["-m", "llama_cpp.server"] if extra_buffers else ["-c", code]
     cmd = [sys.executable, *launch, "--model", str(gguf), "--model_alias", alias, *opts]
-    proc = subprocess.Popen(cmd, stdout=log, stderr=log)
-    url = f"http://127.0.0.1:{port}/v1"
-    try:
-        deadline = time.monotonic() + timeout
-        while True:
-            if proc.poll() is not None:
-                raise RuntimeError(f"the llama.cpp server exited with code {proc.returncode}: {' '.join(cmd)}")
-            try:
-                with urllib.request.urlopen(f"{url}/models", timeout=2) as r:
-                    if any(m.get("id") == alias for m in json.load(r).get("data", [])):
-                        break
-            except (urllib.error.URLError, OSError, ValueError):
-                pass
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"the llama.cpp server did not answer GET {url}/models within {timeout:.0f} s")
-            time.sleep(0.2)  # poll interval of the readiness check
+    with served_process(cmd, port, alias, what="llama.cpp server", timeout=timeout, log=log) as url:
         yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
