@@ -467,9 +467,12 @@ def serve(
 def _register_subcommands() -> None:
     from tracecal.report.cli import report_command
     from tracecal.secl.cli import secl_command
+    from tracecal.stats_cli import learning_curve_command, selective_command
 
     app.command("report")(report_command)
     app.command("secl")(secl_command)
+    app.command("selective")(selective_command)
+    app.command("learning-curve")(learning_curve_command)
 
 
 _register_subcommands()

@@ -6,12 +6,21 @@ evaluation split; AUROC, AUPRC, AURC and selective risk on raw scores of the eva
 and adaptive ECE on probabilities from a calibrator (Platt by default) fitted on the calibration split;
 self-calibrated estimators (TRACE+) are their own calibrator. Non-finite scores (zero-token answers) are
 mapped to the least confident value and counted.
+
+Statistics beyond the means (`tracecal.bootstrap`, `tracecal.selective`): per task, every estimator's AUROC and
+Brier difference to the best non-TRACE estimator with a paired bootstrap interval over questions (``n_boot``
+resamples, ``level``; one resample of the task's questions applied to all splits; tasks with fewer than
+`tracecal.bootstrap.MIN_PER_CLASS` answers of a class get none) in ``Results.statistics``;
+and per split the Learn-then-Test threshold of the raw score chosen on the calibration split (risk ≤
+``sel_alpha`` with probability ≥ 1 − ``sel_delta``) with its coverage, realised risk and violation
+(``sel_coverage``, ``sel_risk``, ``sel_violation``) on the evaluation split, aggregated like every metric.
 """
 
 from __future__ import annotations
 
 import math
 import warnings
+import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -19,20 +28,34 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from tracecal.bootstrap import (
+    BOOT_METRICS,
+    bootstrap_counts,
+    check_boot_params,
+    comparisons,
+    enough_per_class,
+    split_draws,
+)
 from tracecal.calibration import make_calibrator
 from tracecal.estimators import REGISTRY, Inputs, get_estimator, passes_of
 from tracecal.metrics import SingleClassWarning, compute_all
 from tracecal.results import METRICS, Results
+from tracecal.selective import check_alpha_delta, ltt_threshold, selective_outcome
 
 __all__ = ["ScoreConfig", "TaskStats", "score_tasks", "stratified_split", "sanitize", "NOT_RUN_KEYS"]
 
-NOT_RUN_KEYS = (*METRICS, "base_rate", "n", "n_correct", "n_correct_cal", "n_cal")
+SELECTIVE_KEYS = ("sel_coverage", "sel_risk", "sel_violation")
+NOT_RUN_KEYS = (*METRICS, "base_rate", "n", "n_correct", "n_correct_cal", "n_cal", *SELECTIVE_KEYS)
 Progress = Callable[[str, int, int], None]
 
 
 @dataclass
 class ScoreConfig:
-    """The scoring settings (they never change what a run directory stores)."""
+    """The scoring settings (they never change what a run directory stores).
+
+    ``n_boot``: bootstrap resamples of the paired intervals (0: none); ``level``: their confidence level;
+    ``sel_alpha`` / ``sel_delta``: the risk bound and failure probability of the selective-answering threshold.
+    """
 
     estimators: list[str]
     n_seeds: int = 20
@@ -40,9 +63,19 @@ class ScoreConfig:
     calibrator: str = "platt"
     n_bins: int = 10
     seed: int = 0
+    n_boot: int = 1000
+    level: float = 0.95
+    sel_alpha: float = 0.1
+    sel_delta: float = 0.1
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    def validate(self) -> ScoreConfig:
+        """``ValueError`` naming the setting that is out of range."""
+        check_boot_params(self.n_boot, self.level)
+        check_alpha_delta(self.sel_alpha, self.sel_delta)
+        return self
 
 
 @dataclass
@@ -127,6 +160,8 @@ def one_split(
     m = compute_all(y[ev], raw_ev, prob, n_bins=cfg.n_bins)
     m["n_correct_cal"] = int(y[cal].sum())
     m["n_cal"] = len(cal)
+    t = ltt_threshold(raw_cal, y[cal], cfg.sel_alpha, cfg.sel_delta).threshold  # answer iff raw score ≥ t
+    m.update(selective_outcome(raw_ev, y[ev], t, cfg.sel_alpha))
     return m, raw_ev, prob
 
 
@@ -173,8 +208,25 @@ def _raw_scores(data: TaskStats, names: list[str], not_run: list[str], info: dic
     return raw
 
 
-def _score_task(data: TaskStats, cfg: ScoreConfig, progress: Progress) -> tuple[dict, dict, dict[str, pa.Table]]:
-    """(task info, metrics per estimator, per-answer tables) of one task."""
+def _counts(data: TaskStats, cfg: ScoreConfig) -> np.ndarray | None:
+    """The task's bootstrap resamples (`tracecal.bootstrap.bootstrap_counts`), seeded by the seed and the task name;
+    None without resamples or with fewer than `MIN_PER_CLASS` answers of a class (no interval is given there)."""
+    if cfg.n_boot == 0 or not enough_per_class(data.y):
+        return None
+    return bootstrap_counts(data.y, cfg.n_boot, seed=(cfg.seed, zlib.crc32(data.task.encode())))
+
+
+def _draws(
+    y: np.ndarray, evals: list[np.ndarray], vals: dict[str, list[np.ndarray]], counts: np.ndarray | None
+) -> dict:
+    """Bootstrap draws of the split-mean AUROC (raw scores) and Brier (probabilities) of one estimator."""
+    if counts is None:
+        return {}
+    return {m: split_draws(m, y, evals, vals[m], counts) for m in BOOT_METRICS}
+
+
+def _score_task(data: TaskStats, cfg: ScoreConfig, progress: Progress) -> tuple[dict, dict, dict[str, pa.Table], dict]:
+    """(task info, metrics per estimator, per-answer tables, bootstrap draws per estimator) of one task."""
     names, y, n = cfg.estimators, data.y, len(data)
     not_run = [e for e in names if passes_of(REGISTRY[e]) & data.missing]
     info = _task_info(data, cfg, not_run)
@@ -182,6 +234,7 @@ def _score_task(data: TaskStats, cfg: ScoreConfig, progress: Progress) -> tuple[
     splits = [stratified_split(y, cfg.cal_frac, cfg.seed + s) for s in range(cfg.n_seeds)]
     per_est: dict[str, dict[str, list[float]]] = {e: {} for e in names}
     pred_cols: dict[str, np.ndarray] = {}
+    counts, draws = _counts(data, cfg), {}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", SingleClassWarning)
         warnings.simplefilter("ignore", UserWarning)
@@ -190,14 +243,18 @@ def _score_task(data: TaskStats, cfg: ScoreConfig, progress: Progress) -> tuple[
             if name in not_run:
                 per_est[name] = {k: [float("nan")] for k in NOT_RUN_KEYS}
                 continue
+            vals: dict[str, list[np.ndarray]] = {"auroc": [], "brier": []}
             for s, (cal, ev) in enumerate(splits):
                 m, raw_ev, prob = one_split(name, data, raw[name], cal, ev, cfg)
+                vals["auroc"].append(raw_ev)
+                vals["brier"].append(prob)
                 for k, v in m.items():
                     per_est[name].setdefault(k, []).append(v)
                 if s == 0:  # seed-0 predictions for reports: raw scores and probabilities on the evaluation split
                     pred_cols[f"raw:{name}"] = np.full(n, np.nan)
                     pred_cols[f"prob:{name}"] = np.full(n, np.nan)
                     pred_cols[f"raw:{name}"][ev], pred_cols[f"prob:{name}"][ev] = raw_ev, prob
+            draws[name] = _draws(y, [ev for _, ev in splits], vals, counts)
     progress(f"score {data.task}", len(names), len(names))
     split0 = np.array(["eval"] * n, dtype=object)
     split0[splits[0][0]] = "cal"
@@ -207,7 +264,28 @@ def _score_task(data: TaskStats, cfg: ScoreConfig, progress: Progress) -> tuple[
         "scores": pa.table(key | {k: v for k, v in raw.items() if v is not None}),
         "predictions": pa.table(key | {"split": split0.tolist(), "correct": y} | pred_cols),
     }
-    return info, {e: {k: _agg(v) for k, v in per_est[e].items()} for e in names}, tables
+    return info, {e: {k: _agg(v) for k, v in per_est[e].items()} for e in names}, tables, draws
+
+
+def _statistics(metrics: dict[str, Any], draws: dict[str, dict], cfg: ScoreConfig) -> dict[str, Any]:
+    """Paired comparisons with the best baseline per task and for the average over tasks (tasks are independent
+    samples: the average's draws are the mean of the tasks' draws), and the selective-answering settings."""
+    fam = {n: REGISTRY[n].family for n in cfg.estimators}
+    comp: dict[str, Any] = {}
+    for task, per in metrics.items():
+        if task == "average":
+            tasks = list(draws)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", RuntimeWarning)  # a resample undefined on every task: NaN
+                d = {e: {m: np.nanmean([draws[t][e][m] for t in tasks], axis=0) for m in BOOT_METRICS}
+                     for e in cfg.estimators if all(draws[t].get(e) for t in tasks)}  # fmt: skip
+        else:
+            d = {e: v for e, v in draws.get(task, {}).items() if v}
+        if d:
+            means = {e: {m: per[e][m]["mean"] for m in BOOT_METRICS} for e in d}
+            comp[task] = comparisons(d, means, fam, cfg.level)
+    selective = {"alpha": cfg.sel_alpha, "delta": cfg.sel_delta, "score": "raw", "rule": "learn-then-test"}
+    return {"comparisons": comp, "selective": selective}
 
 
 def _average(metrics: dict[str, Any], names: list[str], info: dict[str, Any]) -> dict[str, Any]:
@@ -230,11 +308,13 @@ def score_tasks(data: Sequence[TaskStats], cfg: ScoreConfig, progress: Progress 
     metrics: dict[str, Any] = {}
     info: dict[str, Any] = {}
     tables: dict[str, list[pa.Table]] = {"rows": [], "scores": [], "predictions": []}
+    cfg.validate()
+    draws: dict[str, dict] = {}
     for d in data:
         if len(np.unique(d.y)) < 2:
             warnings.warn(f"{d.task}: all {len(d)} answers are {'correct' if len(d) and d.y[0] else 'incorrect'}: "
                           "AUROC is undefined (NaN)", SingleClassWarning, stacklevel=2)  # fmt: skip
-        info[d.task], metrics[d.task], t = _score_task(d, cfg, progress)
+        info[d.task], metrics[d.task], t, draws[d.task] = _score_task(d, cfg, progress)
         for k in tables:
             tables[k].append(t[k])
     if len(metrics) > 1:
@@ -251,4 +331,6 @@ def score_tasks(data: Sequence[TaskStats], cfg: ScoreConfig, progress: Progress 
         estimators=est_info,
         substitutes=sorted({REGISTRY[n].substitute for n in cfg.estimators if REGISTRY[n].substitute}),
         answers={k: pa.concat_tables(v, promote_options="default") for k, v in tables.items() if v},
+        statistics=_statistics(metrics, draws, cfg),
+        draws=draws,
     )

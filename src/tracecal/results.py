@@ -3,7 +3,10 @@
 `Results` is what `tracecal.protocol.score_tasks` returns: ``metrics[task][estimator][metric]`` is
 ``{"mean", "sd", "n_seeds"}`` over the splits (the pseudo-task ``average`` holds the mean over tasks), plus per
 task information (accuracy, correct answers per split, zero-token answers, label rule) and the per-answer
-tables (rows, raw scores, seed-0 predictions) that the run store writes as Parquet.
+tables (rows, raw scores, seed-0 predictions) that the run store writes as Parquet. ``statistics`` holds the
+paired bootstrap comparisons with the best non-TRACE estimator (`tracecal.bootstrap`) and the settings of the
+selective-answering columns ``sel_coverage`` / ``sel_risk`` / ``sel_violation`` (`tracecal.selective`); the
+tables mark an estimator significantly better (▲) or worse (▼) than that baseline (◆).
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ import io
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["METRICS", "LOWER_IS_BETTER", "Results", "results_csv", "results_markdown", "results_tables"]
+__all__ = ["METRICS", "LOWER_IS_BETTER", "Results", "results_csv", "results_markdown", "results_tables", "marker"]
 
 METRICS = ("auroc", "brier", "ece", "aece", "auprc", "aurc", "risk@10", "risk@50", "risk@90")
 LOWER_IS_BETTER = frozenset({"brier", "ece", "aece", "aurc", "risk@10", "risk@50", "risk@90"})
@@ -31,16 +34,18 @@ class Results:
     substitutes: list[str]
     timings: dict[str, float] = field(default_factory=dict)
     answers: dict[str, Any] = field(default_factory=dict, repr=False)  # rows / scores / predictions (pyarrow)
+    statistics: dict[str, Any] = field(default_factory=dict)  # comparisons with intervals, selective settings
+    draws: dict[str, Any] = field(default_factory=dict, repr=False)  # bootstrap draws {task: {est: {metric: (B,)}}}
 
     def to_json(self) -> dict[str, Any]:
-        """A JSON-ready dict (the per-answer tables are not in it: they are Parquet files)."""
+        """A JSON-ready dict (the per-answer tables are not in it: they are Parquet files; nor are the draws)."""
         keys = ("config", "tasks", "metrics", "estimators", "substitutes", "timings")
-        return {k: getattr(self, k) for k in keys}
+        return {k: getattr(self, k) for k in keys} | ({"statistics": self.statistics} if self.statistics else {})
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> Results:
         return cls(d["config"], d["tasks"], d["metrics"], d["estimators"], d.get("substitutes", []),
-                   d.get("timings", {}))  # fmt: skip
+                   d.get("timings", {}), statistics=d.get("statistics", {}))  # fmt: skip
 
     def to_rows(self) -> list[dict[str, Any]]:
         """One dict per task × estimator × metric."""
@@ -80,6 +85,41 @@ def results_csv(res: Results | dict[str, Any]) -> str:
     return buf.getvalue()
 
 
+MARKERS = {"better": " ▲", "worse": " ▼"}
+MARKER_NOTE = ("▲ / ▼: the {level:.0%} paired bootstrap interval ({n_boot} resamples of the questions) of the "
+               "difference to the best non-TRACE estimator (◆) lies above / below 0 (better / worse)")  # fmt: skip
+
+
+def marker(d: dict[str, Any], task: str, est: str, metric: str) -> str:
+    """`` ◆`` for the task's best baseline, `` ▲`` / `` ▼`` when significantly better / worse than it, else ''."""
+    comp = (d.get("statistics") or {}).get("comparisons", {}).get(task)
+    if not comp:
+        return ""
+    if comp.get("baseline") == est:
+        return " ◆"
+    return MARKERS.get(comp["estimators"].get(est, {}).get(metric, {}).get("verdict", ""), "")
+
+
+def _note(d: dict[str, Any]) -> str:
+    comp = next(iter((d.get("statistics") or {}).get("comparisons", {}).values()), None)
+    return MARKER_NOTE.format(level=comp["level"], n_boot=comp["n_boot"]) if comp else ""
+
+
+def _selective_cell(m: dict[str, Any] | None) -> str:
+    if not m or "sel_coverage" not in m or m["sel_coverage"]["mean"] != m["sel_coverage"]["mean"]:
+        return "n/a"
+    return f"{m['sel_coverage']['mean']:.3f} ({m['sel_violation']['mean']:.2f})"
+
+
+def _selective_title(d: dict[str, Any]) -> str | None:
+    sel = (d.get("statistics") or {}).get("selective")
+    if not sel:
+        return None
+    return (f"Selective answering: coverage of the Learn-then-Test threshold (risk ≤ {sel['alpha']:g} with "
+            f"probability ≥ {1 - sel['delta']:g}), mean over splits (share of splits whose realised risk > "
+            f"{sel['alpha']:g})")  # fmt: skip
+
+
 def _cell(m: dict[str, float] | None, sep: str = " ± ") -> str:
     if m is None or m["mean"] != m["mean"]:
         return "n/a"
@@ -102,8 +142,16 @@ def results_markdown(res: Results | dict[str, Any], metrics: tuple[str, ...] = (
         lines.append("| estimator | " + " | ".join(tasks) + " |")
         lines.append("|---|" + "---:|" * len(tasks))
         for est in d["estimators"]:
-            cells = [_cell(d["metrics"][t].get(est, {}).get(metric)) for t in tasks]
+            cells = [_cell(d["metrics"][t].get(est, {}).get(metric)) + marker(d, t, est, metric) for t in tasks]
             lines.append(f"| {est} | " + " | ".join(cells) + " |")
+    if _note(d):
+        lines += ["", _note(d) + "."]
+    title = _selective_title(d)
+    if title:
+        real = [t for t in tasks if t != "average"]
+        lines += ["", f"**{title}**", "", "| estimator | " + " | ".join(real) + " |", "|---|" + "---:|" * len(real)]
+        for est in d["estimators"]:
+            lines.append(f"| {est} | " + " | ".join(_selective_cell(d["metrics"][t].get(est)) for t in real) + " |")
     return "\n".join(lines) + "\n"
 
 
@@ -136,7 +184,26 @@ def results_tables(res: Results | dict[str, Any], metrics: list[str]) -> list[An
             for t in tasks:
                 m = d["metrics"][t].get(e, {}).get(metric)
                 s = _cell(m, "±")
+                s += marker(d, t, e, metric)
                 cells.append(f"[bold green]{s}[/]" if m is not None and best.get(t) == m["mean"] else s)
             table.add_row(e, *cells)
+        if metric in ("auroc", "brier") and _note(d):
+            table.caption = _note(d)
         out.append(table)
-    return out
+    return out + _selective_table(d, [t for t in tasks if t != "average"])
+
+
+def _selective_table(d: dict[str, Any], tasks: list[str]) -> list[Any]:
+    """The terminal table of selective-answering coverage (violation share), when the results have it."""
+    from rich.table import Table
+
+    title = _selective_title(d)
+    if not title:
+        return []
+    table = Table(title=title)
+    table.add_column("estimator", style="bold", no_wrap=True)
+    for t in tasks:
+        table.add_column(t, justify="right")
+    for e in d["estimators"]:
+        table.add_row(e, *[_selective_cell(d["metrics"][t].get(e)) for t in tasks])
+    return [table]

@@ -8,6 +8,7 @@ A run directory is the unit of work of an evaluation. Nothing outside this modul
     RUN/rows.parquet, scores.parquet, predictions.parquet, results.json, results.csv, results.md
     RUN/timings.json                seconds per stage, accumulated over resumed runs and workers
     RUN/report.html, RUN/figures/   the report
+    RUN/<analysis>.json             analyses of a scored run (``learning_curve``, ``selective``): `write_artefact`
     RUN/.locks/                     lock files (kernel ``flock``): claims on shards, config and timings updates
 
 Claims: a worker computes a shard only while it holds an exclusive ``flock`` on that shard's lock file. The
@@ -310,3 +311,13 @@ class RunStore:
     def artefact_path(self, name: str) -> Path:
         """Where a named artefact of the run lives (``report.html``, ``figures``), for showing it to a user."""
         return self._p(_safe_name(name, "file"))
+
+    def write_artefact(self, name: str, obj: Any) -> Path:
+        """A JSON artefact of an analysis of the run (``learning_curve``, ``selective``) as ``RUN/<name>.json``."""
+        p = self._p(_safe_name(name, "artefact") + ".json")
+        self._write_json(p, obj)
+        return p
+
+    def read_artefact(self, name: str) -> Any:
+        """The JSON artefact ``name`` written by `write_artefact`; None when the run has none."""
+        return self._read_json(self._p(_safe_name(name, "artefact") + ".json"))

@@ -44,6 +44,7 @@ from tracecal.features import feature_names, trace_plus_features
 from tracecal.metrics import SingleClassWarning
 from tracecal.operators import KERNELS
 from tracecal.trace import Trace, TraceBatch
+from tracecal.traceplus_prior import TracePlusPrior
 
 __all__ = ["TracePlus", "CalibratorFileError", "CALIBRATOR_CLASSES", "load_calibrator", "FORMAT", "FORMAT_VERSION"]
 
@@ -285,7 +286,11 @@ class TracePlus(Calibrator):
         self.kept_, self.coef_, self.constant_ = kept, weights, constant
 
 
-CALIBRATOR_CLASSES: dict[str, type[Calibrator]] = {**SCALAR_CLASSES, "TracePlus": TracePlus}
+CALIBRATOR_CLASSES: dict[str, type[Calibrator]] = {
+    **SCALAR_CLASSES,
+    "TracePlus": TracePlus,
+    "TracePlusPrior": TracePlusPrior,
+}
 """Every calibrator class a file may hold, by class name: the fixed registry `load_calibrator` dispatches on."""
 
 

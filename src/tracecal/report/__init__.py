@@ -4,6 +4,8 @@ One HTML file with no external scripts, styles or fonts (a Content-Security-Poli
 
 * the results tables (sortable): per task the examples and base rate; per task × estimator every metric;
 * a reliability diagram per estimator and task (bin accuracy vs confidence, bin counts, ECE);
+* statistics: paired bootstrap comparisons with the best baseline, selective-answering coverage and, when
+  ``tracecal learning-curve`` wrote them, learning curves (`tracecal.report.stats`);
 * risk–coverage curves of the selected estimators, one chart per task;
 * confidence histograms split by correct / incorrect;
 * an example browser (50 answers a page, filter by task / correctness / text, sort by confidence):
@@ -46,6 +48,7 @@ from tracecal.report.data import (
 )
 from tracecal.report.html import e, examples_section, figure_block, json_for_script, page, results_tables
 from tracecal.report.plotdata import task_plots
+from tracecal.report.stats import statistics_section
 from tracecal.report.svg import FIGURES, export_figures
 from tracecal.runstore import RunStore
 
@@ -201,8 +204,10 @@ def build_html(
     curve_estimators: list[str],
     figures_dir: str | os.PathLike[str] | None = None,
     max_examples: int | None = None,
+    learning: dict[str, Any] | None = None,
 ) -> str:
-    """Render the report of a loaded run (its figures also written to ``figures_dir`` as SVG files when given)."""
+    """Render the report of a loaded run (its figures also written to ``figures_dir`` as SVG files when given);
+    ``learning``: the run's learning curves (`tracecal.learning_curve`), shown when given."""
     n_bins = int((run.results.get("config") or {}).get("n_bins") or 10)
     plots = [task_plots(run, t, estimators, curve_estimators, n_bins) for t in run.tasks]
     if figures_dir is not None:
@@ -232,7 +237,8 @@ def build_html(
         run.tasks, len(payload["ex"]), run.n, curve_estimators[0] if curve_estimators else None, payload["w"]
     )
     title = f"tracecal report — {run.path.resolve().name}"
-    sections = [_results_section(run, estimators), rel_sec, rc_sec, hist_sec, ex_sec]
+    stats_sec = statistics_section(run.results, run.tasks, estimators, learning)
+    sections = [_results_section(run, estimators), stats_sec, rel_sec, rc_sec, hist_sec, ex_sec]
     return page(title, _meta_lines(run, estimators), sections, json_for_script(payload))
 
 
@@ -278,7 +284,7 @@ def write_report(
     shown = select_estimators(list(read_results(store).get("estimators") or {}), estimators)
     run = load_run(store, shown)
     curves = shown if estimators is not None else default_curve_estimators(run, shown)
-    html_text = build_html(run, shown, curves, figures_dir, max_examples)
+    html_text = build_html(run, shown, curves, figures_dir, max_examples, store.read_artefact("learning_curve"))
     if out is None:
         return store.write_text(REPORT_FILE, html_text)
     return _write_file(Path(out), html_text)

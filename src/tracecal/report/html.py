@@ -220,10 +220,12 @@ def examples_section(tasks: Sequence[str], n_examples: int, n_total: int, primar
 
 def page(title: str, meta_lines: list[str], body_sections: list[str], data_json: str) -> str:
     """The whole self-contained document."""
+    stats = [("statistics", "Statistics")] if any('id="statistics"' in b for b in body_sections) else []
     nav = "".join(
         f'<a href="#{a}">{e(t)}</a>'
         for a, t in (
             ("results", "Results"),
+            *stats,
             ("reliability", "Reliability"),
             ("risk-coverage", "Risk–coverage"),
             ("histograms", "Histograms"),

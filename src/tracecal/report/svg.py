@@ -7,6 +7,9 @@ report inlines it as it is and `export_figures` writes the very same text to ``<
     risk_coverage_<task>.svg   risk–coverage curves of the selected estimators, oracle and random
     histogram_<task>.svg       confidence of correct vs incorrect answers per estimator
 
+and `learning_curve_svg` draws the learning curves `tracecal learning-curve` writes (``RUN/learning_curve_<task>.svg``,
+shown in the report's statistics section).
+
 Why this path and not matplotlib for both (matplotlib drew the exported figures until now):
 
 * speed: every figure of a synthetic 5,000-answer run (4 tasks × 24 estimators) is drawn here in about a tenth
@@ -39,7 +42,7 @@ from tracecal.report.plotdata import Curve, Hist, Reliability, TaskPlots
 
 __all__ = [
     "reliability_svg", "histogram_svg", "risk_coverage_svg", "FIGURES", "export_figures", "figure_name",
-    "safe_name", "PALETTE", "SVG_CSS", "XML_PROLOG",
+    "safe_name", "PALETTE", "SVG_CSS", "XML_PROLOG", "learning_curve_svg",
 ]  # fmt: skip
 
 # matplotlib's tab10 followed by the light half of tab20 (distinct for up to 20 curves)
@@ -268,3 +271,64 @@ def export_figures(plots: list[TaskPlots], directory: str | os.PathLike[str]) ->
             path.write_text(XML_PROLOG + draw(tp), encoding="utf-8")
             written.append(path)
     return written
+
+
+def _lc_panel(lc: dict, metric: str, label: str, x_off: float) -> list[str]:
+    """One panel of `learning_curve_svg`: mean ± interval of ``metric`` against the size (log scale)."""
+    x0, y0, w, h = x_off + 56, TITLE_H + 30, 330, 250
+    pts = [(p["size"], p[metric]) for e in lc["estimators"].values() for p in e]
+    vals = [v for _, m in pts for v in (m["lo"], m["hi"], m["mean"]) if v is not None and math.isfinite(v)]
+    lo, hi = (min(vals), max(vals)) if vals else (0.0, 1.0)
+    pad = max((hi - lo) * 0.08, 1e-3)
+    lo, hi = lo - pad, hi + pad
+    sizes = sorted({s for s, _ in pts}) or [1]
+    lx0, lx1 = math.log(sizes[0]), math.log(sizes[-1]) if len(sizes) > 1 else math.log(sizes[0]) + 1.0
+
+    def px(s: float) -> float:
+        return x0 + 10 + (math.log(s) - lx0) / (lx1 - lx0) * (w - 20)
+
+    def py(v: float) -> float:
+        return y0 + (1 - (v - lo) / (hi - lo)) * h
+
+    parts = [f'<rect x="{_f(x0)}" y="{y0}" width="{w}" height="{h}" class="frame"/>',
+             f'<text x="{_f(x0 + w / 2)}" y="{y0 - 8}" text-anchor="middle" class="pt">{_t(label)}</text>',
+             f'<text x="{_f(x0 + w / 2)}" y="{y0 + h + 30}" text-anchor="middle" class="ax">'
+             "calibration answers (log scale)</text>"]  # fmt: skip
+    for s in sizes:
+        parts.append(f'<text x="{_f(px(s))}" y="{y0 + h + 14}" text-anchor="middle" class="tk2">{s}</text>')
+    for frac in (0.0, 0.5, 1.0):
+        v = lo + frac * (hi - lo)
+        parts.append(f'<line x1="{_f(x0)}" y1="{_f(py(v))}" x2="{_f(x0 + w)}" y2="{_f(py(v))}" class="grid"/>')
+        parts.append(f'<text x="{_f(x0 - 4)}" y="{_f(py(v) + 4)}" text-anchor="end" class="tk2">{v:.3f}</text>')
+    for i, (est, points) in enumerate(lc["estimators"].items()):
+        color = PALETTE[i % len(PALETTE)]
+        ok = [p for p in points if p[metric]["mean"] is not None and math.isfinite(p[metric]["mean"])]
+        line = " ".join(f"{_f(px(p['size']))},{_f(py(p[metric]['mean']))}" for p in ok)
+        parts.append(f'<polyline points="{line}" fill="none" stroke="{color}" stroke-width="1.8"><title>'
+                     f"{_t(est)}</title></polyline>")  # fmt: skip
+        for p in ok:
+            m, x = p[metric], px(p["size"]) + (i - len(lc["estimators"]) / 2) * 2.5
+            tip = f"{est}, {p['size']} answers: {metric} {m['mean']:.3f}"
+            if m["lo"] is not None and m["hi"] is not None:
+                tip += f" [{m['lo']:.3f}, {m['hi']:.3f}]"
+                parts.append(f'<line x1="{_f(x)}" y1="{_f(py(m["lo"]))}" x2="{_f(x)}" y2="{_f(py(m["hi"]))}" '
+                             f'stroke="{color}" stroke-width="1"/>')  # fmt: skip
+            parts.append(f'<circle cx="{_f(x)}" cy="{_f(py(m["mean"]))}" r="2.5" fill="{color}">'
+                         f"<title>{_t(tip)}</title></circle>")  # fmt: skip
+    return parts
+
+
+def learning_curve_svg(lc: dict) -> str:
+    """AUROC and Brier against the calibration-set size for each method of one task (a `tracecal.learning_curve`
+    document: means over splits with their bootstrap intervals as bars), one document with a legend."""
+    parts = _lc_panel(lc, "auroc", "AUROC ↑ (raw scores)", 0) + _lc_panel(lc, "brier", "Brier ↓ (calibrated)", 410)
+    ly = TITLE_H + 40
+    for i, est in enumerate(lc["estimators"]):
+        color = PALETTE[i % len(PALETTE)]
+        parts.append(f'<line x1="820" y1="{ly}" x2="844" y2="{ly}" stroke="{color}" stroke-width="2"/>')
+        parts.append(f'<text x="850" y="{ly + 4}" class="lg">{_t(est)}</text>')
+        ly += 15
+    level = lc.get("level") or 0.95
+    title = (f"{lc['task']}: learning curves ({lc['n']} answers, {lc['n_correct']} correct; mean over "
+             f"{lc['n_splits']} splits, bars: {level:.0%} bootstrap interval)")  # fmt: skip
+    return _document(1000, max(TITLE_H + 330, ly + 10), f"learning curves {lc['task']}", title, parts)
