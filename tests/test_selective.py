@@ -13,6 +13,8 @@ from scipy.stats import binom
 from typer.testing import CliRunner
 
 from tracecal.cli import app
+from tracecal.estimators import REGISTRY, Estimator, Inputs
+from tracecal.protocol import ScoreConfig, TaskStats, one_split, selective_threshold
 from tracecal.report.synthetic import write_synthetic_run
 from tracecal.runstore import RunStore
 from tracecal.selective import (
@@ -21,8 +23,10 @@ from tracecal.selective import (
     ltt_threshold,
     min_answered,
     selective_outcome,
+    threshold_split,
 )
 from tracecal.selective_run import run_selective
+from tracecal.trace import TraceBatch
 
 ALPHA = DELTA = 0.1
 
@@ -105,3 +109,101 @@ def test_selective_on_a_run_and_its_command(tmp_path: Path) -> None:
         assert bad.exit_code == 2 and msg in bad.output and "Traceback" not in bad.output
     missing = CliRunner().invoke(app, ["selective", str(tmp_path / "nowhere")])
     assert missing.exit_code == 2 and "not a run directory" in missing.output
+
+
+class Memoriser(Estimator):
+    """A fitted score that has seen its training answers: c, plus 0.3 for the correct answers it was fitted on (as
+    an overfitted TRACE+ ranks its own training answers too well). On new answers it is c itself."""
+
+    name = "test_memoriser"
+    family = "test"
+    needs_fit = True
+
+    def fit(self, inputs: Inputs, y: np.ndarray) -> Memoriser:
+        self.seen_ = set(inputs.stats["qid"][y == 1].tolist())
+        return self
+
+    def score(self, inputs: Inputs) -> np.ndarray:
+        return inputs.stats["c"] + 0.3 * np.isin(inputs.stats["qid"], list(self.seen_))
+
+
+def _task(rng: np.random.Generator, n: int) -> TaskStats:
+    c, y = _draw(rng, n)
+    batch = TraceBatch.from_lists([[0.1, 0.2]] * n, [[0.5, 0.5]] * n)  # two tokens each: c and qid are per answer
+    qid = rng.integers(0, 2**52, n).astype(np.float64)  # fresh question ids: a new draw is (almost surely) unseen
+    return TaskStats("synthetic", [str(int(q)) for q in qid], y, Inputs(batch, stats={"c": c, "qid": qid}), "rule")
+
+
+def test_a_fitted_scores_threshold_keeps_the_guarantee_with_a_holdout(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Over 600 calibration sets of 800 answers: the memoriser's threshold chosen on the half of the calibration
+    split it was not fitted on exceeds α in its true risk R(t) = 0.2·(1 − t) (on new answers, where its score is c)
+    in ≤ δ of them; chosen on the answers it was fitted on (sel_holdout = 0, the old protocol) far more often."""
+    monkeypatch.setitem(REGISTRY, Memoriser.name, Memoriser)
+    rng = np.random.default_rng(7)
+    reps = 600
+    strict = ScoreConfig([Memoriser.name], sel_alpha=ALPHA, sel_delta=DELTA, sel_holdout=0.5, seed=1)
+    naive = ScoreConfig([Memoriser.name], sel_alpha=ALPHA, sel_delta=DELTA, sel_holdout=0.0, seed=1)
+    v_strict, v_naive, answered = [], [], []
+    for _ in range(reps):
+        data, cal = _task(rng, 800), np.arange(800)
+        t, est = selective_threshold(Memoriser.name, data, cal, strict, raw_cal=np.zeros(0))
+        v_strict.append(risk(t) > ALPHA)
+        answered.append(1 - min(t, 1.0))
+        assert isinstance(est, Memoriser) and len(est.seen_) < int(data.y.sum())  # fitted on a part only
+        t0, _ = selective_threshold(Memoriser.name, data, cal, naive, raw_cal=np.zeros(0))
+        v_naive.append(risk(t0) > ALPHA)
+    assert np.mean(v_strict) <= DELTA + 3 * math.sqrt(DELTA * (1 - DELTA) / reps), np.mean(v_strict)
+    assert np.mean(v_naive) > 0.5, np.mean(v_naive)
+    assert 0.05 < np.mean(answered) < 0.5  # it answers something (the oracle answers 50 %)
+
+
+def test_label_free_scores_use_the_whole_calibration_split_and_one_split_applies_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setitem(REGISTRY, Memoriser.name, Memoriser)
+    data = _task(np.random.default_rng(2), 600)
+    cal, ev = np.arange(400), np.arange(400, 600)
+    cfg = ScoreConfig(["trace"], sel_alpha=ALPHA, sel_delta=DELTA)
+    raw = np.random.default_rng(3).random(600)
+    t, est = selective_threshold("trace", data, cal, cfg, raw_cal=raw[cal])
+    assert est is None and t == ltt_threshold(raw[cal], data.y[cal], ALPHA, DELTA).threshold
+    m, raw_ev, _ = one_split(Memoriser.name, data, None, cal, ev, ScoreConfig([Memoriser.name], sel_alpha=0.3))
+    np.testing.assert_array_equal(raw_ev, data.inputs.stats["c"][ev])  # new answers: the score is c
+    assert 0 < m["sel_coverage"] <= 1
+
+
+def test_threshold_split_and_bad_holdouts() -> None:
+    y = np.r_[np.ones(30, int), np.zeros(70, int)]
+    fit, thr = threshold_split(y, 0.25, seed=0)
+    assert len(thr) == 25 and len(fit) == 75 and not set(fit) & set(thr) and sorted([*fit, *thr]) == list(range(100))
+    assert [len(p) for p in threshold_split([1, 0], 0.1)] == [1, 1]  # never an empty part
+    assert len(threshold_split(y, 0.0)[1]) == 0
+    for bad in (1.0, -0.1, "half", True):
+        with pytest.raises(ValueError, match="sel_holdout"):
+            threshold_split(y, bad)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="sel_holdout"):
+        ScoreConfig(["trace"], sel_holdout=1.0).validate()
+
+
+def test_evaluate_passes_and_records_the_statistics_settings(tmp_path: Path) -> None:
+    """`EvalConfig` carries n_boot, level, sel_alpha, sel_delta and sel_holdout into `ScoreConfig` (validated: a clear
+    message, exit status 2, nothing written), and ``--score-only`` reuses the values recorded in the run's config."""
+    from tracecal.cli import _evaluate_config
+    from tracecal.evaluate import ConfigError, EvalConfig
+
+    sc = EvalConfig(["triviaqa"], n_boot=200, level=0.9, sel_alpha=0.3, sel_delta=0.05, sel_holdout=0.4).score_config()
+    assert (sc.n_boot, sc.level, sc.sel_alpha, sc.sel_delta, sc.sel_holdout) == (200, 0.9, 0.3, 0.05, 0.4)
+    for kw, msg in (({"sel_holdout": 1.0}, "sel-holdout"), ({"n_boot": -1}, "n-boot"), ({"level": 1.5}, "level"),
+                    ({"sel_alpha": 0.0}, "alpha"), ({"sel_delta": 2}, "delta")):  # fmt: skip
+        with pytest.raises(ConfigError, match=msg):
+            EvalConfig(["triviaqa"], **kw).validate()
+    run = tmp_path / "run"
+    for opt, msg in (("--sel-holdout", "sel-holdout"), ("--sel-alpha", "alpha"), ("--n-boot", "n-boot")):
+        r = CliRunner().invoke(app, ["evaluate", "--run-dir", str(run), "--tasks", "triviaqa", opt, "-1"])
+        assert r.exit_code == 2 and msg in r.output and "Traceback" not in r.output and not run.exists(), r.output
+    write_synthetic_run(run, tasks=("triviaqa",), n_per_task=40, n_seeds=2)
+    doc = json.loads((run / "config.json").read_text())
+    doc["config"] |= {"n_boot": 7, "sel_alpha": 0.4, "sel_holdout": 0.25}
+    (run / "config.json").write_text(json.dumps(doc))
+    cfg = _evaluate_config(run, tasks="triviaqa", estimators="trace")  # outside a command: every stored value
+    assert (cfg.n_boot, cfg.sel_alpha, cfg.sel_holdout, cfg.level) == (7, 0.4, 0.25, 0.95)

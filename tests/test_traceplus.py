@@ -256,7 +256,7 @@ def test_non_json_and_nested_files_refused(tmp_path: Path) -> None:
 
 def test_one_loader_for_every_class(tmp_path: Path) -> None:
     assert set(CALIBRATOR_CLASSES) == {
-        "TracePlus", "TracePlusPrior", "PlattCalibrator", "IsotonicCalibrator", "TemperatureCalibrator"
+        "TracePlus", "TracePlusPrior", "TracePlusCV", "PlattCalibrator", "IsotonicCalibrator", "TemperatureCalibrator"
     }
     platt = PlattCalibrator().fit([0.1, 0.4, 0.6, 0.9], [0, 1, 0, 1]).save(tmp_path / "platt.json")
     assert type(load_calibrator(platt)) is PlattCalibrator

@@ -6,6 +6,7 @@ import json
 import os
 import sys
 import time
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -298,14 +299,22 @@ class RunView:
             self._log(desc)
 
 
-STORED_WITH_SCORE_ONLY = ("tasks", "limit", "model", "dtype", "max_new_tokens", "shard_size", "data_dir", "on_error")
+NBootOpt = Annotated[int, typer.Option("--n-boot", help="bootstrap resamples of the paired intervals (0: none)")]
+LevelOpt = Annotated[float, typer.Option(help="confidence level of the bootstrap intervals")]
+SelAlphaOpt = Annotated[float, typer.Option(help="selective answering: error rate allowed among answered")]
+SelDeltaOpt = Annotated[float, typer.Option(help="selective answering: allowed probability of exceeding it")]
+SelHoldoutOpt = Annotated[float, typer.Option(help="share of the calibration split a fitted estimator's threshold "
+                                                   "is chosen on (it is refitted on the rest)")]  # fmt: skip
+STORED_WITH_SCORE_ONLY = ("tasks", "limit", "model", "dtype", "max_new_tokens", "shard_size", "data_dir", "on_error",
+                          "n_boot", "level", "sel_alpha", "sel_delta", "sel_holdout")  # fmt: skip
 
 
 def _evaluate_config(run_dir: Path | None = None, **kw: Any) -> Any:
     """The EvalConfig of the command's options, validated (a clear error before anything is written).
 
     ``run_dir`` (``--score-only``): the settings that say *what* the run holds (tasks, limit, model, dtype, ...)
-    default to the run's own, read from its config.json; an option given on the command line still wins.
+    and the statistics settings (--n-boot, --level, --sel-*) default to the run's own, read from its config.json;
+    an option given on the command line still wins.
     """
     import click
     from click.core import ParameterSource
@@ -339,7 +348,7 @@ def evaluate(
     on_error: Annotated[str, typer.Option(help="malformed data rows: skip (warn) | raise")] = "skip",
     metrics: Annotated[str, typer.Option(help="metrics to print")] = "auroc,brier,ece",
     report: Annotated[bool, typer.Option("--report/--no-report", help="write RUN/report.html")] = True,
-    threads: Annotated[int | None, typer.Option(help="torch CPU threads (default: torch's choice)")] = None,
+    threads: Annotated[int | None, typer.Option(help="torch CPU threads (default: torch's; --ray: per actor)")] = None,
     dtype: Annotated[
         str, typer.Option(help="model weights: auto (fp32 on CPU, bf16 on GPU) | float32 | bfloat16 | float16")
     ] = "auto",
@@ -350,13 +359,22 @@ def evaluate(
     no_score: Annotated[
         bool, typer.Option("--no-score", help="compute the missing shards only (a helper worker); do not score")
     ] = False,
+    ray: Annotated[bool, typer.Option("--ray", help="compute the shards on Ray actors (docs/scaling.md)")] = False,
+    ray_address: Annotated[str | None, typer.Option(help="Ray cluster: auto | HOST:PORT (default: local)")] = None,
+    ray_actors: Annotated[int | None, typer.Option(help="Ray model actors (default: CPUs or GPUs)")] = None,
+    ray_gpus: Annotated[float, typer.Option(help="GPUs per Ray actor (1: an actor per GPU)")] = 0.0,
+    n_boot: NBootOpt = 1000,
+    level: LevelOpt = 0.95,
+    sel_alpha: SelAlphaOpt = 0.1,
+    sel_delta: SelDeltaOpt = 0.1,
+    sel_holdout: SelHoldoutOpt = 0.5,
 ) -> None:
     """Generate once (resumable), score every estimator under the paper's protocol, print the comparison."""
     from tracecal.evaluate import evaluate as run_eval
-    from tracecal.results import METRICS, results_tables
+    from tracecal.results import METRICS
     from tracecal.runstore import RunStore
 
-    show = [m.strip() for m in metrics.split(",") if m.strip()]
+    show, executor = [m.strip() for m in metrics.split(",") if m.strip()], None
     try:
         bad = [m for m in show if m not in METRICS]
         if bad:
@@ -367,21 +385,33 @@ def evaluate(
             run_dir if score_only else None,
             tasks=tasks, limit=limit, model=model, dtype=dtype, estimators=estimators, n_seeds=seeds,
             cal_frac=cal_frac, calibrator=calibrator, batch_size=batch_size, max_new_tokens=max_new_tokens,
-            shard_size=shard_size, on_error=on_error, data_dir=str(data_dir) if data_dir else None,
+            shard_size=shard_size, on_error=on_error, data_dir=str(data_dir) if data_dir else None, n_boot=n_boot,
+            level=level, sel_alpha=sel_alpha, sel_delta=sel_delta, sel_holdout=sel_holdout,
         )  # fmt: skip
         RunStore(run_dir)  # a file where the run directory should be: a clear error now
+        if ray or ray_address:  # --threads: each actor's CPUs and torch threads
+            from tracecal.distributed import ray_executor
+
+            executor = ray_executor(ray_address, ray_actors, float(threads or 1), ray_gpus)
     except (ValueError, FileNotFoundError) as e:
         fail(str(e))
-    if threads:
+    if threads and not (ray or ray_address):
         import torch
 
         torch.set_num_threads(threads)
     t0 = time.perf_counter()
     try:
-        with progress_bar() as pb:
-            res = run_eval(run_dir, cfg, progress=RunView(pb), score_only=score_only, stages_only=no_score)
+        with progress_bar() as pb, executor or nullcontext():  # Ray: its actors (and a local Ray) stop after
+            res = run_eval(run_dir, cfg, RunView(pb), no_score, score_only=score_only, executor=executor)
     except (ValueError, FileNotFoundError, RuntimeError) as e:
         fail(str(e))
+    _print_evaluation(res, run_dir, show, report, t0)
+
+
+def _print_evaluation(res: Any, run_dir: Path, show: list[str], report: bool, t0: float) -> None:
+    """The end of `evaluate`: the result tables (or a --no-score note when ``res`` is None) and the report."""
+    from tracecal.results import results_tables
+
     if res is None:
         secs = time.perf_counter() - t0
         console.print(f"every shard of {run_dir} is computed ({secs:.0f} s); not scored (--no-score)")
@@ -441,36 +471,15 @@ def list_passes() -> None:
     out_console.print(table)
 
 
-@app.command()
-def serve(
-    model: ModelOpt = None,
-    calibrator: Annotated[Path | None, typer.Option("--calibrator", "-c", help="TRACE+ calibrator JSON")] = None,
-    host: Annotated[str, typer.Option(help="bind address")] = "127.0.0.1",
-    port: Annotated[int, typer.Option(help="port")] = 8000,
-    no_model: Annotated[bool, typer.Option("--no-model", help="serve /score only (no /generate)")] = False,
-) -> None:
-    """Run the confidence service (FastAPI): /generate, /score, /health."""
-    import uvicorn
-
-    from tracecal.backends.hf import load_model
-    from tracecal.serve import create_app
-    from tracecal.traceplus import TracePlus
-
-    try:
-        cal = TracePlus.load(calibrator) if calibrator else None
-        lm = None if no_model else load_model(model)
-    except (ValueError, FileNotFoundError, RuntimeError) as e:
-        fail(str(e))
-    uvicorn.run(create_app(lm, cal), host=host, port=port)
-
-
 def _register_subcommands() -> None:
     from tracecal.report.cli import report_command
     from tracecal.secl.cli import secl_command
+    from tracecal.serve.cli import serve_command
     from tracecal.stats_cli import learning_curve_command, selective_command
 
     app.command("report")(report_command)
     app.command("secl")(secl_command)
+    app.command("serve")(serve_command)
     app.command("selective")(selective_command)
     app.command("learning-curve")(learning_curve_command)
 

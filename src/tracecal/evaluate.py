@@ -6,6 +6,8 @@ by shard through the `RunStore`, then scores everything with the pure protocol (
 writes the results. Re-running the same command continues where it stopped; several workers (processes)
 may share one run directory: each claims a shard (a kernel lock) before computing it, and waits for the
 shards other workers hold before scoring. Re-scoring (other estimators, calibrator, seeds) never regenerates.
+The units can also run on Ray actors across machines (`tracecal.distributed`, ``--ray``): same units, same
+`compute_unit`, written here by the driver.
 """
 
 from __future__ import annotations
@@ -30,7 +32,8 @@ from tracecal.results import Results, results_csv, results_markdown
 from tracecal.runstore import TRACES, ConfigMismatchError, NotARunError, RunStore
 from tracecal.trace import TraceBatch
 
-__all__ = ["EvalConfig", "ConfigError", "ConfigMismatchError", "evaluate", "score_run", "load_task_stats"]
+__all__ = ["EvalConfig", "ConfigError", "ConfigMismatchError", "evaluate", "score_run", "load_task_stats",
+           "compute_unit", "LocalExecutor", "Scheduler", "Resources", "Unit"]  # fmt: skip
 
 DTYPES = ("auto", "float32", "bfloat16", "float16")
 DEFAULT_MODEL_NAME = "smollm2-135m-instruct"
@@ -63,7 +66,13 @@ class EvalConfig:
     on_error: str = "skip"
     data_dir: str | None = None
     seed: int = 0
+    n_boot: int = 1000
+    level: float = 0.95
+    sel_alpha: float = 0.1
+    sel_delta: float = 0.1
+    sel_holdout: float = 0.5
 
+    SCORING_KEYS = ("n_boot", "level", "sel_alpha", "sel_delta", "sel_holdout")  # `ScoreConfig`'s statistics settings
     IDENTITY_KEYS = ("limit", "model", "dtype", "max_new_tokens", "chat", "shard_size", "num_beams",
                      "beam_max_new_tokens")  # fmt: skip
 
@@ -103,6 +112,10 @@ class EvalConfig:
         except (ValueError, FileNotFoundError) as e:
             raise ConfigError(str(e)) from e
         self.estimators = resolve_estimators(self.estimators)
+        try:
+            self.score_config().validate()
+        except ValueError as e:
+            raise ConfigError(str(e).replace("_", "-")) from e
         return self
 
     def identity(self) -> dict[str, Any]:
@@ -113,7 +126,8 @@ class EvalConfig:
         return ident
 
     def score_config(self) -> ScoreConfig:
-        return ScoreConfig(self.estimators, self.n_seeds, self.cal_frac, self.calibrator, self.n_bins, self.seed)
+        return ScoreConfig(self.estimators, self.n_seeds, self.cal_frac, self.calibrator, self.n_bins, self.seed,
+                           **{k: getattr(self, k) for k in self.SCORING_KEYS})  # fmt: skip
 
 
 def resolve_dtype(dtype: str, cuda: bool | None = None) -> str:
@@ -225,27 +239,70 @@ class Scheduler:
             self.progress(f"waiting for {held} shards other workers hold", 0, held)
             time.sleep(poll_s)
 
+    def pass_of(self, name: str) -> Pass:
+        return next(x for x in self.passes if x.name == name)
+
+    def ready(self, u: Unit) -> bool:
+        """Whether unit ``u`` is still to compute and its inputs (the shards of its pass's `depends`) are written."""
+        name = u.task.name
+        deps = self.pass_of(u.pass_name).depends
+        return not self.store.has(u.pass_name, name, u.k) and all(self.store.has(d, name, u.k) for d in deps)
+
+    def upstream(self, u: Unit) -> list[Any]:
+        """What unit ``u`` reads besides its questions: the traces of the same answers when its pass depends on them."""
+        return self.store.read_traces_shard(u.task.name, u.k) if self.pass_of(u.pass_name).depends else []
+
+    def save(self, u: Unit, table: pa.Table, seconds: float) -> None:
+        """Write the table of unit ``u`` through the store and add its compute time (seconds) to its stage."""
+        self.store.write_shard(u.pass_name, u.task.name, u.k, table)
+        self.store.add_time(f"{'generate' if u.pass_name == TRACES else u.pass_name}/{u.task.name}", seconds)
+
     def _do(self, u: Unit, examples: list[Any]) -> bool:
         """Compute unit ``u`` unless it is written, its inputs are not, or another worker holds it."""
-        p = next(x for x in self.passes if x.name == u.pass_name)
         store, name = self.store, u.task.name
-        if store.has(p.name, name, u.k) or not all(store.has(d, name, u.k) for d in p.depends):
+        if not self.ready(u):
             return False
-        claim = store.claim(p.name, name, u.k)
+        claim = store.claim(u.pass_name, name, u.k)
         if claim is None:
             return False
         with claim:
-            if store.has(p.name, name, u.k):  # written by another worker since we looked
+            if store.has(u.pass_name, name, u.k):  # written by another worker since we looked
                 return False
-            self.progress(f"{p.name} {name}", u.a, len(examples))
+            self.progress(f"{u.pass_name} {name}", u.a, len(examples))
             t0 = time.perf_counter()
-            traces = store.read_traces_shard(name, u.k) if p.depends else []
-            cols = p.compute(self.res.get(p.resource), u.task, examples[u.a : u.b], traces)
-            ids = [t.id for t in traces] if traces else [ex.id for ex in examples[u.a : u.b]]
-            store.write_shard(p.name, name, u.k, p.to_table(ids, cols))
-            store.add_time(f"{'generate' if p.name == TRACES else p.name}/{name}", time.perf_counter() - t0)
-            self.progress(f"{p.name} {name}", u.b, len(examples))
+            table = compute_unit(self.pass_of(u.pass_name), self.res, u.task, examples[u.a : u.b], self.upstream(u))
+            self.save(u, table, time.perf_counter() - t0)
+            self.progress(f"{u.pass_name} {name}", u.b, len(examples))
         return True
+
+
+def compute_unit(p: Pass, res: Resources, task: Any, examples: Sequence[Any], traces: Sequence[Any]) -> pa.Table:
+    """The shard table of pass ``p`` for ``examples`` (one unit): ``id`` plus the pass's columns, computed with the
+    resource the pass needs (``res.get(p.resource)``). ``traces``: the traces of the same answers when the pass
+    depends on them, else []. The one definition of what a unit computes: `Scheduler` runs it in this process,
+    `tracecal.distributed` inside Ray actors (each with its own `Resources`)."""
+    cols = p.compute(res.get(p.resource), task, examples, traces)
+    ids = [t.id for t in traces] if traces else [ex.id for ex in examples]
+    return p.to_table(ids, cols)
+
+
+class LocalExecutor:
+    """Computes the units in this process (the default); several processes may share a run through claims.
+
+    An executor has three steps, called by `evaluate`: ``pin(cfg)`` fixes settings only the machines that run the
+    model can resolve (before the run's identity is checked), ``prepare(sched, tasks)`` loads what the missing
+    units need (errors surface before anything is written), ``run(sched, tasks, poll_s)`` computes every missing
+    unit through ``sched`` (`Scheduler.save` writes it). `tracecal.distributed.RayExecutor` is the other one.
+    """
+
+    def pin(self, cfg: EvalConfig) -> None:
+        return None
+
+    def prepare(self, sched: Scheduler, tasks: Sequence[tuple[Any, list[Any]]]) -> None:
+        sched.load_resources(tasks)
+
+    def run(self, sched: Scheduler, tasks: Sequence[tuple[Any, list[Any]]], poll_s: float) -> None:
+        sched.run(tasks, poll_s)
 
 
 # --------------------------------------------------------------------------------------------- reading back
@@ -355,12 +412,15 @@ def evaluate(
     poll_s: float = 10.0,
     score_only: bool = False,
     model: Any = None,
+    executor: Any = None,
 ) -> Results | None:
     """Compute what is missing in ``run_path`` (resumable; several workers may share it), then score.
 
     ``model``: an already loaded backend to use instead of loading ``cfg.model`` (its ``model_id`` becomes
     the run's model). ``stages_only``: compute, do not score. ``poll_s``: seconds between checks while waiting
     for shards other workers hold. ``score_only``: compute nothing; score what the run holds (see `score_run`).
+    ``executor``: where the units are computed (default `LocalExecutor`: this process; or a
+    `tracecal.distributed.RayExecutor`, which loads ``cfg.model`` in its actors and takes no loaded ``model``).
     """
     if model is not None and cfg.model is None:
         cfg.model = model.model_id
@@ -372,12 +432,16 @@ def evaluate(
             raise NotARunError(f"{run_path} is not a run directory (no config.json): nothing to score")
         return score_run(store, cfg, progress, allow_missing=True)
     tasks = _load_examples(cfg)  # data errors surface before the run directory is touched
+    executor = executor or LocalExecutor()
+    if model is not None and not isinstance(executor, LocalExecutor):
+        raise ConfigError("a loaded model cannot be shipped to workers: give its name, path or URL (--model)")
+    executor.pin(cfg)
     identity = cfg.identity()
     store.check(identity, legacy=legacy_identity)
     sched = Scheduler(store, cfg, Resources(cfg, model), progress)
-    sched.load_resources(tasks)  # a model that does not load leaves no run directory behind
+    executor.prepare(sched, tasks)  # a model that does not load leaves no run directory behind
     store.open(cfg.to_dict(), identity, legacy=legacy_identity)
-    sched.run(tasks, poll_s)
+    executor.run(sched, tasks, poll_s)
     if stages_only:
         return None
     return score_run(store, cfg, progress, tasks=tasks)

@@ -12,7 +12,8 @@ Brier difference to the best non-TRACE estimator with a paired bootstrap interva
 resamples, ``level``; one resample of the task's questions applied to all splits; tasks with fewer than
 `tracecal.bootstrap.MIN_PER_CLASS` answers of a class get none) in ``Results.statistics``;
 and per split the Learn-then-Test threshold of the raw score chosen on the calibration split (risk ≤
-``sel_alpha`` with probability ≥ 1 − ``sel_delta``) with its coverage, realised risk and violation
+``sel_alpha`` with probability ≥ 1 − ``sel_delta``; for a fitted estimator on a held-out share ``sel_holdout`` of
+it, the estimator refitted on the rest: `selective_threshold`) with its coverage, realised risk and violation
 (``sel_coverage``, ``sel_risk``, ``sel_violation``) on the evaluation split, aggregated like every metric.
 """
 
@@ -40,9 +41,10 @@ from tracecal.calibration import make_calibrator
 from tracecal.estimators import REGISTRY, Inputs, get_estimator, passes_of
 from tracecal.metrics import SingleClassWarning, compute_all
 from tracecal.results import METRICS, Results
-from tracecal.selective import check_alpha_delta, ltt_threshold, selective_outcome
+from tracecal.selective import check_alpha_delta, check_holdout, ltt_threshold, selective_outcome, threshold_split
 
-__all__ = ["ScoreConfig", "TaskStats", "score_tasks", "stratified_split", "sanitize", "NOT_RUN_KEYS"]
+__all__ = ["ScoreConfig", "TaskStats", "score_tasks", "stratified_split", "sanitize", "selective_threshold",
+           "NOT_RUN_KEYS"]  # fmt: skip
 
 SELECTIVE_KEYS = ("sel_coverage", "sel_risk", "sel_violation")
 NOT_RUN_KEYS = (*METRICS, "base_rate", "n", "n_correct", "n_correct_cal", "n_cal", *SELECTIVE_KEYS)
@@ -54,7 +56,9 @@ class ScoreConfig:
     """The scoring settings (they never change what a run directory stores).
 
     ``n_boot``: bootstrap resamples of the paired intervals (0: none); ``level``: their confidence level;
-    ``sel_alpha`` / ``sel_delta``: the risk bound and failure probability of the selective-answering threshold.
+    ``sel_alpha`` / ``sel_delta``: the risk bound and failure probability of the selective-answering threshold;
+    ``sel_holdout``: the share of the calibration split a fitted estimator's threshold is chosen on (it is refitted
+    on the rest; `selective_threshold`), 0 for the split it was fitted on (no guarantee).
     """
 
     estimators: list[str]
@@ -67,6 +71,7 @@ class ScoreConfig:
     level: float = 0.95
     sel_alpha: float = 0.1
     sel_delta: float = 0.1
+    sel_holdout: float = 0.5
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -75,6 +80,7 @@ class ScoreConfig:
         """``ValueError`` naming the setting that is out of range."""
         check_boot_params(self.n_boot, self.level)
         check_alpha_delta(self.sel_alpha, self.sel_delta)
+        check_holdout(self.sel_holdout)
         return self
 
 
@@ -149,7 +155,7 @@ def one_split(
     name: str, data: TaskStats, raw_all: np.ndarray | None, cal: np.ndarray, ev: np.ndarray, cfg: ScoreConfig
 ) -> tuple[dict[str, float], np.ndarray, np.ndarray]:
     """Metrics on the evaluation split; returns (metrics, raw eval scores, eval probabilities)."""
-    y = data.y
+    y, est = data.y, None
     if raw_all is None:  # an estimator that fits something on the calibration split
         est = get_estimator(name).fit(data.inputs.select(cal), y[cal])
         raw_cal, _ = sanitize(est.score(data.inputs.select(cal)))
@@ -160,9 +166,33 @@ def one_split(
     m = compute_all(y[ev], raw_ev, prob, n_bins=cfg.n_bins)
     m["n_correct_cal"] = int(y[cal].sum())
     m["n_cal"] = len(cal)
-    t = ltt_threshold(raw_cal, y[cal], cfg.sel_alpha, cfg.sel_delta).threshold  # answer iff raw score ≥ t
-    m.update(selective_outcome(raw_ev, y[ev], t, cfg.sel_alpha))
+    t, sel_est = selective_threshold(name, data, cal, cfg, raw_cal, est)  # answer iff raw score ≥ t
+    sel_ev = raw_ev if sel_est is est else sanitize(sel_est.score(data.inputs.select(ev)))[0]
+    m.update(selective_outcome(sel_ev, y[ev], t, cfg.sel_alpha))
     return m, raw_ev, prob
+
+
+def selective_threshold(
+    name: str, data: TaskStats, cal: np.ndarray, cfg: ScoreConfig, raw_cal: np.ndarray, fitted: Any = None
+) -> tuple[float, Any]:
+    """The Learn-then-Test threshold t of estimator ``name``'s raw score (`tracecal.selective`) on calibration split
+    ``cal``, and the fitted estimator whose score it applies to (None: the label-free score ``raw_cal``).
+
+    A label-free score: t on the whole calibration split. A fitted one (``needs_fit``): with ``cfg.sel_holdout`` =
+    h > 0, refitted on a random 1 − h of the split and t chosen on the other h (`threshold_split`), so that the
+    guarantee is strict; with h = 0, t on the split ``fitted`` was fitted on (no guarantee: the old behaviour).
+    """
+    y = data.y
+    if not REGISTRY[name].needs_fit:
+        return ltt_threshold(raw_cal, y[cal], cfg.sel_alpha, cfg.sel_delta).threshold, None
+    if cfg.sel_holdout == 0:
+        est = fitted if fitted is not None else get_estimator(name).fit(data.inputs.select(cal), y[cal])
+        raw, thr = sanitize(est.score(data.inputs.select(cal)))[0], np.arange(len(cal))
+    else:
+        fit, thr = threshold_split(y[cal], cfg.sel_holdout, seed=(cfg.seed, zlib.crc32(cal.tobytes())))
+        est = get_estimator(name).fit(data.inputs.select(cal[fit]), y[cal[fit]])
+        raw = sanitize(est.score(data.inputs.select(cal[thr])))[0]
+    return ltt_threshold(raw, y[cal[thr]], cfg.sel_alpha, cfg.sel_delta).threshold, est
 
 
 def _agg(vals: list[float]) -> dict[str, float]:
@@ -284,7 +314,8 @@ def _statistics(metrics: dict[str, Any], draws: dict[str, dict], cfg: ScoreConfi
         if d:
             means = {e: {m: per[e][m]["mean"] for m in BOOT_METRICS} for e in d}
             comp[task] = comparisons(d, means, fam, cfg.level)
-    selective = {"alpha": cfg.sel_alpha, "delta": cfg.sel_delta, "score": "raw", "rule": "learn-then-test"}
+    selective = {"alpha": cfg.sel_alpha, "delta": cfg.sel_delta, "holdout": cfg.sel_holdout, "score": "raw",
+                 "rule": "learn-then-test"}  # fmt: skip
     return {"comparisons": comp, "selective": selective}
 
 

@@ -115,8 +115,10 @@ def _selective_title(d: dict[str, Any]) -> str | None:
     sel = (d.get("statistics") or {}).get("selective")
     if not sel:
         return None
+    held = (f"; fitted estimators: refitted on {1 - sel['holdout']:.0%} of the calibration split, the threshold chosen "
+            f"on the other {sel['holdout']:.0%}" if sel.get("holdout") else "")  # fmt: skip
     return (f"Selective answering: coverage of the Learn-then-Test threshold (risk ≤ {sel['alpha']:g} with "
-            f"probability ≥ {1 - sel['delta']:g}), mean over splits (share of splits whose realised risk > "
+            f"probability ≥ {1 - sel['delta']:g}{held}), mean over splits (share of splits whose realised risk > "
             f"{sel['alpha']:g})")  # fmt: skip
 
 

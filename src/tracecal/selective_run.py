@@ -5,7 +5,9 @@ under the split protocol, choosing on each calibration split the Learn-then-Test
 (error rate among answered ≤ α with probability ≥ 1 − δ) and applying it to the evaluation split. Per task and
 estimator: mean coverage and realised risk over the splits, the share of splits whose realised risk exceeds α
 (which should stay ≤ δ up to the noise of a finite evaluation split), and the threshold to deploy — chosen on
-*all* of the task's answers, on the estimator's raw score (fitted estimators fitted on all answers first). The
+*all* of the task's answers, on the estimator's raw score. A fitted estimator (TRACE+) is fitted on a random
+1 − ``holdout`` of the answers and its threshold chosen on the other ``holdout`` (`tracecal.selective.threshold_split`:
+its score must not have seen the answers the threshold is tested on); deploy that fitted model with it. The
 document is written to ``RUN/selective.json``.
 """
 
@@ -16,28 +18,36 @@ import warnings
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+
 from tracecal.estimators import REGISTRY, get_estimator, resolve_estimators
 from tracecal.learning_curve import load_stored_tasks
 from tracecal.metrics import SingleClassWarning
 from tracecal.protocol import ScoreConfig, TaskStats, sanitize, score_tasks
 from tracecal.runstore import RunStore
-from tracecal.selective import check_alpha_delta, ltt_threshold
+from tracecal.selective import check_alpha_delta, check_holdout, ltt_threshold, threshold_split
 
 __all__ = ["run_selective", "deployment_threshold", "ARTEFACT"]
 
 ARTEFACT = "selective"
 
 
-def deployment_threshold(data: TaskStats, estimator: str, alpha: float, delta: float) -> dict[str, Any]:
-    """The Learn-then-Test threshold of ``estimator``'s raw score chosen on all of the task's answers."""
+def deployment_threshold(data: TaskStats, estimator: str, alpha: float, delta: float,
+                         holdout: float = 0.5, seed: int = 0) -> dict[str, Any]:  # fmt: skip
+    """The Learn-then-Test threshold of ``estimator``'s raw score chosen on the task's answers: all of them for a
+    label-free score; for a fitted one, the ``holdout`` share its fit (on the rest) has not seen (0: all, no
+    guarantee). ``n_fit``: the answers the estimator was fitted on (0 for a label-free one)."""
     est = get_estimator(estimator)
+    fit, thr = np.arange(0), np.arange(len(data))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
         if REGISTRY[estimator].needs_fit:
-            est = est.fit(data.inputs, data.y)
-        raw, _ = sanitize(est.score(data.inputs))
-    t = ltt_threshold(raw, data.y, alpha, delta)
-    return {"threshold": t.threshold, "n_answered": t.n_answered, "n_errors": t.n_errors, "coverage": t.coverage}
+            fit, thr = threshold_split(data.y, holdout, seed) if holdout > 0 else (thr, thr)
+            est = est.fit(data.inputs.select(fit), data.y[fit])
+        raw, _ = sanitize(est.score(data.inputs.select(thr)))
+    t = ltt_threshold(raw, data.y[thr], alpha, delta)
+    return {"threshold": t.threshold, "n_answered": t.n_answered, "n_errors": t.n_errors, "coverage": t.coverage,
+            "n_fit": len(fit), "n_threshold": len(thr)}  # fmt: skip
 
 
 def run_selective(
@@ -48,30 +58,35 @@ def run_selective(
     tasks: Sequence[str] | None = None,
     n_splits: int | None = None,
     write: bool = True,
+    holdout: float | None = None,
 ) -> dict[str, Any]:
     """Selective answering per task × estimator (module docstring); the JSON document (also written into the run
     as ``selective.json`` unless ``write`` is false). Defaults come from the run: its estimators, splits,
-    calibration share and calibrator."""
+    calibration share, calibrator and ``sel_holdout`` (0.5 when it has none): the share of the answers a fitted
+    estimator's threshold is chosen on."""
     check_alpha_delta(alpha, delta)
     store = run_dir if isinstance(run_dir, RunStore) else RunStore(run_dir)
     conf = store.config()["config"]
     names = resolve_estimators(list(estimators) if estimators else conf.get("estimators") or "all")
     data = load_stored_tasks(store, names, tasks)
     n_seeds = n_splits or int(conf.get("n_seeds", 20))
+    holdout = float(conf.get("sel_holdout", 0.5)) if holdout is None else holdout
+    check_holdout(holdout)
     cfg = ScoreConfig(names, n_seeds=n_seeds, cal_frac=float(conf.get("cal_frac", 0.35)),
                       calibrator=conf.get("calibrator", "platt"), seed=int(conf.get("seed", 0)), n_boot=0,
-                      sel_alpha=alpha, sel_delta=delta)  # fmt: skip
+                      sel_alpha=alpha, sel_delta=delta, sel_holdout=holdout)  # fmt: skip
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", SingleClassWarning)
         res = score_tasks(data, cfg)
-    doc: dict[str, Any] = {"alpha": alpha, "delta": delta, "n_splits": cfg.n_seeds, "cal_frac": cfg.cal_frac,
-                           "score": "raw", "tasks": {}}  # fmt: skip
+    doc: dict[str, Any] = {"alpha": alpha, "delta": delta, "holdout": holdout, "n_splits": cfg.n_seeds,
+                           "cal_frac": cfg.cal_frac, "score": "raw", "tasks": {}}  # fmt: skip
     for d in data:
         per = res.metrics[d.task]
         doc["tasks"][d.task] = {
             e: {"coverage": per[e]["sel_coverage"], "risk": per[e]["sel_risk"],
                 "violation_share": per[e]["sel_violation"]["mean"], "base_rate": res.tasks[d.task]["accuracy"],
-                "deploy": deployment_threshold(d, e, alpha, delta) if e not in res.tasks[d.task]["not_run"] else None}
+                "deploy": None if e in res.tasks[d.task]["not_run"] else
+                deployment_threshold(d, e, alpha, delta, holdout, cfg.seed)}
             for e in names
         }  # fmt: skip
     if write:

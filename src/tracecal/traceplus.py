@@ -44,6 +44,7 @@ from tracecal.features import feature_names, trace_plus_features
 from tracecal.metrics import SingleClassWarning
 from tracecal.operators import KERNELS
 from tracecal.trace import Trace, TraceBatch
+from tracecal.traceplus_cv import TracePlusCV
 from tracecal.traceplus_prior import TracePlusPrior
 
 __all__ = ["TracePlus", "CalibratorFileError", "CALIBRATOR_CLASSES", "load_calibrator", "FORMAT", "FORMAT_VERSION"]
@@ -290,6 +291,7 @@ CALIBRATOR_CLASSES: dict[str, type[Calibrator]] = {
     **SCALAR_CLASSES,
     "TracePlus": TracePlus,
     "TracePlusPrior": TracePlusPrior,
+    "TracePlusCV": TracePlusCV,
 }
 """Every calibrator class a file may hold, by class name: the fixed registry `load_calibrator` dispatches on."""
 

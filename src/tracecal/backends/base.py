@@ -26,6 +26,7 @@ __all__ = [
     "check_batch_size",
     "check_positive_int",
     "check_prompts",
+    "supports_on_step",
     "topk_entropy",
 ]
 
@@ -65,6 +66,8 @@ class Backend(Protocol):
         """Decode one answer per prompt and return its trace (same order as ``prompts``).
 
         Common keywords: ``stop_strings``, ``ids`` (stored in the traces), ``batch_size``, ``progress``.
+        A backend that can report each decoding step also takes ``on_step`` (the HF backend:
+        `tracecal.backends.recorder.StepHook`); callers check for it with :func:`supports_on_step`.
         """
         ...
 
@@ -123,6 +126,16 @@ class PromptTooLongError(ValueError):
 
 class BackendUnsupportedError(ValueError, NotImplementedError):
     """A backend cannot do what was asked (e.g. beam search on an OpenAI-compatible server)."""
+
+
+def supports_on_step(model: Any) -> bool:
+    """Whether ``model.generate`` takes an ``on_step`` callback (per-step tokens with s_t, H_t; early stop)."""
+    import inspect
+
+    try:
+        return "on_step" in inspect.signature(model.generate).parameters
+    except (TypeError, ValueError, AttributeError):
+        return False
 
 
 def check_positive_int(value: Any, name: str) -> int:
@@ -253,6 +266,18 @@ def prompt_text(prompt: Prompt) -> str:
     if isinstance(prompt, list):
         return "\n".join(f"{m.get('role')}: {m.get('content')}" for m in prompt)
     return prompt
+
+
+def stop_string_hit(text: str, stop_strings: Sequence[str]) -> bool:
+    """Whether a generated ``text`` has reached one of ``stop_strings``, the one rule of every local backend.
+
+    An occurrence that lies wholly inside the answer's leading whitespace does not count: a base model that
+    opens its answer to ``"Answer:"`` with ``"\\n"`` or ``" \\n"`` goes on to the answer (and stops at the
+    newline after it) instead of returning zero tokens. Any occurrence that reaches past the leading
+    whitespace counts (``" is"``, ``"\\nQuestion:"``).
+    """
+    lead = len(text) - len(text.lstrip())
+    return any(ss and text.find(ss, max(0, lead - len(ss) + 1)) >= 0 for ss in stop_strings)
 
 
 def check_prompt_lengths(

@@ -26,9 +26,18 @@ from tracecal.backends.base import (
     check_prompts,
     prompt_ids,
     prompt_text,
+    stop_string_hit,
 )
-from tracecal.backends.defaults import DEFAULT_MODEL, END_OF_TURN_TOKENS, default_gguf_path, torch_dtype
-from tracecal.backends.recorder import TraceRecorder, output_cache
+from tracecal.backends.defaults import (
+    DEFAULT_MODEL,
+    END_OF_TURN_TOKENS,
+    NAMED_MODELS,
+    default_gguf_path,
+    named_gguf_path,
+    named_models_hint,
+    torch_dtype,
+)
+from tracecal.backends.recorder import StepCallback, StepHook, TraceRecorder, output_cache
 from tracecal.trace import Trace
 
 __all__ = [
@@ -83,15 +92,16 @@ class HFModel:
         dtype: str | torch.dtype = "auto",
         **kwargs: Any,
     ) -> HFModel:
-        """Load the offline default (None), a ``.gguf`` file, a local directory, or a Hugging Face model id.
+        """Load the offline default (None), a named offline model (``NAMED_MODELS``: ``gemma3-270m``), a ``.gguf``
+        file, a local directory, or a Hugging Face model id.
 
         ``dtype``: ``auto`` (fp32 on CPU, bf16 on GPU), ``float32``, ``bfloat16``, ``float16`` or a torch dtype.
         """
         dev = ("cuda" if torch.cuda.is_available() else "cpu") if device == "auto" else device
         dtype_ = torch_dtype(dtype, dev)
-        if name_or_path is None or str(name_or_path) == DEFAULT_MODEL:
-            name_or_path = default_gguf_path()
-            model_id = DEFAULT_MODEL
+        if name_or_path is None or str(name_or_path) in NAMED_MODELS:  # a named offline model (defaults.py)
+            model_id = DEFAULT_MODEL if name_or_path is None else str(name_or_path)
+            name_or_path = named_gguf_path(model_id)
         else:
             model_id = str(name_or_path)
         p = Path(name_or_path)
@@ -108,7 +118,8 @@ class HFModel:
             except OSError as e:
                 raise RuntimeError(
                     f"could not load model {name_or_path!r}: not a local directory or .gguf file, and not in the "
-                    f"Hugging Face cache (offline: HF_HUB_OFFLINE={os.environ.get('HF_HUB_OFFLINE', '0')}). {e}"
+                    f"Hugging Face cache (offline: HF_HUB_OFFLINE={os.environ.get('HF_HUB_OFFLINE', '0')}); "
+                    f"{named_models_hint()}. {e}"
                 ) from e
         model.to(dev)
         tok.padding_side = "left"
@@ -183,6 +194,7 @@ class HFModel:
         seed: int | None = None,
         ids: Sequence[str] | None = None,
         progress: Callable[[int], None] | None = None,
+        on_step: StepCallback | None = None,
     ) -> list[Trace]:
         """Decode one answer per prompt (greedy by default) and record its trace in the same pass.
 
@@ -191,12 +203,15 @@ class HFModel:
             max_new_tokens: the length limit; answers that hit it get ``stop_reason="length"``.
             do_sample, temperature, top_p, top_k: decoding policy (passed to transformers).
             top_logprobs: keep the top-k alternatives per step (0 = off).
-            stop_strings: cut the answer before the first token containing any of these strings
-                (e.g. ``"\\n"`` for base-model QA prompts); ``stop_reason="stop_string"``.
+            stop_strings: cut the answer before the first token that completes any of these strings, except
+                inside the answer's leading whitespace (e.g. ``"\\n"`` for base-model QA prompts: a leading
+                newline does not end the answer; `base.stop_string_hit`); ``stop_reason="stop_string"``.
             batch_size: prompts per batch (default: the model's ``batch_size``).
             seed: seed for sampling.
             ids: identifiers stored in the traces (default: the prompt's position).
             progress: called with the number of prompts finished after each batch.
+            on_step: per-step callback ``(rows, token_ids, s, h) -> None | bool per row`` (rows index ``prompts``;
+                True ends that answer, ``stop_reason="stopped"``): `tracecal.backends.recorder.StepHook`.
         """
         prompts = check_prompts(prompts)
         max_new_tokens = check_positive_int(max_new_tokens, "max_new_tokens")
@@ -227,8 +242,9 @@ class HFModel:
         for start in range(0, len(order), bs):
             idx = order[start : start + bs]
             batch = [prompt_ids[i] for i in idx]
+            hook = None if on_step is None else (on_step, idx)
             traces = self._generate_batch(
-                batch, max_new_tokens, do_sample, temperature, top_p, top_k, top_logprobs, stop_strings, decoding
+                batch, max_new_tokens, do_sample, temperature, top_p, top_k, top_logprobs, stop_strings, decoding, hook
             )
             for j, i in enumerate(idx):
                 t = traces[j]
@@ -251,10 +267,12 @@ class HFModel:
         top_logprobs: int,
         stop_strings: Sequence[str],
         decoding: dict[str, Any],
+        hook: tuple[StepCallback, Sequence[int]] | None = None,
     ) -> list[Trace]:
         input_ids, mask = self.left_pad(prompt_ids)
         rec = TraceRecorder(temperature if do_sample else 1.0, top_logprobs)
-        gen_kwargs: dict[str, Any] = {"do_sample": do_sample}
+        steps = None if hook is None else StepHook(rec, hook[0], hook[1], self.stop_ids)
+        gen_kwargs: dict[str, Any] = {"do_sample": do_sample} | ({} if steps is None else steps.kwargs())
         if do_sample:
             gen_kwargs.update(temperature=temperature, top_p=top_p, top_k=top_k)
         else:
@@ -282,6 +300,7 @@ class HFModel:
                 max_new_tokens,
                 stop_strings,
                 decoding,
+                None if steps is None or steps.kept[b] < 0 else int(steps.kept[b]),
             )
             for b, p in enumerate(prompt_ids)
         ]
@@ -297,16 +316,19 @@ class HFModel:
         max_new_tokens: int,
         stop_strings: Sequence[str],
         decoding: dict[str, Any],
+        kept: int | None = None,
     ) -> Trace:
+        if kept is not None:  # an on_step callback ended the answer after `kept` tokens
+            new_ids = new_ids[:kept]
         is_stop = np.isin(new_ids, self.stop_ids)
         T = int(np.argmax(is_stop)) if is_stop.any() else len(new_ids)
-        stop_reason = "eos" if is_stop.any() else "length"
+        stop_reason = "eos" if is_stop.any() else ("stopped" if kept is not None else "length")
         ids = new_ids[:T]
         prefixes = self.tokenizer.batch_decode([ids[:i] for i in range(T + 1)]) if T else [""]
         if stop_strings and T:
-            # first token whose text completes a stop string: cut before it
+            # first token whose text completes a stop string (not inside leading whitespace): cut before it
             for i in range(1, T + 1):
-                if any(ss in prefixes[i] for ss in stop_strings):
+                if stop_string_hit(prefixes[i], stop_strings):
                     T, ids, prefixes, stop_reason = i - 1, ids[: i - 1], prefixes[:i], "stop_string"
                     break
         text = prefixes[T]

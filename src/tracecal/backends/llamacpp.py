@@ -39,8 +39,15 @@ from tracecal.backends.base import (
     check_prompts,
     prompt_ids,
     prompt_text,
+    stop_string_hit,
 )
-from tracecal.backends.defaults import DEFAULT_MODEL, END_OF_TURN_TOKENS, default_gguf_path
+from tracecal.backends.defaults import (
+    DEFAULT_MODEL,
+    END_OF_TURN_TOKENS,
+    NAMED_MODELS,
+    default_gguf_path,
+    named_gguf_path,
+)
 from tracecal.backends.servers import free_port, served_process
 from tracecal.trace import Trace
 
@@ -162,8 +169,8 @@ class LlamaCppModel:
         for key, value in (("dtype", dtype), ("device", device)):
             if value not in ("auto", None):
                 raise ValueError(f"{key}={value!r} does not apply to llama.cpp (the GGUF decides): use auto")
-        model_id = DEFAULT_MODEL if path is None or str(path) == DEFAULT_MODEL else str(path)
-        p = default_gguf_path() if model_id == DEFAULT_MODEL else Path(path)  # type: ignore[arg-type]
+        model_id = DEFAULT_MODEL if path is None else str(path)
+        p = named_gguf_path(model_id) if model_id in NAMED_MODELS else Path(model_id)  # a named model: defaults.py
         if p.suffix != ".gguf":
             raise ValueError(f"the llama.cpp backend loads .gguf files, got {str(p)!r}")
         if not p.exists():
@@ -255,7 +262,7 @@ class LlamaCppModel:
                 top.append((ti.astype(np.int64), x[ti] - lse))
             if tok in self._stop_set:
                 break
-            if stops and any(ss in self.tokenizer.decode(new) for ss in stops):
+            if stops and stop_string_hit(self.tokenizer.decode(new), stops):
                 return new, s, h, top, True
             if step + 1 < max_new_tokens:
                 self.llm.eval([tok])

@@ -11,17 +11,21 @@ device, it computes from the logits the decoder uses
 where x_t are the processed logits divided by the sampling temperature (so the distribution is the one
 sampled from, before top-k/top-p truncation). Only O(B) numbers per step are kept (plus the current
 step's logits, needed for s_t of the token chosen from them); the T×|V| logits are never stored.
+
+`StepHook` (a stopping criterion) settles s_t as soon as the token is chosen and hands each step's new answer
+tokens with their (s_t, H_t) to a callback, the same numbers that end up in the traces (streaming, early stop).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 import torch
-from transformers import LogitsProcessor
+from transformers import LogitsProcessor, StoppingCriteria, StoppingCriteriaList
 
-__all__ = ["TraceRecorder", "output_cache"]
+__all__ = ["StepHook", "TraceRecorder", "output_cache"]
 
 
 def output_cache(out: Any) -> Any:
@@ -48,14 +52,19 @@ class TraceRecorder(LogitsProcessor):
         self._x: torch.Tensor | None = None
         self._lse: torch.Tensor | None = None
 
-    def _settle(self, tokens: torch.Tensor) -> None:
-        """s for the tokens chosen from the previous step's distribution."""
+    def settle(self, tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(s_t, H_t) of the tokens just chosen from the latest step's distribution, shape (B,) each.
+
+        s_t is computed once per step (here, by a `StepHook` right after the choice, or at the next step).
+        """
         assert self._x is not None and self._lse is not None
-        self.chosen.append(self._lse - self._x.gather(1, tokens[:, None]).squeeze(1))
+        if len(self.chosen) < len(self.entropy):
+            self.chosen.append(self._lse - self._x.gather(1, tokens[:, None]).squeeze(1))
+        return self.chosen[-1], self.entropy[-1]
 
     def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
         if self._x is not None:
-            self._settle(input_ids[:, -1])
+            self.settle(input_ids[:, -1])
         with torch.no_grad():
             x = scores.float()
             if self.temperature != 1.0:
@@ -75,7 +84,7 @@ class TraceRecorder(LogitsProcessor):
         """After generation: settle the last step and move everything to the CPU once, shape (B, steps)."""
         steps = len(self.entropy)
         if steps and len(self.chosen) < steps:
-            self._settle(sequences[:, -1])
+            self.settle(sequences[:, -1])
         self._x = self._lse = None
         H = torch.stack(self.entropy, 1).double().cpu().numpy()
         S = torch.stack(self.chosen, 1).double().cpu().numpy()
@@ -84,3 +93,46 @@ class TraceRecorder(LogitsProcessor):
             tl = torch.stack(self.topk_lp, 1).double().cpu().numpy()
             return S, H, ti, tl
         return S, H, None, None
+
+
+StepCallback = Callable[[np.ndarray, np.ndarray, np.ndarray, np.ndarray], Any]
+"""``on_step(rows, token_ids, surprisal, entropy) -> None | bool array`` (see `StepHook`)."""
+
+
+class StepHook(StoppingCriteria):
+    """A stopping criterion that reports every decoding step to ``on_step`` and ends the answers it asks to end.
+
+    After each step, ``on_step(rows, token_ids, s, h)`` receives the answers that produced an answer token (not a
+    stop token, not already finished): their ``rows`` (entries of ``rows`` given here), the token ids and their
+    s_t, H_t in nats (float64, from `TraceRecorder.settle`: the values the traces will hold). It may return a
+    bool per reported answer: True ends that answer after this token. ``kept[b]`` is then the number of tokens
+    answer ``b`` keeps (−1 for answers it never ended).
+    """
+
+    def __init__(self, recorder: TraceRecorder, on_step: StepCallback, rows: Sequence[int], stop_ids: Sequence[int]):
+        self.recorder, self.on_step = recorder, on_step
+        self.rows = np.asarray(rows, dtype=np.int64)
+        self.stop_ids = np.asarray(list(stop_ids), dtype=np.int64)
+        self.done = np.zeros(len(self.rows), dtype=bool)
+        self.kept = np.full(len(self.rows), -1, dtype=np.int64)
+        self.steps = 0
+
+    def kwargs(self) -> dict[str, Any]:
+        """The keyword that hands this hook to ``model.generate``."""
+        return {"stopping_criteria": StoppingCriteriaList([self])}
+
+    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor, **kwargs: Any) -> torch.BoolTensor:
+        s, h = self.recorder.settle(input_ids[:, -1])
+        tokens = input_ids[:, -1].cpu().numpy()
+        self.done |= np.isin(tokens, self.stop_ids)
+        self.steps += 1
+        live = ~self.done
+        if live.any():
+            s_np, h_np = s.double().cpu().numpy(), h.double().cpu().numpy()
+            end = self.on_step(self.rows[live], tokens[live], s_np[live], h_np[live])
+            if end is not None:
+                ended = np.zeros(len(live), dtype=bool)
+                ended[live] = np.asarray(end, dtype=bool)
+                self.kept[ended] = self.steps
+                self.done |= ended
+        return torch.as_tensor(self.done, device=input_ids.device)  # type: ignore[return-value]

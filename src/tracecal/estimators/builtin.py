@@ -8,25 +8,15 @@ value and reports how many it mapped).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 import numpy as np
 
 from tracecal.estimators.base import Estimator, Inputs, register
 from tracecal.metrics import auroc
-from tracecal.operators import (
-    TraceConfig,
-    chunked,
-    first_k_mean,
-    last_k_mean,
-    seg_max,
-    seg_mean,
-    seg_var,
-    slope,
-    trace_confidence,
-    window_peak,
-)
+from tracecal.operators import TraceConfig, trace_confidence
+from tracecal.trace_stats import TRACE_STATISTICS, TraceStatistic, trace_statistic
 from tracecal.traceplus import TracePlus
+from tracecal.traceplus_cv import TracePlusCV
 from tracecal.traceplus_prior import TracePlusPrior
 
 
@@ -123,59 +113,43 @@ class TracePlusPriorMonotone(TracePlusPriorEstimator):
         super().__init__(monotone)
 
 
-# ------------------------------------------------------------------------------------ likelihood (1–6)
-def _trace_estimator(name: str, family: str, description: str, fn: Any) -> type[Estimator]:
-    def score(self: Estimator, inputs: Inputs) -> np.ndarray:
-        return _nan_empty(inputs, chunked(fn, inputs.batch))
+@register
+class TracePlusCVEstimator(Estimator):
+    """Platt on the CV-selected best single trace statistic, extended when CV favours it (`tracecal.traceplus_cv`)."""
 
-    cls = type(name, (Estimator,), {"name": name, "family": family, "description": description, "score": score,
-                                    "__doc__": description})  # fmt: skip
+    name = "trace_plus_cv"
+    family = "TRACE"
+    description = ("TRACE+ by CV: Platt on the best of TRACE and the 14 trace statistics (repeated 5-fold CV), "
+                   "+ L2-shrunk deviations on them and TRACE+'s features, λ by the one-SE rule")  # fmt: skip
+    self_calibrated = True
+    needs_fit = True
+
+    def fit(self, inputs: Inputs, y: np.ndarray) -> TracePlusCVEstimator:
+        import warnings
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)  # zero-token answers / single class: reported by harness
+            self.model_ = TracePlusCV().fit(inputs.batch, y)
+        return self
+
+    def score(self, inputs: Inputs) -> np.ndarray:
+        return self.model_.predict_proba(inputs.batch)
+
+
+# -------------------------------------------------------------- likelihood, entropy, trajectory (1–14)
+def _trace_estimator(stat: TraceStatistic) -> type[Estimator]:
+    """Register the label-free estimator of one single trace statistic (`tracecal.trace_stats`)."""
+
+    def score(self: Estimator, inputs: Inputs) -> np.ndarray:
+        return trace_statistic(self.name, inputs.batch)
+
+    cls = type(stat.name, (Estimator,), {"name": stat.name, "family": stat.family, "description": stat.description,
+                                         "score": score, "__doc__": stat.description})  # fmt: skip
     return register(cls)
 
 
-def _first_prob(b: Any) -> np.ndarray:
-    seg = b.segments
-    out = np.full(len(seg), np.nan)
-    ne = seg.nonempty
-    out[ne] = np.exp(-b.surprisal[seg.starts[ne]])
-    return out
-
-
-_trace_estimator("first_token_prob", "likelihood", "p_1, probability of the first answer token", _first_prob)
-_trace_estimator("mean_prob", "likelihood", "mean_t p_t", lambda b: seg_mean(np.exp(-b.surprisal), b.segments))
-_trace_estimator(
-    "norm_seq_prob", "likelihood", "exp(mean_t log p_t), length-normalised sequence probability",
-    lambda b: np.exp(-seg_mean(b.surprisal, b.segments)),
-)  # fmt: skip
-_trace_estimator(
-    "seq_likelihood", "likelihood", "exp(Σ_t log p_t) (= G-NLL under greedy decoding)",
-    lambda b: np.exp(-np.add.reduceat(b.surprisal, b.segments.starts) if b.segments.all_nonempty
-                     else -b.segments.reduce(np.add, b.surprisal)),
-)  # fmt: skip
-_trace_estimator("min_prob", "likelihood", "min_t p_t", lambda b: np.exp(-seg_max(b.surprisal, b.segments)))
-_trace_estimator(
-    "high_prob_rate", "likelihood", "share of tokens with p_t > 0.9 (our choice of threshold)",
-    lambda b: seg_mean((b.surprisal < -np.log(0.9)).astype(np.float64), b.segments),
-)  # fmt: skip
-
-# ---------------------------------------------------------------------------------------- entropy (7–10)
-_trace_estimator("neg_mean_entropy", "entropy", "−mean_t H_t", lambda b: -seg_mean(b.entropy, b.segments))
-_trace_estimator("neg_max_entropy", "entropy", "−max_t H_t", lambda b: -seg_max(b.entropy, b.segments))
-_trace_estimator(
-    "neg_first3_entropy", "entropy", "−mean of the first 3 H_t", lambda b: -first_k_mean(b.entropy, b.segments, 3)
-)
-_trace_estimator(
-    "neg_last3_entropy", "entropy", "−mean of the last 3 H_t", lambda b: -last_k_mean(b.entropy, b.segments, 3)
-)
-
-# ------------------------------------------------------------------------------------- trajectory (11–14)
-_trace_estimator(
-    "neg_window_entropy", "trajectory", "−M^(4)(H), windowed peak entropy",
-    lambda b: -window_peak(b.entropy, b.segments, 4),
-)  # fmt: skip
-_trace_estimator("neg_entropy_var", "trajectory", "−Var_t(H_t)", lambda b: -seg_var(b.entropy, b.segments))
-_trace_estimator("neg_entropy_slope", "trajectory", "−slope of H_t on t", lambda b: -slope(b.entropy, b.segments))
-_trace_estimator("prob_slope", "trajectory", "+slope of p_t on t", lambda b: slope(np.exp(-b.surprisal), b.segments))
+for _stat in TRACE_STATISTICS.values():
+    _trace_estimator(_stat)
 
 
 # ------------------------------------------------------------------------------------------ beam (15–17)

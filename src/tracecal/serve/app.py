@@ -1,0 +1,103 @@
+"""`create_app`: the FastAPI app of the confidence gateway.
+
+Endpoints:
+
+* ``POST /v1/chat/completions``, ``POST /v1/completions``, ``GET /v1/models`` — OpenAI-compatible, each choice
+  with a ``confidence`` object; streaming with the running risk (`tracecal.serve.routes`, `.streaming`).
+* ``POST /score`` — ``{"surprisal": [[…], …], "entropy": [[…], …]}`` (per-token nats, one list per answer)
+  → ``{"trace_confidence": […], "trace_plus": […] | null}``; zero-token answers give ``null``. Bad values:
+  422 with a JSON ``detail`` naming the field.
+* ``GET /health`` — model, calibrator provenance (kind, path, sha256), drift state, limits.
+* ``GET /metrics`` — Prometheus text format (`tracecal.serve.metrics`).
+
+Middleware (outermost first): metrics and arrival time, then the body-size limit. The batching worker starts
+with the first request and stops with the app (lifespan).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+from fastapi import FastAPI, HTTPException, Request, Response
+from fastapi.openapi.utils import get_openapi
+
+from tracecal.serve.config import ServeConfig
+from tracecal.serve.errors import install_error_handlers
+from tracecal.serve.gateway import Gateway
+from tracecal.serve.limits import BodyLimitMiddleware
+from tracecal.serve.metrics import CONTENT_TYPE_LATEST, MetricsMiddleware
+from tracecal.serve.routes import openai_router
+from tracecal.serve.schemas import ScoreRequest
+from tracecal.trace import TraceBatch
+from tracecal.version import __version__
+
+__all__ = ["create_app"]
+
+
+def create_app(
+    model: Any = None,
+    calibrator: Any = None,
+    config: ServeConfig | None = None,
+    *,
+    text_model: Any = None,
+    calibrator_path: str | Path | None = None,
+) -> FastAPI:
+    """The gateway app.
+
+    Args:
+        model: a tracecal backend (HF, llama.cpp, or an HTTP backend for the proxy); None: /score only.
+        calibrator: a fitted calibrator (`tracecal.traceplus.load_calibrator`: TRACE+ or scalar) or None.
+        config: limits, batching, confidence policy, drift settings (`ServeConfig`; defaults when None).
+        text_model: backend for /v1/completions' raw-text prompts (default ``model``; see `Gateway`).
+        calibrator_path: the calibrator's file, shown with its sha256 in /health.
+    """
+    gw = Gateway(model, calibrator, config, text_model=text_model, calibrator_path=calibrator_path)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        yield
+        gw.batcher.close()
+
+    app = FastAPI(
+        title="tracecal gateway",
+        description="OpenAI-compatible completions with single-pass decoding-trace confidence (TRACE / TRACE+)",
+        lifespan=lifespan,
+    )
+    app.state.gateway = gw
+    install_error_handlers(app)
+    app.include_router(openai_router(gw))
+
+    @app.get("/health", summary="Model, calibrator provenance, drift flag, limits")
+    def health() -> dict[str, Any]:
+        return gw.health()
+
+    @app.get("/metrics", summary="Prometheus metrics", response_class=Response)
+    def metrics() -> Response:
+        return Response(gw.metrics.render(), media_type=CONTENT_TYPE_LATEST)
+
+    @app.post("/score", summary="c_TRACE (and the calibrated probability) of traces you already have")
+    def score(req: ScoreRequest, request: Request) -> dict[str, Any]:
+        gw.auth.check(request)
+        try:
+            batch = TraceBatch.from_lists(req.surprisal, req.entropy)
+        except ValueError as e:
+            raise HTTPException(status_code=422, detail=str(e)) from e
+        return gw.scorer.score_batch(batch)
+
+    def openapi() -> dict[str, Any]:
+        """FastAPI's schema, with ``model`` narrowed to the one name this server answers to."""
+        if app.openapi_schema is None:
+            schema = get_openapi(title=app.title, version=__version__, description=app.description, routes=app.routes)
+            for name in ("ChatCompletionRequest", "CompletionRequest"):
+                if gw.model is not None and name in schema.get("components", {}).get("schemas", {}):
+                    schema["components"]["schemas"][name]["properties"]["model"]["enum"] = [gw.model_id]
+            app.openapi_schema = schema
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
+    app.add_middleware(BodyLimitMiddleware, max_bytes=gw.config.max_body_bytes)
+    app.add_middleware(MetricsMiddleware, metrics=gw.metrics)
+    return app

@@ -1,0 +1,140 @@
+"""Confidence of answers and the running risk of answers still being written (TRACE operators, METHOD §2).
+
+Per finished answer (`Scorer.confidence`): c_TRACE = exp(−R) with R = 0.4·D_2(H) + 0.4·M^(4)(H) + 0.2·L_{1/4}(s)
+(`tracecal.operators.trace_risk`), the calibrated probability when a calibrator is loaded (a TRACE+ file reads
+the trace; a scalar calibrator file - Platt, isotonic, temperature - reads c_TRACE), and ``abstain``: that
+probability (else c_TRACE) is under ``abstain_below``, or the answer is empty.
+
+Running risk (`running_risk`, `prefix_risks`): R_t of the prefix ŷ_1 … ŷ_t, i.e. the same operators over the
+tokens so far; c_t = exp(−R_t). Computed for a whole batch of prefixes at once (ragged arrays, no loop over
+tokens). Early stopping ends an answer at the first t (≥ ``risk_min_tokens``) with c_t < ``stop_on_risk``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from tracecal.calibration import ScalarCalibrator
+from tracecal.operators import TraceConfig, trace_risk
+from tracecal.trace import Trace, TraceBatch
+from tracecal.traceplus import TracePlus
+
+__all__ = ["Scorer", "first_risky", "prefix_batch", "prefix_risks", "running_risk", "truncate"]
+
+
+def _num(x: float) -> float | None:
+    return float(x) if math.isfinite(x) else None
+
+
+def running_risk(surprisal: Sequence[np.ndarray], entropy: Sequence[np.ndarray], config: TraceConfig) -> np.ndarray:
+    """R of each answer's tokens so far (one ragged batch), nats, shape (B,); NaN for an answer with no token."""
+    return trace_risk(TraceBatch.from_lists(surprisal, entropy), config)
+
+
+def prefix_batch(batch: TraceBatch) -> TraceBatch:
+    """Every prefix ŷ_1…ŷ_t (t = 1…T_i) of every answer as one ragged batch, answer by answer (Σ T_i(T_i+1)/2
+    tokens)."""
+    T = batch.lengths
+    starts = np.repeat(batch.offsets[:-1], T)  # per token: where its answer starts
+    plen = np.arange(int(batch.offsets[-1]), dtype=np.int64) - starts + 1  # prefix lengths 1…T_i per answer
+    off = np.zeros(len(plen) + 1, dtype=np.int64)
+    np.cumsum(plen, out=off[1:])
+    within = np.arange(off[-1]) - np.repeat(off[:-1], plen)
+    gather = np.repeat(starts, plen) + within
+    return TraceBatch(batch.surprisal[gather], batch.entropy[gather], off, values_checked=batch.values_checked)
+
+
+def prefix_risks(traces: Sequence[Trace] | TraceBatch, config: TraceConfig | None = None) -> list[np.ndarray]:
+    """Per answer, R_t for t = 1…T (the running risk after each token), nats; one vectorised operator pass."""
+    b = TraceBatch.from_traces(traces)
+    r = trace_risk(prefix_batch(b), config) if b.offsets[-1] else np.zeros(0)
+    return np.split(r, np.cumsum(b.lengths)[:-1]) if len(b) else []
+
+
+def first_risky(risks: np.ndarray, stop_on_risk: float, min_tokens: int = 1) -> int | None:
+    """The number of tokens kept when stopping at the first t ≥ ``min_tokens`` with exp(−R_t) < ``stop_on_risk``."""
+    bad = np.flatnonzero((np.exp(-np.asarray(risks)) < stop_on_risk) & (np.arange(1, len(risks) + 1) >= min_tokens))
+    return int(bad[0]) + 1 if bad.size else None
+
+
+def truncate(trace: Trace, n: int, stop_reason: str) -> Trace:
+    """The first ``n`` tokens of ``trace`` (text cut at the token boundary), for early stopping after the fact."""
+    if n >= trace.length:
+        return trace
+    cut = int(trace.offsets[n])
+    top = (None, None) if trace.topk_ids is None else (trace.topk_ids[:n], trace.topk_logprobs[:n])  # type: ignore[index]
+    return Trace(text=trace.text[:cut], token_ids=trace.token_ids[:n], surprisal=trace.surprisal[:n],
+                 entropy=trace.entropy[:n], token_strings=trace.token_strings[:n], offsets=trace.offsets[:n],
+                 prompt=trace.prompt, prompt_ids=trace.prompt_ids, entropy_kind=trace.entropy_kind,
+                 stop_reason=stop_reason, model_id=trace.model_id, decoding=dict(trace.decoding),
+                 topk_ids=top[0], topk_logprobs=top[1], id=trace.id, meta=dict(trace.meta))  # fmt: skip
+
+
+class Scorer:
+    """Turns finished traces into confidence objects (see the module docstring).
+
+    Args:
+        calibrator: a fitted `TracePlus` or scalar calibrator (`tracecal.traceplus.load_calibrator`), or None.
+        abstain_below: threshold on the probability (else c_TRACE) under which ``abstain`` is true; None: never.
+        config: the TRACE configuration (default: METHOD §2's).
+    """
+
+    def __init__(self, calibrator: Any = None, abstain_below: float | None = None, config: TraceConfig | None = None):
+        if calibrator is not None and not isinstance(calibrator, TracePlus | ScalarCalibrator):
+            raise ValueError(f"calibrator must be a TracePlus or a scalar calibrator, got {type(calibrator).__name__}")
+        self.calibrator = calibrator
+        self.abstain_below = abstain_below
+        self.config = config or TraceConfig()
+
+    @property
+    def kind(self) -> str | None:
+        """The calibrator's class name (None without one)."""
+        return None if self.calibrator is None else type(self.calibrator).__name__
+
+    def probabilities(self, batch: TraceBatch, c: np.ndarray) -> np.ndarray | None:
+        """P(correct) per answer from the calibrator (NaN for empty answers); None without a calibrator."""
+        if self.calibrator is None:
+            return None
+        if isinstance(self.calibrator, TracePlus):
+            return np.asarray(self.calibrator.predict_proba(batch), dtype=np.float64)
+        p = np.full(len(c), np.nan)
+        ok = np.isfinite(c)
+        if ok.any():
+            p[ok] = self.calibrator.predict_proba(c[ok])
+        return p
+
+    def confidence(self, traces: Sequence[Trace], return_trace: bool = False) -> list[dict[str, Any]]:
+        """One ``confidence`` object per answer: c_trace, risk, probability, calibrator, abstain, (trace)."""
+        batch = TraceBatch.from_traces(traces)
+        r = trace_risk(batch, self.config)
+        c = np.exp(-r)
+        p = self.probabilities(batch, c)
+        out = []
+        for i, t in enumerate(traces):
+            value = c[i] if p is None else p[i]
+            conf: dict[str, Any] = {
+                "c_trace": _num(c[i]),
+                "risk": _num(r[i]),
+                "probability": None if p is None else _num(p[i]),
+                "calibrator": self.kind,
+                "abstain": self.abstain_below is not None
+                and not (math.isfinite(value) and value >= self.abstain_below),
+                "abstain_below": self.abstain_below,
+                "tokens": t.length,
+                "entropy_kind": t.entropy_kind,
+            }
+            if return_trace:
+                conf["trace"] = {"tokens": list(t.token_strings), "surprisal": t.surprisal.tolist(),
+                                 "entropy": t.entropy.tolist()}  # fmt: skip
+            out.append(conf)
+        return out
+
+    def score_batch(self, batch: TraceBatch) -> dict[str, Any]:
+        """``/score``: c_TRACE and the calibrated probability of traces given as numbers (null for empty answers)."""
+        c = np.exp(-trace_risk(batch, self.config))
+        p = self.probabilities(batch, c)
+        return {"trace_confidence": [_num(x) for x in c], "trace_plus": None if p is None else [_num(x) for x in p]}
