@@ -116,8 +116,7 @@ def stage_score(run: Path, n: int, shard_size: int) -> dict[str, Any]:
     store = RunStore(run)
     cfg = config(n // 4, shard_size)
     if N_BOOT is not None:  # the protocol's paired bootstrap resamples (its default unless --n-boot is given)
-        score_config = cfg.score_config
-        cfg.score_config = lambda: dataclasses.replace(score_config(), n_boot=N_BOOT)  # type: ignore[method-assign]
+        cfg.n_boot = N_BOOT
     tasks = synthetic_tasks(store, n // 4)
     t0 = time.perf_counter()
     res = score_run(store, cfg, tasks=tasks)
