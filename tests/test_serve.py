@@ -153,7 +153,7 @@ def test_health_and_metrics(fake: FakeModel, calibrator, tmp_path) -> None:  # t
         h = c.get("/health").json()
         import hashlib
 
-        assert h["status"] == "ok" and h["model"] == "fake" and h["drift"]["alarm"] is False
+        assert h["status"] == "ok" and h["model"] == "fake" and h["drift"]["alarm"] is False and h["dtype"] is None
         assert h["calibrator"] == {"kind": "TracePlus", "path": str(path.resolve()),
                                    "sha256": hashlib.sha256(path.read_bytes()).hexdigest()}  # fmt: skip
         m = c.get("/metrics")
@@ -340,6 +340,7 @@ def test_prompt_token_limits_with_a_tokenizer(tiny_model) -> None:  # type: igno
         assert r.status_code == 200 and r.json()["usage"]["prompt_tokens"] == len(
             tiny_model.tokenizer("Paris is")["input_ids"]
         )
+        assert c.get("/health").json()["dtype"] == "float32"
 
 
 def test_config_validates_every_limit() -> None:
@@ -360,6 +361,8 @@ def test_config_validates_every_limit() -> None:
         (["--upstream", "ftp://host/v1"], "base_url must be an http(s) URL"),
         (["--upstream", "http://h/v1", "--model", "x"], "leave out --model"),
         (["--backend", "vllm"], "--backend must be hf or llamacpp"),
+        (["--dtype", "int8"], "--dtype must be auto, float32, bfloat16 or float16"),
+        (["--dtype", "bfloat16", "--backend", "llamacpp"], "--dtype applies to the in-process HF backend only"),
     ],
 )
 def test_serve_command_refuses_bad_options_with_a_message(args: list[str], message: str) -> None:

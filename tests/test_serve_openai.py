@@ -6,7 +6,11 @@ alarm after the switch and not before.
 
 from __future__ import annotations
 
+import json
+import os
 import socket
+import subprocess
+import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -21,6 +25,7 @@ from tracecal.backends.hf import DEFAULT_MODEL
 from tracecal.operators import trace_confidence
 from tracecal.serve import ServeConfig, create_app
 from tracecal.tasks import get_task
+from tracecal.trace import load_traces
 
 pytestmark = pytest.mark.integration
 
@@ -88,6 +93,24 @@ def test_openai_client_chat_equals_generate_and_streams_the_same_confidence(serv
 
     done = client.completions.create(model=DEFAULT_MODEL, prompt="The capital of France is", max_tokens=5)
     assert done.choices[0].text and done.choices[0].model_extra["confidence"]["tokens"] == 5  # type: ignore[index]
+
+
+def test_the_answer_is_the_one_tracecal_generate_records(server, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """The `tracecal generate` command itself (a fresh process, its own model load) on the same messages: the
+    gateway's answer, tokens, s_t and H_t are the ones it writes to Parquet."""
+    (tmp_path / "p.jsonl").write_text(json.dumps({"id": "q", "messages": QUESTION}) + "\n")
+    cmd = [sys.executable, "-m", "tracecal.cli", "generate", "--prompts", str(tmp_path / "p.jsonl"),
+           "--max-new-tokens", "24", "--out", str(tmp_path / "t.parquet")]  # fmt: skip
+    env = os.environ | {"OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    (ref,) = load_traces(tmp_path / "t.parquet")
+    r = _client(server).chat.completions.create(model=DEFAULT_MODEL, messages=QUESTION, max_tokens=24,  # type: ignore[arg-type]
+                                                extra_body={"return_trace": True})  # fmt: skip
+    conf = r.choices[0].model_extra["confidence"]  # type: ignore[index]
+    assert r.choices[0].message.content == ref.text and conf["trace"]["tokens"] == list(ref.token_strings)
+    np.testing.assert_allclose(conf["trace"]["surprisal"], ref.surprisal, atol=1e-5)
+    np.testing.assert_allclose(conf["trace"]["entropy"], ref.entropy, atol=1e-5)
 
 
 def test_openai_client_sees_errors_as_openai_errors(server) -> None:  # type: ignore[no-untyped-def]

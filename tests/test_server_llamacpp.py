@@ -87,3 +87,32 @@ def test_server_matches_the_default_backend_and_its_chat_template(server, tokeni
     check_same(local, http_model(server).generate(texts[::-1], max_new_tokens=MNT)[::-1])  # order: no matter
     # the server's own chat template (the GGUF's) gives the same prompts for these messages
     check_same(local, http_model(server, chat=True).generate(PROMPTS, max_new_tokens=MNT))
+
+
+def test_gateway_proxies_the_server_for_the_openai_client(server) -> None:  # type: ignore[no-untyped-def]
+    """`tracecal serve --upstream URL` in front of the real server, spoken to by the official client: the answer is
+    the server's own, and its confidence is c_TRACE of the trace the HTTP backend builds from the same reply
+    (streamed and non-streamed alike)."""
+    import openai
+    from fastapi.testclient import TestClient
+
+    from tracecal.operators import trace_confidence
+    from tracecal.serve import create_app
+    from tracecal.serve.proxy import proxy_backends
+
+    chat, text = proxy_backends(server, "smollm2", vocab_size=49152, extra_body={"repeat_penalty": 1.0})
+    ref = http_model(server, chat=True).generate(PROMPTS[:2], max_new_tokens=MNT)
+    with TestClient(create_app(chat, text_model=text)) as http:
+        client = openai.OpenAI(base_url="http://testserver/v1", api_key="unused", http_client=http, max_retries=0)
+        assert [m.id for m in client.models.list().data] == ["smollm2"]
+        for prompt, want in zip(PROMPTS[:2], ref, strict=True):
+            msgs = [{"role": "user", "content": prompt}]
+            r = client.chat.completions.create(model="smollm2", messages=msgs, max_tokens=MNT)  # type: ignore[arg-type]
+            conf = r.choices[0].model_extra["confidence"]  # type: ignore[index]
+            assert r.choices[0].message.content == want.text and conf["entropy_kind"] == "topk"
+            assert conf["c_trace"] == pytest.approx(float(trace_confidence([want])[0]), rel=1e-6)
+            chunks = list(client.chat.completions.create(model="smollm2", messages=msgs, max_tokens=MNT, stream=True))  # type: ignore[arg-type]
+            assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == want.text
+            assert chunks[-1].choices[0].model_extra["confidence"] == conf  # type: ignore[index]
+        with pytest.raises(openai.NotFoundError):
+            client.chat.completions.create(model="gpt-4o", messages=[{"role": "user", "content": "hi"}])

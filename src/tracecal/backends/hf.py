@@ -33,6 +33,7 @@ from tracecal.backends.defaults import (
     END_OF_TURN_TOKENS,
     NAMED_MODELS,
     default_gguf_path,
+    gguf_checkpoint,
     named_gguf_path,
     named_models_hint,
     torch_dtype,
@@ -108,9 +109,10 @@ class HFModel:
         if p.suffix == ".gguf":
             if not p.exists():
                 raise FileNotFoundError(f"GGUF file not found: {p}")
-            tok = AutoTokenizer.from_pretrained(str(p.parent), gguf_file=p.name)
-            # GGUF weights are dequantised: fp32 on CPU so gradients (SECL) work
-            model = AutoModelForCausalLM.from_pretrained(str(p.parent), gguf_file=p.name, dtype=dtype_)
+            # GGUF weights are dequantised (fp32 on CPU so gradients work), once, into a cached checkpoint folder
+            ckpt = gguf_checkpoint(p)
+            tok = AutoTokenizer.from_pretrained(str(ckpt))
+            model = AutoModelForCausalLM.from_pretrained(str(ckpt), dtype=dtype_)
         else:
             try:
                 tok = AutoTokenizer.from_pretrained(str(name_or_path))

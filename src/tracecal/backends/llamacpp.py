@@ -46,6 +46,7 @@ from tracecal.backends.defaults import (
     END_OF_TURN_TOKENS,
     NAMED_MODELS,
     default_gguf_path,
+    gguf_checkpoint,
     named_gguf_path,
 )
 from tracecal.backends.servers import free_port, served_process
@@ -180,7 +181,7 @@ class LlamaCppModel:
             from transformers import AutoTokenizer
 
             tokenizer = (
-                AutoTokenizer.from_pretrained(str(p.parent), gguf_file=p.name)
+                AutoTokenizer.from_pretrained(str(gguf_checkpoint(p)))  # the GGUF's, parsed once (defaults.py)
                 if tokenizer is None
                 else AutoTokenizer.from_pretrained(str(tokenizer))
             )

@@ -18,14 +18,12 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import subprocess
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from tracecal.backends.defaults import DEFAULT_MODEL, default_gguf_path, model_cache_dir
+from tracecal.backends.defaults import default_gguf_path, gguf_checkpoint
 from tracecal.backends.servers import free_port, served_process
 
 __all__ = ["VLLM_PIN", "export_safetensors", "serve_vllm", "vllm_python"]
@@ -53,35 +51,10 @@ def vllm_python() -> Path:
 def export_safetensors(gguf: str | os.PathLike[str] | None = None, out: str | os.PathLike[str] | None = None) -> Path:
     """Dequantise a GGUF (default: the offline default model) to an fp32 safetensors folder vLLM can serve.
 
-    ``out`` defaults to ``model_cache_dir()/<name>-f32``. Done once: an existing folder with a
-    ``model.safetensors`` is returned as is. Written into a temporary sibling and renamed into place.
+    The folder is :func:`tracecal.backends.defaults.gguf_checkpoint`'s (the one the HF backend loads), in
+    ``model_cache_dir()/hf`` unless ``out``: done once, written into a temporary sibling and renamed into place.
     """
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    path = default_gguf_path() if gguf is None else Path(gguf)
-    name = DEFAULT_MODEL if gguf is None else path.stem
-    target = Path(out) if out is not None else model_cache_dir() / f"{name}-f32"
-    if (target / "model.safetensors").is_file():
-        return target
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}."))
-    try:
-        model = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, dtype=torch.float32)
-        tokenizer = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
-        model.hf_quantizer = None  # save_pretrained refuses a model that still names its GGUF quantisation
-        if hasattr(model.config, "quantization_config"):
-            del model.config.quantization_config
-        model.save_pretrained(tmp)
-        tokenizer.save_pretrained(tmp)
-        try:
-            tmp.rename(target)
-        except OSError:  # another process finished first
-            if not (target / "model.safetensors").is_file():
-                raise
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    return target
+    return gguf_checkpoint(default_gguf_path() if gguf is None else Path(gguf), out)
 
 
 @contextlib.contextmanager

@@ -38,6 +38,7 @@ def serve_command(
     vocab_size: Annotated[int, typer.Option(help="|V| of the upstream model (top-k entropy tail)")] = 100_000,
     top_logprobs: Annotated[int, typer.Option(help="top-k log-probs asked from the upstream")] = 20,
     threads: Annotated[int | None, typer.Option(help="torch CPU threads (default: torch's choice)")] = None,
+    dtype: Annotated[str, typer.Option(help="HF weights: auto (fp32 on CPU) | float32 | bfloat16 | float16")] = "auto",
     max_batch: Annotated[int, typer.Option(help="prompts decoded together at most (1: no batching)")] = 8,
     batch_wait_ms: Annotated[float, typer.Option(help="ms a batch waits for the next request (≤ 4×)")] = 5.0,
     batch_wait_share: Annotated[float, typer.Option(help="… or this share of the last batch's time")] = 0.05,
@@ -79,8 +80,12 @@ def serve_command(
             raise ValueError("--upstream proxies a server: leave out --model and --no-model")
         if backend not in ("hf", "llamacpp"):
             raise ValueError(f"--backend must be hf or llamacpp, got {backend!r}")
+        if dtype not in ("auto", "float32", "bfloat16", "float16"):
+            raise ValueError(f"--dtype must be auto, float32, bfloat16 or float16, got {dtype!r}")
+        if dtype != "auto" and (upstream or backend != "hf"):
+            raise ValueError("--dtype applies to the in-process HF backend only")
         app = _build_app(cfg, model, calibrator, no_model, backend, upstream, upstream_model, vocab_size,
-                         top_logprobs, threads)  # fmt: skip
+                         top_logprobs, threads, dtype)  # fmt: skip
     except (ValueError, FileNotFoundError, RuntimeError, ImportError) as e:
         _fail(str(e))
     import uvicorn
@@ -89,7 +94,7 @@ def serve_command(
 
 
 def _build_app(cfg, model, calibrator, no_model, backend, upstream, upstream_model, vocab_size, top_logprobs,
-               threads):  # type: ignore[no-untyped-def]  # fmt: skip
+               threads, dtype="auto"):  # type: ignore[no-untyped-def]  # fmt: skip
     """Load the calibrator and the backend(s) and build the app (errors: ValueError & co. with a message)."""
     from tracecal.serve.app import create_app
     from tracecal.traceplus import load_calibrator
@@ -111,5 +116,6 @@ def _build_app(cfg, model, calibrator, no_model, backend, upstream, upstream_mod
         return create_app(chat, cal, cfg, text_model=text, calibrator_path=calibrator)
     from tracecal.backends.hf import load_model
 
-    lm = None if no_model else load_model(model, backend=backend)
+    kw = {"dtype": dtype} if dtype != "auto" else {}  # part of the answers' identity (bf16 changes them)
+    lm = None if no_model else load_model(model, backend=backend, **kw)
     return create_app(lm, cal, cfg, calibrator_path=calibrator)

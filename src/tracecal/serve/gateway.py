@@ -89,6 +89,12 @@ class Gateway:
     def model_id(self) -> str | None:
         return None if self.model is None else str(self.model.model_id)
 
+    @property
+    def model_dtype(self) -> str | None:
+        """The in-process weights' dtype (``float32``, ``bfloat16``; part of the answers' identity), else None."""
+        dtype = getattr(getattr(self.model, "model", None), "dtype", None)
+        return None if dtype is None else str(dtype).removeprefix("torch.")
+
     # ------------------------------------------------------------------ checks
     def check(self, request: Request, model: str) -> None:
         """Auth, a model to serve, and the right model name (404 ``model_not_found`` otherwise)."""
@@ -197,6 +203,7 @@ class Gateway:
         return {
             "status": "ok",
             "model": self.model_id,
+            "dtype": self.model_dtype,
             "calibrator": self.calibrator_info,
             "drift": self.drift.state(),
             "auth": self.auth.enabled,
