@@ -32,6 +32,7 @@ import numpy as np
 from tracecal.bootstrap import (
     bootstrap_counts,
     check_boot_params,
+    compare,
     enough_per_class,
     percentile_interval,
     split_draws,
@@ -123,13 +124,38 @@ def _summary(vals: list[float], draws: np.ndarray | None, level: float) -> dict[
             "lo": lo, "hi": hi, "n_splits": int(ok.size)}  # fmt: skip
 
 
+def _paired(
+    out: dict[str, dict[str, Any]], draws: dict[str, dict[str, np.ndarray]], focus: Sequence[str], level: float
+) -> None:
+    """Adds ``out[f]["vs"][other][metric]`` = `tracecal.bootstrap.compare` of f − other (paired: the same splits
+    and resamples) for every focus method f; Brier differences are better when negative."""
+    for f in focus:
+        out[f]["vs"] = {
+            other: {
+                m: compare(draws[f][m], draws[other][m], out[f][m]["mean"] - out[other][m]["mean"], level,
+                           lower_is_better=(m == "brier"))  # fmt: skip
+                for m in LC_METRICS
+            }
+            for other in out
+            if other != f and draws.get(f) and draws.get(other)
+        }
+
+
 def _one_size(
-    data: TaskStats, names: list[str], raw: dict[str, Any], size: int, cfg: ScoreConfig, counts: np.ndarray | None
+    data: TaskStats,
+    names: list[str],
+    raw: dict[str, Any],
+    size: int,
+    cfg: ScoreConfig,
+    counts: np.ndarray | None,
+    focus: Sequence[str] = (),
 ) -> dict[str, dict[str, Any]]:
-    """Every method at one calibration-set size: {estimator: {"auroc": summary, "brier": summary, ...}}."""
+    """Every method at one calibration-set size: {estimator: {"auroc": summary, "brier": summary, ...}}, and for
+    the ``focus`` methods paired differences against every other one (``"vs"``, `_paired`)."""
     rng = np.random.default_rng((cfg.seed, size, zlib.crc32(data.task.encode())))
     splits = [stratified_draw(data.y, size, rng) for _ in range(cfg.n_seeds)]
     out: dict[str, dict[str, Any]] = {}
+    draws: dict[str, dict[str, np.ndarray]] = {}
     for name in names:
         vals: dict[str, list[Any]] = {m: [] for m in LC_METRICS}
         preds: dict[str, list[np.ndarray]] = {m: [] for m in LC_METRICS}
@@ -140,9 +166,12 @@ def _one_size(
             preds["auroc"].append(raw_ev)
             preds["brier"].append(prob)
         evals = [ev for _, ev in splits]
-        out[name] = {k: _summary(vals[k], None if counts is None else split_draws(k, data.y, evals, preds[k], counts),
-                                 cfg.level) for k in LC_METRICS}  # fmt: skip
+        if counts is not None:
+            draws[name] = {k: split_draws(k, data.y, evals, preds[k], counts) for k in LC_METRICS}
+        out[name] = {k: _summary(vals[k], draws[name][k] if counts is not None else None, cfg.level)
+                     for k in LC_METRICS}  # fmt: skip
         out[name]["n_correct_cal"] = float(np.mean([data.y[c].sum() for c, _ in splits]))
+    _paired(out, draws, [f for f in focus if f in out], cfg.level)
     return out
 
 
@@ -156,12 +185,17 @@ def learning_curve(
     calibrator: str = "platt",
     seed: int = 0,
     progress: Progress | None = None,
+    focus: Sequence[str] = (),
 ) -> dict[str, Any]:
     """The learning curve of one task (module docstring) as a JSON-ready dict::
 
         {"task", "n", "n_correct", "sizes", "n_splits", "n_boot", "level", "calibrator",
          "estimators": {name: [{"size", "n_correct_cal", "auroc": {"mean", "sd", "lo", "hi", "n_splits"},
                                 "brier": {...}}, ...]}}
+
+    ``focus``: methods (among ``estimators``) whose entries also get ``"vs": {other: {"auroc": {"diff", "lo",
+    "hi", "verdict"}, "brier": {...}}}`` — the paired bootstrap comparison with every other method at that size
+    (the same calibration sets and question resamples on both sides; no entry without bootstrap).
 
     Raises ``ValueError`` for a size that leaves too few answers to evaluate on, a task with < 2 answers of a
     class, or an unknown estimator.
@@ -172,6 +206,8 @@ def learning_curve(
     if missing:
         raise ValueError(f"{data.task}: the run lacks the stats of {', '.join(missing)} (their pass is incomplete)")
     check_boot_params(n_boot, level)
+    if unknown := [f for f in focus if f not in names]:
+        raise ValueError(f"focus methods {', '.join(unknown)} are not among the estimators ({', '.join(names)})")
     sizes = _check_sizes(data, sizes)
     if isinstance(n_splits, bool) or not isinstance(n_splits, int) or n_splits < 1:
         raise ValueError(f"splits must be a whole number ≥ 1, got {n_splits!r}")
@@ -185,7 +221,7 @@ def learning_curve(
         warnings.simplefilter("ignore", UserWarning)
         for i, size in enumerate(sizes):
             progress(f"learning curve {data.task}", i, len(sizes))
-            per_size.append(_one_size(data, names, raw, size, cfg, counts))
+            per_size.append(_one_size(data, names, raw, size, cfg, counts, focus))
     progress(f"learning curve {data.task}", len(sizes), len(sizes))
     return {
         "task": data.task, "n": len(data), "n_correct": int(data.y.sum()), "sizes": sizes, "n_splits": n_splits,

@@ -75,6 +75,29 @@ def selective_command(
     _err.print(f"selective: [bold]{escape(str(path))}[/] ({time.perf_counter() - t0:.1f} s)", highlight=False)
 
 
+MARK = {"better": "▲", "worse": "▼", "n.s.": "", "n/a": ""}
+
+
+def _focus_table(task: str, focus: str, lc: dict[str, Any]) -> Table:
+    """``focus`` − each other method per size: AUROC and Brier differences with their paired intervals."""
+    level = f"{lc['level']:.0%}"
+    table = Table(title=f"{task}: {focus} − other, AUROC / Brier [{level} paired interval] (▲ better, ▼ worse)")
+    table.add_column("against")
+    for s in lc["sizes"]:
+        table.add_column(f"{s}", justify="right")
+    pts = lc["estimators"][focus]
+    for other in lc["estimators"]:
+        if other == focus or not all(other in p.get("vs", {}) for p in pts):
+            continue
+        cells = []
+        for p in pts:
+            a, b = p["vs"][other]["auroc"], p["vs"][other]["brier"]
+            cells.append(f"{a['diff']:+.3f} [{_f(a['lo'])}, {_f(a['hi'])}]{MARK[a['verdict']]}\n"
+                         f"{b['diff']:+.4f} [{_f(b['lo'], 4)}, {_f(b['hi'], 4)}]{MARK[b['verdict']]}")  # fmt: skip
+        table.add_row(other, *cells)
+    return table
+
+
 def learning_curve_command(
     run_dir: RunArg,
     sizes: Annotated[str, typer.Option(help="comma-separated calibration-set sizes")] = "100,200,400,800,1600",
@@ -84,9 +107,13 @@ def learning_curve_command(
     n_boot: Annotated[int, typer.Option("--n-boot", help="bootstrap resamples of the questions")] = 1000,
     level: Annotated[float, typer.Option(help="level of the bootstrap intervals")] = 0.95,
     seed: Annotated[int, typer.Option(help="random seed")] = 0,
+    focus: Annotated[
+        str | None, typer.Option(help="comma-separated methods compared (paired bootstrap) with every other one")
+    ] = None,
 ) -> None:
     """Learning curves: AUROC and Brier of each method against the number of calibration answers (mean over
-    splits ± bootstrap interval) → RUN/learning_curve.json, .csv and an SVG figure per task."""
+    splits ± bootstrap interval) → RUN/learning_curve.json, .csv and an SVG figure per task; with --focus, each
+    focus method's paired differences against the others at every size (▲ / ▼ significantly better / worse)."""
     from tracecal.learning_curve import run_learning_curve
 
     t0 = time.perf_counter()
@@ -95,7 +122,8 @@ def learning_curve_command(
             size_list = [int(s) for s in sizes.split(",") if s.strip()]
         except ValueError:
             raise ValueError(f"--sizes must be comma-separated whole numbers, got {sizes!r}") from None
-        kw = {"sizes": size_list, "n_splits": splits, "n_boot": n_boot, "level": level, "seed": seed}
+        kw = {"sizes": size_list, "n_splits": splits, "n_boot": n_boot, "level": level, "seed": seed,
+              "focus": _names(focus) or []}  # fmt: skip
         doc = run_learning_curve(run_dir, _names(tasks), _names(estimators), **kw)
     except (OSError, ValueError) as err:
         _fail(err)
@@ -110,5 +138,7 @@ def learning_curve_command(
             table.add_row(est, *[f"{_f(p['auroc']['mean'])} [{_f(p['auroc']['lo'])}, {_f(p['auroc']['hi'])}]\n"
                                  f"{_f(p['brier']['mean'], 4)}" for p in pts])  # fmt: skip
         _out.print(table)
+        for f in _names(focus) or []:
+            _out.print(_focus_table(task, f, lc))
     _err.print(f"learning curves: [bold]{escape(str(Path(run_dir) / 'learning_curve.json'))}[/], .csv, "
                f"learning_curve_<task>.svg ({time.perf_counter() - t0:.1f} s)", highlight=False)  # fmt: skip
