@@ -12,17 +12,24 @@ import os
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+if os.environ.get("PYTEST_XDIST_WORKER"):  # pytest -n N: one torch thread per worker (2 × 2 threads: ~10× slower)
+    os.environ["OMP_NUM_THREADS"] = os.environ["MKL_NUM_THREADS"] = "1"
 
 import pytest  # noqa: E402
 
 REAL_MODEL_FIXTURES = {"model", "real_run"}
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Every test that uses the real model is `slow` (``-m 'not slow'`` runs the plumbing in seconds)."""
+    """Every test that uses the real model is `slow` (``-m 'not slow'`` runs the plumbing in seconds). Every
+    `integration` test joins one xdist group: under ``pytest -n 2 --dist loadgroup`` (scripts/test.sh) the tests
+    that start servers and clusters run one after another on one worker, the rest share both."""
     for item in items:
         if REAL_MODEL_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.slow)
+        if item.get_closest_marker("integration"):
+            item.add_marker(pytest.mark.xdist_group("integration"))
 
 
 @pytest.fixture(scope="session")

@@ -148,6 +148,9 @@ def test_completions_and_models(client: TestClient, fake: FakeModel) -> None:
 def test_health_and_metrics(fake: FakeModel, calibrator, tmp_path) -> None:  # type: ignore[no-untyped-def]
     path = calibrator.save(tmp_path / "cal.json")
     with TestClient(create_app(fake, calibrator, ServeConfig(abstain_below=0.99), calibrator_path=path)) as c:
+        fresh = c.get("/metrics").text  # the known label values are series at 0 before anything happened
+        zero = ('tracecal_tokens_total{kind="completion"} 0.0', 'tracecal_early_stops_total{reason="cancelled"} 0.0')
+        assert all(line in fresh for line in zero), fresh
         assert c.post("/v1/chat/completions", json=CHAT).status_code == 200
         assert c.post("/v1/chat/completions", json=CHAT | {"model": "nope"}).status_code == 404
         h = c.get("/health").json()

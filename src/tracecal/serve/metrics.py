@@ -43,6 +43,10 @@ class GatewayMetrics:
         self.queue_depth = Gauge("tracecal_queue_depth", "requests waiting for a batch", registry=r)
         self.batch_size = Histogram("tracecal_batch_size", "prompts per generation batch", registry=r,
                                     buckets=(1, 2, 4, 8, 16, 32, 64))  # fmt: skip
+        for kind in ("prompt", "completion"):  # the known label values exist (at 0) from the start: a scraper
+            self.tokens.labels(kind)  # (and rate()) sees a series before its first increment
+        for reason in ("risk", "cancelled"):
+            self.early_stops.labels(reason)
 
     def answer(self, conf: dict[str, Any], prompt_tokens: int, finish: str) -> None:
         """Count one finished answer (its confidence object, prompt length and finish reason)."""
