@@ -7,6 +7,7 @@ model covers what needs a tokenizer (prompt-length limits).
 
 from __future__ import annotations
 
+import json
 import threading
 
 import numpy as np
@@ -376,3 +377,66 @@ def test_serve_command_refuses_bad_options_with_a_message(args: list[str], messa
     r = CliRunner().invoke(app, ["serve", *args])
     assert r.exit_code == 2 and message in " ".join(r.output.split()), r.output
     assert "Traceback" not in r.output
+
+
+# ------------------------------------------------------------------ abstain threshold from `tracecal selective`
+@pytest.fixture(scope="module")
+def selective_file(tmp_path_factory):  # type: ignore[no-untyped-def]
+    from tracecal.report.synthetic import write_synthetic_run
+    from tracecal.selective_run import run_selective
+
+    run = write_synthetic_run(tmp_path_factory.mktemp("sel") / "run", tasks=("triviaqa", "svamp"), n_per_task=400)
+    doc = run_selective(run, alpha=0.4, delta=0.1, estimators=["trace"], n_splits=2)
+    (run / "selective_none.json").write_text(json.dumps(doc))  # certifies nothing: errors among the top answers
+    doc["tasks"]["triviaqa"]["trace"]["deploy"]["threshold"] = 0.3  # a file as a model that certifies one would have
+    (run / "selective_0.4.json").write_text(json.dumps(doc))
+    return run
+
+
+def test_the_abstain_threshold_can_come_from_tracecal_selective(selective_file, fake: FakeModel, calibrator) -> None:  # type: ignore[no-untyped-def]
+    """--abstain-from: the guaranteed c_TRACE threshold of the run's `trace` estimator, applied to c_TRACE even with a
+    calibrator loaded, its provenance in /health; the same threshold as the file's."""
+    from tracecal.selective_run import deployed_threshold
+    from tracecal.serve.cli import _abstain_from
+
+    path = selective_file / "selective_0.4.json"
+    info = deployed_threshold(path, "trace", "triviaqa")
+    want = json.loads(path.read_text())["tasks"]["triviaqa"]["trace"]["deploy"]["threshold"]
+    assert info["threshold"] == want == 0.3 and info["model"] == "synthetic" and info["alpha"] == 0.4
+    settings = _abstain_from(path, "triviaqa", None, "synthetic", "auto", None, "hf")
+    assert settings["abstain_below"] == want and settings["abstain_on"] == "c_trace"
+    with TestClient(create_app(fake, calibrator, ServeConfig(**settings))) as c:
+        conf = c.post("/v1/chat/completions", json=CHAT).json()["choices"][0]["confidence"]
+        assert conf["abstain_on"] == "c_trace" and conf["abstain_below"] == want
+        assert conf["abstain"] == (conf["c_trace"] < want) and conf["probability"] is not None
+        assert info["sha256"][:16] in c.get("/health").json()["limits"]["abstain_source"]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--abstain-from", "{run}/nope.json"], "cannot read"),
+        (["--abstain-from", "{run}/config.json"], "is not a selective.json"),
+        (["--abstain-from", "{run}/selective_0.4.json"], "holds the tasks svamp, triviaqa: name one"),
+        (["--abstain-from", "{run}/selective_0.4.json", "--abstain-task", "mlqa"], "has no task 'mlqa'"),
+        (["--abstain-from", "{run}/selective_none.json", "--abstain-task", "svamp"], "every answer would abstain"),
+        (["--abstain-from", "{run}/selective_0.4.json", "--abstain-task", "triviaqa"], "answers of 'synthetic'"),
+        (["--abstain-from", "{run}/selective_0.4.json", "--abstain-below", "0.5"], "not both"),
+        (["--abstain-task", "svamp"], "--abstain-task goes with --abstain-from"),
+    ],
+)
+def test_bad_abstain_sources_are_refused_with_a_message(selective_file, args: list[str], message: str) -> None:  # type: ignore[no-untyped-def]
+    from typer.testing import CliRunner
+
+    from tracecal.cli import app
+
+    r = CliRunner().invoke(app, ["serve", *[a.format(run=selective_file) for a in args]])
+    assert r.exit_code == 2 and message in " ".join(r.output.split()), r.output
+    assert "Traceback" not in r.output
+
+
+def test_abstain_on_probability_needs_a_calibrator(fake: FakeModel) -> None:
+    with pytest.raises(ValueError, match="abstain_on must be"):
+        ServeConfig(abstain_on="p")
+    with pytest.raises(ValueError, match="needs a calibrator"):
+        create_app(fake, None, ServeConfig(abstain_on="probability"))

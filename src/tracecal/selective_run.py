@@ -27,7 +27,7 @@ from tracecal.protocol import ScoreConfig, TaskStats, sanitize, score_tasks
 from tracecal.runstore import RunStore
 from tracecal.selective import check_alpha_delta, check_holdout, ltt_threshold, threshold_split
 
-__all__ = ["run_selective", "deployment_threshold", "ARTEFACT"]
+__all__ = ["run_selective", "deployment_threshold", "deployed_threshold", "ARTEFACT"]
 
 ARTEFACT = "selective"
 
@@ -92,3 +92,51 @@ def run_selective(
     if write:
         store.write_artefact(ARTEFACT, doc)
     return doc
+
+
+def deployed_threshold(
+    path: str | os.PathLike[str], estimator: str = "trace", task: str | None = None
+) -> dict[str, Any]:
+    """The threshold to deploy from a ``selective.json`` that `run_selective` wrote (e.g. for the gateway's
+    ``abstain``): ``{"threshold", "estimator", "task", "alpha", "delta", "n_threshold", "coverage", "path",
+    "sha256", "model", "dtype"}`` (model and dtype from the run's ``config.json`` beside it, None without one).
+
+    ``task`` may be left out when the file holds one task. ValueError with what to fix for a file that is not a
+    selective document, an unknown task or estimator, or a threshold that certifies nothing (+∞: at that α no
+    answer may be given; rerun with a larger α).
+    """
+    import hashlib
+    import json
+    import math
+    from pathlib import Path
+
+    p = Path(path)
+    try:
+        raw = p.read_bytes()
+        doc = json.loads(raw)
+    except (OSError, ValueError) as e:
+        raise ValueError(f"cannot read {p} as the JSON `tracecal selective` writes: {e}") from e
+    if not isinstance(doc, dict) or not isinstance(doc.get("tasks"), dict) or not {"alpha", "delta"} <= set(doc):
+        raise ValueError(f"{p} is not a selective.json (written by `tracecal selective RUN`)")
+    tasks = sorted(doc["tasks"])
+    if task is None and len(tasks) != 1:
+        raise ValueError(f"{p} holds the tasks {', '.join(tasks)}: name one")
+    task = tasks[0] if task is None else task
+    if task not in doc["tasks"]:
+        raise ValueError(f"{p} has no task {task!r}; it holds {', '.join(tasks)}")
+    entry = doc["tasks"][task].get(estimator)
+    deploy = entry.get("deploy") if isinstance(entry, dict) else None
+    if not isinstance(deploy, dict):
+        raise ValueError(f"{p} has no deployable threshold of {estimator!r} for {task!r}")
+    thr = float(deploy["threshold"])
+    if not math.isfinite(thr):
+        raise ValueError(f"{p}: no threshold of {estimator!r} on {task!r} keeps the error rate ≤ α = {doc['alpha']:g} "
+                         f"with probability ≥ 1 − δ = {1 - doc['delta']:g}: every answer would abstain. Rerun "
+                         "`tracecal selective` with a larger --alpha")  # fmt: skip
+    run_cfg: dict[str, Any] = {}
+    if (p.parent / "config.json").is_file():
+        run_cfg = json.loads((p.parent / "config.json").read_text()).get("config", {})
+    return {"threshold": thr, "estimator": estimator, "task": task, "alpha": doc["alpha"], "delta": doc["delta"],
+            "n_threshold": deploy.get("n_threshold"), "coverage": deploy.get("coverage"), "path": str(p.resolve()),
+            "sha256": hashlib.sha256(raw).hexdigest(), "model": run_cfg.get("model"),
+            "dtype": run_cfg.get("dtype")}  # fmt: skip

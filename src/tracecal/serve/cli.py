@@ -51,6 +51,10 @@ def serve_command(
     max_prompts: Annotated[int, typer.Option(help="prompts per request (/v1/completions lists)")] = 16,
     request_timeout: Annotated[float, typer.Option(help="seconds per request (504, generation cancelled)")] = 120.0,
     abstain_below: Annotated[float | None, typer.Option(help="abstain under this probability / c_TRACE")] = None,
+    abstain_from: Annotated[
+        Path | None, typer.Option(help="RUN/selective.json: abstain under its guaranteed c_TRACE threshold")
+    ] = None,
+    abstain_task: Annotated[str | None, typer.Option(help="the task of --abstain-from (if it holds several)")] = None,
     stop_on_risk: Annotated[float | None, typer.Option(help="default: stop when running c_TRACE < this")] = None,
     risk_min_tokens: Annotated[int, typer.Option(help="tokens before early stopping may act")] = 1,
     auth_token_env: Annotated[str, typer.Option(help="env variable holding the bearer token")] = "TRACECAL_SERVE_TOKEN",
@@ -65,6 +69,8 @@ def serve_command(
     from tracecal.serve.config import ServeConfig
 
     try:
+        abstain = _abstain_from(abstain_from, abstain_task, abstain_below, model, dtype, upstream, backend)
+        abstain_below = abstain.get("abstain_below", abstain_below)
         cfg = ServeConfig(
             max_batch=max_batch, batch_wait_ms=batch_wait_ms, batch_wait_share=batch_wait_share, max_queue=max_queue,
             retry_after=retry_after, max_body_bytes=max_body_bytes,
@@ -73,6 +79,7 @@ def serve_command(
             stop_on_risk=stop_on_risk, risk_min_tokens=risk_min_tokens, auth_token_env=auth_token_env,
             drift_statistic=drift_statistic, drift_delta=drift_delta, drift_threshold=drift_threshold,
             drift_min_samples=drift_min_samples, drift_direction=drift_direction,
+            abstain_on=abstain.get("abstain_on", "auto"), abstain_source=abstain.get("abstain_source"),
         )  # fmt: skip
         if threads is not None and threads < 1:
             raise ValueError(f"--threads must be ≥ 1, got {threads}")
@@ -91,6 +98,33 @@ def serve_command(
     import uvicorn
 
     uvicorn.run(app, host=host, port=port)
+
+
+def _abstain_from(path, task, below, model, dtype, upstream, backend) -> dict:  # type: ignore[no-untyped-def]
+    """ServeConfig settings for ``--abstain-from``: the `tracecal selective` threshold of the ``trace`` estimator,
+    applied to c_TRACE; refused for another model or weight dtype than the run's (the guarantee is for the answers
+    the threshold was certified on)."""
+    if path is None:
+        if task is not None:
+            raise ValueError("--abstain-task goes with --abstain-from")
+        return {}
+    if below is not None:
+        raise ValueError("give --abstain-below or --abstain-from, not both")
+    from tracecal.backends.defaults import DEFAULT_MODEL
+    from tracecal.selective_run import deployed_threshold
+
+    info = deployed_threshold(path, "trace", task)
+    if not upstream:
+        run_model, served = info["model"] or DEFAULT_MODEL, model or DEFAULT_MODEL
+        if run_model != served:
+            raise ValueError(f"{path} was certified on answers of {run_model!r}; this server would load {served!r}")
+        run_dtype = info["dtype"] or "auto"
+        if backend == "hf" and run_dtype not in ("auto", "float32") and dtype != run_dtype:
+            raise ValueError(f"{path} was certified on {run_dtype} answers (the dtype changes answers): add "
+                             f"--dtype {run_dtype}")  # fmt: skip
+    source = (f"{info['path']} (sha256 {info['sha256'][:16]}; c_TRACE on {info['task']}, alpha={info['alpha']:g}, "
+              f"delta={info['delta']:g}, chosen on {info['n_threshold']} answers)")  # fmt: skip
+    return {"abstain_below": info["threshold"], "abstain_on": "c_trace", "abstain_source": source}
 
 
 def _build_app(cfg, model, calibrator, no_model, backend, upstream, upstream_model, vocab_size, top_logprobs,

@@ -28,10 +28,11 @@ class ServeConfig:
     ``max_tokens`` the largest ``max_tokens`` a request may ask, ``default_max_tokens`` when it asks none,
     ``max_prompts`` choices per request (list prompts × n), ``request_timeout`` seconds from arrival to answer
     (504; the generation is cancelled).
-    Confidence: ``abstain_below`` (the TRACE+ probability when a calibrator is loaded, else c_TRACE, under which
-    ``abstain`` is true; None = never), ``stop_on_risk`` (the server-wide default of the request field: stop
-    generating once the running c_TRACE of the tokens so far falls below it; None = never), ``risk_min_tokens``
-    (tokens before early stopping may act).
+    Confidence: ``abstain_below`` (the threshold under which ``abstain`` is true; None = never) on ``abstain_on``:
+    ``auto`` (the calibrator's probability when one is loaded, else c_TRACE), ``c_trace`` or ``probability``
+    (needs a calibrator); ``abstain_source`` (where the threshold came from, shown in /health); ``stop_on_risk``
+    (the server-wide default of the request field: stop generating once the running c_TRACE of the tokens so far
+    falls below it; None = never), ``risk_min_tokens`` (tokens before early stopping may act).
     Auth: ``auth_token_env`` names the environment variable holding the bearer token (unset or empty: no auth).
     Drift: a Page-Hinkley detector (`tracecal.secl.detector.PageHinkley`) on ``drift_statistic`` per answer, with
     ``drift_delta``, ``drift_threshold`` (sd units), ``drift_min_samples`` (reference window) and
@@ -50,6 +51,8 @@ class ServeConfig:
     max_prompts: int = 16
     request_timeout: float = 120.0
     abstain_below: float | None = None
+    abstain_on: str = "auto"
+    abstain_source: str | None = None
     stop_on_risk: float | None = None
     risk_min_tokens: int = 1
     auth_token_env: str = "TRACECAL_SERVE_TOKEN"
@@ -73,6 +76,8 @@ class ServeConfig:
                 _real(getattr(self, name), name, 0.0, 1.0)
         if self.default_max_tokens > self.max_tokens:
             raise ValueError(f"default_max_tokens ({self.default_max_tokens}) exceeds max_tokens ({self.max_tokens})")
+        if self.abstain_on not in ("auto", "c_trace", "probability"):
+            raise ValueError(f"abstain_on must be auto, c_trace or probability, got {self.abstain_on!r}")
         if self.drift_statistic not in DRIFT_STATISTICS:
             raise ValueError(
                 f"drift_statistic must be one of {', '.join(DRIFT_STATISTICS)}, got {self.drift_statistic!r}"

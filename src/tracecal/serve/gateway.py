@@ -75,7 +75,7 @@ class Gateway:
     ) -> None:
         self.config = cfg = config or ServeConfig()
         self.model = model
-        self.scorer = Scorer(calibrator, cfg.abstain_below)
+        self.scorer = Scorer(calibrator, cfg.abstain_below, abstain_on=cfg.abstain_on)
         self.calibrator_info = calibrator_info(calibrator, calibrator_path)
         self.metrics = GatewayMetrics()
         self.drift = DriftMonitor(cfg.drift_statistic, cfg.drift_delta, cfg.drift_threshold, cfg.drift_min_samples,

@@ -79,15 +79,22 @@ class Scorer:
 
     Args:
         calibrator: a fitted `TracePlus` or scalar calibrator (`tracecal.traceplus.load_calibrator`), or None.
-        abstain_below: threshold on the probability (else c_TRACE) under which ``abstain`` is true; None: never.
+        abstain_below: threshold under which ``abstain`` is true; None: never.
         config: the TRACE configuration (default: METHOD §2's).
+        abstain_on: the score ``abstain_below`` applies to: ``auto`` (the probability with a calibrator, else
+            c_TRACE), ``c_trace`` (e.g. a `tracecal selective` threshold of the ``trace`` estimator) or
+            ``probability``.
     """
 
-    def __init__(self, calibrator: Any = None, abstain_below: float | None = None, config: TraceConfig | None = None):
+    def __init__(self, calibrator: Any = None, abstain_below: float | None = None, config: TraceConfig | None = None,
+                 abstain_on: str = "auto"):  # fmt: skip
         if calibrator is not None and not isinstance(calibrator, TracePlus | ScalarCalibrator):
             raise ValueError(f"calibrator must be a TracePlus or a scalar calibrator, got {type(calibrator).__name__}")
         self.calibrator = calibrator
         self.abstain_below = abstain_below
+        if abstain_on == "probability" and calibrator is None:
+            raise ValueError("abstain_on='probability' needs a calibrator (--calibrator)")
+        self.abstain_on = "c_trace" if abstain_on == "c_trace" or calibrator is None else "probability"
         self.config = config or TraceConfig()
 
     @property
@@ -115,7 +122,7 @@ class Scorer:
         p = self.probabilities(batch, c)
         out = []
         for i, t in enumerate(traces):
-            value = c[i] if p is None else p[i]
+            value = c[i] if p is None or self.abstain_on == "c_trace" else p[i]
             conf: dict[str, Any] = {
                 "c_trace": _num(c[i]),
                 "risk": _num(r[i]),
@@ -124,6 +131,7 @@ class Scorer:
                 "abstain": self.abstain_below is not None
                 and not (math.isfinite(value) and value >= self.abstain_below),
                 "abstain_below": self.abstain_below,
+                "abstain_on": self.abstain_on,
                 "tokens": t.length,
                 "entropy_kind": t.entropy_kind,
             }
