@@ -33,7 +33,8 @@ from tracecal.version import __version__
 
 __all__ = [
     "CalibratorFileError", "Calibrator", "read_calibrator_json", "check_number", "json_float", "json_array",
-    "upgrade_legacy", "versions", "FORMAT", "FORMAT_VERSION", "MAX_DEPTH", "MAX_FILE_BYTES",
+    "upgrade_legacy", "versions", "FORMAT", "FORMAT_VERSION", "MAX_DEPTH", "MAX_FILE_BYTES", "fit_labels",
+    "finite_fit_rows", "logit",
 ]  # fmt: skip
 
 FORMAT = "tracecal.calibrator"
@@ -272,3 +273,36 @@ class Calibrator(BaseEstimator):
         """Read a calibrator written by `save` (see `from_dict`); corrupt or foreign files raise
         `CalibratorFileError` naming the file and what to fix; a missing file raises ``FileNotFoundError``."""
         return cls.from_dict(read_calibrator_json(path), str(path), registry)
+
+
+# ------------------------------------------------------------------ shared by the fitted TRACE+ calibrators
+def fit_labels(y: Any, n: int, who: str) -> np.ndarray:
+    """``y`` checked as n labels in {0, 1} (int64); ValueError naming ``who`` (the calibrator class) otherwise."""
+    if y is None:
+        raise ValueError(f"{who} requires y to be passed, but the target y is None")
+    y = np.asarray(y)
+    if y.shape != (n,):
+        raise ValueError(f"labels y must have shape ({n},) — one per answer — got {y.shape}")
+    if not np.all(np.isin(y, (0, 1))):
+        raise ValueError("labels y must be 0 (incorrect) or 1 (correct)")
+    return y.astype(np.int64)
+
+
+def finite_fit_rows(M: np.ndarray, y: np.ndarray, who: str) -> tuple[np.ndarray, np.ndarray]:
+    """The rows of a feature matrix (and their labels) with finite features: zero-token answers (NaN rows) are
+    left out with a warning; ValueError when none is left."""
+    import warnings
+
+    ok = np.all(np.isfinite(M), axis=1)
+    if not ok.all():
+        warnings.warn(f"{who}.fit: {int((~ok).sum())} of {len(M)} answers have non-finite features "
+                      "(zero-token answers) and were left out of the fit", stacklevel=3)  # fmt: skip
+        M, y = M[ok], y[ok]
+    if len(y) == 0:
+        raise ValueError(f"{who}.fit: every answer has zero tokens (NaN features): nothing to fit on")
+    return M, y
+
+
+def logit(p: float) -> float:
+    """log(p / (1 − p)); ±∞ at 1 and 0."""
+    return math.log(p / (1.0 - p)) if 0.0 < p < 1.0 else math.copysign(math.inf, p - 0.5)

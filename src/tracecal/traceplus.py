@@ -36,8 +36,11 @@ from tracecal.calfile import (
     Calibrator,
     CalibratorFileError,
     check_number,
+    finite_fit_rows,
+    fit_labels,
     json_array,
     json_float,
+    logit,
 )
 from tracecal.calibration import SCALAR_CLASSES
 from tracecal.features import feature_names, trace_plus_features
@@ -58,21 +61,6 @@ def _is_traces(X: Any) -> bool:
     if isinstance(X, TraceBatch):
         return True
     return isinstance(X, list | tuple) and all(isinstance(t, Trace) for t in X)
-
-
-def _labels(y: Any, n: int) -> np.ndarray:
-    if y is None:
-        raise ValueError("TracePlus requires y to be passed, but the target y is None")
-    y = np.asarray(y)
-    if y.shape != (n,):
-        raise ValueError(f"labels y must have shape ({n},) — one per answer — got {y.shape}")
-    if not np.all(np.isin(y, (0, 1))):
-        raise ValueError("labels y must be 0 (incorrect) or 1 (correct)")
-    return y.astype(np.int64)
-
-
-def _logit(p: float) -> float:
-    return math.log(p / (1.0 - p)) if 0.0 < p < 1.0 else math.copysign(math.inf, p - 0.5)
 
 
 class TracePlus(Calibrator):
@@ -182,19 +170,10 @@ class TracePlus(Calibrator):
         """
         self._check_params()
         phi = self._matrix(X, reset=True)
-        yy = _labels(y, len(phi))
+        yy = fit_labels(y, len(phi), "TracePlus")
         if len(phi) == 0:
             raise ValueError("TracePlus.fit got no answers")
-        ok = np.all(np.isfinite(phi), axis=1)
-        if not ok.all():
-            warnings.warn(
-                f"TracePlus.fit: {int((~ok).sum())} of {len(phi)} answers have non-finite features "
-                "(zero-token answers) and were left out of the fit",
-                stacklevel=2,
-            )
-            phi, yy = phi[ok], yy[ok]
-        if len(yy) == 0:
-            raise ValueError("TracePlus.fit: every answer has zero tokens (NaN features): nothing to fit on")
+        phi, yy = finite_fit_rows(phi, yy, "TracePlus")
         names = self.trace_feature_names()
         width = phi.shape[1]
         self.feature_names_ = names if width == len(names) else [f"x{i}" for i in range(width)]
@@ -214,7 +193,7 @@ class TracePlus(Calibrator):
             self.mean_, self.scale_, self.kept_ = np.zeros(width), np.ones(width), np.zeros(width, dtype=bool)
         if self.constant_ is not None or not self.kept_.any():  # no usable feature: intercept-only model
             self.coef_ = np.zeros(int(self.kept_.sum()))
-            self.intercept_ = _logit(self.base_rate_) if 0 < self.base_rate_ < 1 else 0.0
+            self.intercept_ = logit(self.base_rate_) if 0 < self.base_rate_ < 1 else 0.0
             return self
         Z = ((phi - self.mean_) / self.scale_)[:, self.kept_]
         lr = LogisticRegression(C=float(self.C), max_iter=1000).fit(Z, yy)
@@ -228,7 +207,7 @@ class TracePlus(Calibrator):
         self._check_fitted()
         phi = self._matrix(X, reset=False)
         if self.constant_ is not None:
-            out = np.full(len(phi), _logit(self.constant_))
+            out = np.full(len(phi), logit(self.constant_))
         else:
             Z = ((phi - self.mean_) / self.scale_)[:, self.kept_]
             out = Z @ self.coef_ + self.intercept_

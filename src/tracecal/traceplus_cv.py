@@ -42,7 +42,16 @@ from sklearn.model_selection import RepeatedStratifiedKFold
 from sklearn.utils import ClassifierTags
 from sklearn.utils.validation import validate_data
 
-from tracecal.calfile import Calibrator, CalibratorFileError, check_number, json_array, json_float
+from tracecal.calfile import (
+    Calibrator,
+    CalibratorFileError,
+    check_number,
+    finite_fit_rows,
+    fit_labels,
+    json_array,
+    json_float,
+    logit,
+)
 from tracecal.features import feature_names, trace_plus_features
 from tracecal.metrics import SingleClassWarning
 from tracecal.operators import as_batch, trace_confidence
@@ -92,24 +101,9 @@ def _log_loss(eta: np.ndarray, y: np.ndarray) -> np.ndarray:
     return np.logaddexp(0.0, eta) - y.astype(np.float64)[:, None] * eta
 
 
-def _labels(y: Any, n: int) -> np.ndarray:
-    if y is None:
-        raise ValueError("TracePlusCV requires y to be passed, but the target y is None")
-    y = np.asarray(y)
-    if y.shape != (n,):
-        raise ValueError(f"labels y must have shape ({n},) — one per answer — got {y.shape}")
-    if not np.all(np.isin(y, (0, 1))):
-        raise ValueError("labels y must be 0 (incorrect) or 1 (correct)")
-    return y.astype(np.int64)
-
-
-def _logit(p: float) -> float:
-    return math.log(p / (1.0 - p)) if 0.0 < p < 1.0 else math.copysign(math.inf, p - 0.5)
-
-
 def _rank_only(v: np.ndarray, y: np.ndarray) -> np.ndarray:
     """Log-odds coefficients (logit ȳ, ε·v): the base rate as probability, the candidate's own label-free order."""
-    return np.r_[_logit(float(np.clip(y.mean(), 1e-12, 1 - 1e-12))), MONOTONE_EPS * v]
+    return np.r_[logit(float(np.clip(y.mean(), 1e-12, 1 - 1e-12))), MONOTONE_EPS * v]
 
 
 def _finite_or_none(a: np.ndarray) -> list[float | None]:
@@ -367,14 +361,8 @@ class TracePlusCV(Calibrator):
         """
         self._check_params()
         M = self._as_matrix(X, reset=True)
-        yy = _labels(y, len(M))
-        ok = np.all(np.isfinite(M), axis=1)
-        if not ok.all():
-            warnings.warn(f"TracePlusCV.fit: {int((~ok).sum())} of {len(M)} answers have non-finite features "
-                          "(zero-token answers) and were left out of the fit", stacklevel=2)  # fmt: skip
-            M, yy = M[ok], yy[ok]
-        if len(yy) == 0:
-            raise ValueError("TracePlusCV.fit: every answer has zero tokens (NaN features): nothing to fit on")
+        yy = fit_labels(y, len(M), "TracePlusCV")
+        M, yy = finite_fit_rows(M, yy, "TracePlusCV")
         self.n_train_, self.base_rate_ = int(len(yy)), float(yy.mean())
         self._setup(M)
         anchor = self._default_index()

@@ -45,7 +45,16 @@ from sklearn.model_selection import StratifiedKFold
 from sklearn.utils import ClassifierTags
 from sklearn.utils.validation import validate_data
 
-from tracecal.calfile import Calibrator, CalibratorFileError, check_number, json_array, json_float
+from tracecal.calfile import (
+    Calibrator,
+    CalibratorFileError,
+    check_number,
+    finite_fit_rows,
+    fit_labels,
+    json_array,
+    json_float,
+    logit,
+)
 from tracecal.calibration import PlattCalibrator
 from tracecal.features import feature_names, trace_plus_features
 from tracecal.metrics import SingleClassWarning
@@ -96,21 +105,6 @@ def penalised_logistic(
         if np.max(np.abs(t * step)) < tol:
             break
     return theta
-
-
-def _labels(y: Any, n: int) -> np.ndarray:
-    if y is None:
-        raise ValueError("TracePlusPrior requires y to be passed, but the target y is None")
-    y = np.asarray(y)
-    if y.shape != (n,):
-        raise ValueError(f"labels y must have shape ({n},) — one per answer — got {y.shape}")
-    if not np.all(np.isin(y, (0, 1))):
-        raise ValueError("labels y must be 0 (incorrect) or 1 (correct)")
-    return y.astype(np.int64)
-
-
-def _logit(p: float) -> float:
-    return math.log(p / (1.0 - p)) if 0.0 < p < 1.0 else math.copysign(math.inf, p - 0.5)
 
 
 def _penalty_json(v: float) -> float | str:
@@ -255,9 +249,9 @@ class TracePlusPrior(Calibrator):
             warnings.simplefilter("ignore", SingleClassWarning)
             platt = PlattCalibrator().fit(c, y)
         if platt.constant_ is not None:
-            return _logit(platt.constant_), 0.0
+            return logit(platt.constant_), 0.0
         if self.monotone and platt.coef_ < 0:  # a sign learnt from noise would reverse TRACE's ranking
-            return _logit(platt.base_rate_), 0.0
+            return logit(platt.base_rate_), 0.0
         a = platt.intercept_ + platt.coef_ * (float(self.mean_[0]) - platt.mean_) / platt.scale_
         return float(a), float(platt.coef_ * float(self.scale_[0]) / platt.scale_)
 
@@ -312,14 +306,8 @@ class TracePlusPrior(Calibrator):
         """
         self._check_params()
         M = self._as_matrix(X, reset=True)
-        yy = _labels(y, len(M))
-        ok = np.all(np.isfinite(M), axis=1)
-        if not ok.all():
-            warnings.warn(f"TracePlusPrior.fit: {int((~ok).sum())} of {len(M)} answers have non-finite features "
-                          "(zero-token answers) and were left out of the fit", stacklevel=2)  # fmt: skip
-            M, yy = M[ok], yy[ok]
-        if len(yy) == 0:
-            raise ValueError("TracePlusPrior.fit: every answer has zero tokens (NaN features): nothing to fit on")
+        yy = fit_labels(y, len(M), "TracePlusPrior")
+        M, yy = finite_fit_rows(M, yy, "TracePlusPrior")
         names = self.trace_feature_names()
         self.feature_names_ = names if M.shape[1] == len(names) else [f"x{i}" for i in range(M.shape[1])]
         self.n_train_, self.base_rate_ = int(len(yy)), float(yy.mean())
@@ -353,7 +341,7 @@ class TracePlusPrior(Calibrator):
         self._check_fitted()
         M = self._as_matrix(X, reset=False)
         if self.constant_ is not None:
-            out = np.full(len(M), _logit(self.constant_))
+            out = np.full(len(M), logit(self.constant_))
         else:
             out = self.intercept_ + ((M - self.mean_) / self.scale_)[:, self.kept_] @ self.coef_
         out[~np.all(np.isfinite(M), axis=1)] = np.nan
