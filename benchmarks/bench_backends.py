@@ -199,8 +199,13 @@ def main() -> None:
     torch.set_num_threads(a.threads)
     task = get_task("triviaqa")
     a.prompts = [task.prompt(ex, chat=True) for ex in task.load(limit=a.n)]
-    res: dict[str, Any] = {"prompts": len(a.prompts), "max_new_tokens": a.max_new_tokens, "threads": a.threads,
-                           "speed": {}, "agreement": {}}  # fmt: skip
+    res: dict[str, Any] = {
+        "prompts": len(a.prompts),
+        "max_new_tokens": a.max_new_tokens,
+        "threads": a.threads,
+        "speed": {},
+        "agreement": {},
+    }
     traces: dict[str, list] = {}
     t0 = time.perf_counter()
     hf, ref_lp = run_hf(a, a.prompts, res, traces)

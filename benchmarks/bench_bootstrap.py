@@ -1,9 +1,9 @@
-"""Bootstrap AUROC: all resamples at once (`tracecal.bootstrap.weighted_auroc`) against a loop of per-resample calls.
+"""Bootstrap AUROC: all resamples at once (`tracecal.stats.bootstrap.weighted_auroc`) against a loop of per-resample calls.
 
     python benchmarks/bench_bootstrap.py [--n 1950] [--boot 1000] [--rate 0.1] [--task 3000]
 
 1. One evaluation split of n answers (1,950 = 65 % of a 3,000-question task) and B resamples of the task's
-   questions: the vectorised weighted AUROC of all B rows, against B calls of `tracecal.metrics.auroc` and of
+   questions: the vectorised weighted AUROC of all B rows, against B calls of `tracecal.stats.metrics.auroc` and of
    ``sklearn.metrics.roc_auc_score`` on the resampled (expanded) arrays. Checks that all three agree.
 2. What the statistics add to scoring one synthetic task of ``--task`` answers (20 splits; TRACE, two baselines,
    TRACE+ and TRACE+ with a prior): `score_tasks` with ``n_boot=0`` against ``n_boot=B``, and the time of each
@@ -23,11 +23,11 @@ import time  # noqa: E402
 import numpy as np  # noqa: E402
 from sklearn.metrics import roc_auc_score  # noqa: E402
 
-from tracecal.bootstrap import bootstrap_counts, weighted_auroc  # noqa: E402
 from tracecal.estimators import Inputs  # noqa: E402
-from tracecal.metrics import auroc  # noqa: E402
-from tracecal.protocol import ScoreConfig, TaskStats, score_tasks  # noqa: E402
-from tracecal.trace import TraceBatch  # noqa: E402
+from tracecal.evaluation.protocol import ScoreConfig, TaskStats, score_tasks  # noqa: E402
+from tracecal.stats.bootstrap import bootstrap_counts, weighted_auroc  # noqa: E402
+from tracecal.stats.metrics import auroc  # noqa: E402
+from tracecal.traces.trace import TraceBatch  # noqa: E402
 
 
 def scoring(n: int, boot: int) -> None:
@@ -41,10 +41,12 @@ def scoring(n: int, boot: int) -> None:
     data = [TaskStats("t", [str(i) for i in range(n)], y, Inputs(b), "synthetic")]
     label_free = ["trace", "mean_prob", "neg_entropy_var"]
     rows = {}
-    for name, ests, nb in (("3 label-free, n_boot=0", label_free, 0),
-                           (f"3 label-free, n_boot={boot}", label_free, boot),
-                           ("trace_plus alone, n_boot=0", ["trace_plus"], 0),
-                           ("trace_plus_prior alone, n_boot=0", ["trace_plus_prior"], 0)):  # fmt: skip
+    for name, ests, nb in (
+        ("3 label-free, n_boot=0", label_free, 0),
+        (f"3 label-free, n_boot={boot}", label_free, boot),
+        ("trace_plus alone, n_boot=0", ["trace_plus"], 0),
+        ("trace_plus_prior alone, n_boot=0", ["trace_plus_prior"], 0),
+    ):
         t0 = time.perf_counter()
         score_tasks(data, ScoreConfig(ests, n_seeds=20, n_boot=nb))
         rows[name] = time.perf_counter() - t0
@@ -69,7 +71,7 @@ def main() -> None:
     times, out = {}, {}
     for name, fn in (
         ("vectorised weighted AUROC", lambda: weighted_auroc(y, s, W)),
-        ("loop of tracecal.metrics.auroc", lambda: np.array([auroc(y[i], s[i]) for i in idx])),
+        ("loop of tracecal.stats.metrics.auroc", lambda: np.array([auroc(y[i], s[i]) for i in idx])),
         ("loop of sklearn roc_auc_score", lambda: np.array([roc_auc_score(y[i], s[i]) for i in idx])),
     ):
         t0 = time.perf_counter()

@@ -47,9 +47,26 @@ def questions(n: int) -> list[list[dict[str, str]]]:
 
 
 def start_server(max_batch: int, threads: int, port: int, wait_share: float, dtype: str) -> subprocess.Popen[bytes]:
-    cmd = [sys.executable, "-m", "tracecal.cli", "serve", "--port", str(port), "--max-batch", str(max_batch),
-           "--threads", str(threads), "--max-queue", "256", "--batch-wait-ms", "5",
-           "--batch-wait-share", str(wait_share), "--dtype", dtype]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "tracecal.cli.app",
+        "serve",
+        "--port",
+        str(port),
+        "--max-batch",
+        str(max_batch),
+        "--threads",
+        str(threads),
+        "--max-queue",
+        "256",
+        "--batch-wait-ms",
+        "5",
+        "--batch-wait-share",
+        str(wait_share),
+        "--dtype",
+        dtype,
+    ]
     env = os.environ | {"OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads), "HF_HUB_OFFLINE": "1"}
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=ROOT)
     for _ in range(1200):
@@ -76,8 +93,9 @@ async def one_round(url: str, prompts: list, concurrency: int, max_tokens: int) 
         async def ask(messages: list[dict[str, str]]) -> None:
             async with sem:
                 t0 = time.perf_counter()
-                r = await c.post("/v1/chat/completions", json={"model": MODEL, "messages": messages,
-                                                               "max_tokens": max_tokens})  # fmt: skip
+                r = await c.post(
+                    "/v1/chat/completions", json={"model": MODEL, "messages": messages, "max_tokens": max_tokens}
+                )
                 lat.append(time.perf_counter() - t0)
                 status[r.status_code] = status.get(r.status_code, 0) + 1
                 if r.status_code == 200:
@@ -87,10 +105,16 @@ async def one_round(url: str, prompts: list, concurrency: int, max_tokens: int) 
         await asyncio.gather(*(ask(p) for p in prompts))
         wall = time.perf_counter() - t0
     a = np.array(lat)
-    return {"wall_s": wall, "requests_per_s": len(prompts) / wall, "tokens_per_s": tokens[0] / wall,
-            "p50_s": float(np.percentile(a, 50)), "p99_s": float(np.percentile(a, 99)),
-            "status": {str(k): v for k, v in sorted(status.items())},
-            "server_errors": sum(v for k, v in status.items() if k >= 500), "tokens": tokens[0]}  # fmt: skip
+    return {
+        "wall_s": wall,
+        "requests_per_s": len(prompts) / wall,
+        "tokens_per_s": tokens[0] / wall,
+        "p50_s": float(np.percentile(a, 50)),
+        "p99_s": float(np.percentile(a, 99)),
+        "status": {str(k): v for k, v in sorted(status.items())},
+        "server_errors": sum(v for k, v in status.items() if k >= 500),
+        "tokens": tokens[0],
+    }
 
 
 def run_modes(args: argparse.Namespace, prompts: list) -> list[dict]:  # type: ignore[type-arg]
@@ -106,16 +130,21 @@ def run_modes(args: argparse.Namespace, prompts: list) -> list[dict]:  # type: i
         servers = [psutil.Process(p.pid) for p in procs]
         for url in urls:  # warm-up
             asyncio.run(one_round(url, prompts[: args.concurrency * 2], args.concurrency, args.max_tokens))
-        out = [{"max_batch": m, "rounds": [], "rss_mib": [s.memory_info().rss / 2**20]}
-               for m, s in zip(modes, servers, strict=True)]  # fmt: skip
+        out = [
+            {"max_batch": m, "rounds": [], "rss_mib": [s.memory_info().rss / 2**20]}
+            for m, s in zip(modes, servers, strict=True)
+        ]
         for i in range(args.rounds):
             for res, url, server in zip(out, urls, servers, strict=True):
                 r = asyncio.run(one_round(url, prompts, args.concurrency, args.max_tokens))
                 res["rounds"].append(r)
                 res["rss_mib"].append(server.memory_info().rss / 2**20)
-                print(f"max-batch {res['max_batch']} round {i + 1}: {r['requests_per_s']:.2f} req/s, p50 "
-                      f"{r['p50_s']:.2f} s, p99 {r['p99_s']:.2f} s, statuses {r['status']}, "
-                      f"RSS {res['rss_mib'][-1]:.0f} MiB", file=sys.stderr)  # fmt: skip
+                print(
+                    f"max-batch {res['max_batch']} round {i + 1}: {r['requests_per_s']:.2f} req/s, p50 "
+                    f"{r['p50_s']:.2f} s, p99 {r['p99_s']:.2f} s, statuses {r['status']}, "
+                    f"RSS {res['rss_mib'][-1]:.0f} MiB",
+                    file=sys.stderr,
+                )
         for res, url in zip(out, urls, strict=True):
             res["mean_batch_size"] = _mean_batch(httpx.get(url + "/metrics").text)
         return out
@@ -136,16 +165,21 @@ def _mean_batch(metrics: str) -> float | None:
 
 
 def table(results: list[dict], args: argparse.Namespace) -> str:  # type: ignore[type-arg]
-    lines = [f"{args.requests} chat requests × {args.rounds} rounds, {args.concurrency} in flight, max_tokens "
-             f"{args.max_tokens}, torch threads {args.threads}, weights {args.dtype}", "",
-             "| mode | round | 5xx | statuses | p50 s | p99 s | req/s | tokens/s | RSS MiB (before → after) |",
-             "|---|---:|---:|---|---:|---:|---:|---:|---|"]  # fmt: skip
+    lines = [
+        f"{args.requests} chat requests × {args.rounds} rounds, {args.concurrency} in flight, max_tokens "
+        f"{args.max_tokens}, torch threads {args.threads}, weights {args.dtype}",
+        "",
+        "| mode | round | 5xx | statuses | p50 s | p99 s | req/s | tokens/s | RSS MiB (before → after) |",
+        "|---|---:|---:|---|---:|---:|---:|---:|---|",
+    ]
     for res in results:
         mode = f"max-batch {res['max_batch']} (mean batch {res['mean_batch_size'] or 0:.1f})"
         for i, r in enumerate(res["rounds"]):
-            lines.append(f"| {mode} | {i + 1} | {r['server_errors']} | {r['status']} | {r['p50_s']:.2f} | "
-                         f"{r['p99_s']:.2f} | {r['requests_per_s']:.2f} | {r['tokens_per_s']:.1f} | "
-                         f"{res['rss_mib'][i]:.0f} → {res['rss_mib'][i + 1]:.0f} |")  # fmt: skip
+            lines.append(
+                f"| {mode} | {i + 1} | {r['server_errors']} | {r['status']} | {r['p50_s']:.2f} | "
+                f"{r['p99_s']:.2f} | {r['requests_per_s']:.2f} | {r['tokens_per_s']:.1f} | "
+                f"{res['rss_mib'][i]:.0f} → {res['rss_mib'][i + 1]:.0f} |"
+            )
     if len(results) == 2:
         tp = [np.mean([r["requests_per_s"] for r in res["rounds"]]) for res in results]
         lines += ["", f"throughput ratio (batched / one at a time): {tp[0] / tp[1]:.2f}×"]

@@ -58,14 +58,18 @@ def counting_client() -> tuple[httpx.Client, list[int]]:
 def full_cost(url: str, prompts: list, tokens: int) -> None:
     for full in (False, True):
         client, seen = counting_client()
-        lm = HTTPModel(url, model="smollm2", vocab_size=V, max_concurrency=1, full_distribution=full, client=client,
-                       timeout=600.0)  # fmt: skip
+        lm = HTTPModel(
+            url, model="smollm2", vocab_size=V, max_concurrency=1, full_distribution=full, client=client, timeout=600.0
+        )
         t0 = time.perf_counter()
         traces = lm.generate(prompts, max_new_tokens=tokens)
         dt = time.perf_counter() - t0
         n = sum(t.length for t in traces)
-        print(f"{'full |V|' if full else 'top-20  '}: {dt / n:7.3f} s and {sum(seen) / n / 1e6:7.3f} MB per answer "
-              f"token ({n} tokens, entropy_kind={traces[0].entropy_kind})", flush=True)
+        print(
+            f"{'full |V|' if full else 'top-20  '}: {dt / n:7.3f} s and {sum(seen) / n / 1e6:7.3f} MB per answer "
+            f"token ({n} tokens, entropy_kind={traces[0].entropy_kind})",
+            flush=True,
+        )
 
 
 def main() -> None:
@@ -89,8 +93,11 @@ def main() -> None:
             dt = time.perf_counter() - t0
             tps = sum(t.length for t in traces) / dt
             base = base or tps
-            print(f"{args.server} in flight {level:2d}: {dt:6.1f} s for {len(traces)} answers, {tps:5.1f} answer "
-                  f"tokens/s ({tps / base:.2f}x one in flight)", flush=True)
+            print(
+                f"{args.server} in flight {level:2d}: {dt:6.1f} s for {len(traces)} answers, {tps:5.1f} answer "
+                f"tokens/s ({tps / base:.2f}x one in flight)",
+                flush=True,
+            )
         if args.full:
             full_cost(url, prompts[: args.full], args.tokens)
 

@@ -18,9 +18,9 @@ import time  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-from tracecal.features import trace_plus_features  # noqa: E402
-from tracecal.operators import trace_confidence  # noqa: E402
-from tracecal.trace import TraceBatch  # noqa: E402
+from tracecal.signals.features import trace_plus_features  # noqa: E402
+from tracecal.signals.operators import trace_confidence  # noqa: E402
+from tracecal.traces.trace import TraceBatch  # noqa: E402
 
 
 def make_batch(n: int, max_len: int, seed: int = 0) -> TraceBatch:

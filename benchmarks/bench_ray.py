@@ -33,13 +33,30 @@ import time
 from pathlib import Path
 from typing import Any
 
-TRACECAL = [sys.executable, "-m", "tracecal.cli"]
+TRACECAL = [sys.executable, "-m", "tracecal.cli.app"]
 
 
 def base_args(run: Path, args: argparse.Namespace) -> list[str]:
-    return ["evaluate", "--run-dir", str(run), "--tasks", args.tasks, "--limit", str(args.limit), "--shard-size",
-            str(args.shard_size), "--batch-size", str(args.batch_size), "--estimators", "trace-only", "--seeds", "20",
-            "--no-report", "--threads", "1"]  # fmt: skip
+    return [
+        "evaluate",
+        "--run-dir",
+        str(run),
+        "--tasks",
+        args.tasks,
+        "--limit",
+        str(args.limit),
+        "--shard-size",
+        str(args.shard_size),
+        "--batch-size",
+        str(args.batch_size),
+        "--estimators",
+        "trace-only",
+        "--seeds",
+        "20",
+        "--no-report",
+        "--threads",
+        "1",
+    ]
 
 
 def run_mode(mode: str, run: Path, args: argparse.Namespace, log: Path) -> dict[str, Any]:
@@ -63,8 +80,14 @@ def run_mode(mode: str, run: Path, args: argparse.Namespace, log: Path) -> dict[
     results = json.loads((run / "results.json").read_text())
     gen = sum(v for k, v in timings.items() if k.startswith("generate/"))
     tokens = results["tasks"][args.tasks.split(",")[0]].get("mean_answer_tokens", float("nan")) * args.limit
-    return {"mode": mode, "wall_s": wall, "generate_compute_s": gen, "answer_tokens": tokens,
-            "load_before": load0, "load_after": os.getloadavg()[0]}  # fmt: skip
+    return {
+        "mode": mode,
+        "wall_s": wall,
+        "generate_compute_s": gen,
+        "answer_tokens": tokens,
+        "load_before": load0,
+        "load_after": os.getloadavg()[0],
+    }
 
 
 def main() -> None:

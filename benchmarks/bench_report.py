@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 from tracecal.report import write_report
-from tracecal.report.synthetic import SYNTHETIC_ESTIMATORS, write_synthetic_run
+from tracecal.testing import SYNTHETIC_ESTIMATORS, write_synthetic_run
 
 
 def main() -> None:
@@ -31,8 +31,10 @@ def main() -> None:
         t0 = time.perf_counter()
         run = write_synthetic_run(Path(tmp) / "run", n_per_task=args.n_per_task, max_tokens=64, seed=0)
         n = 4 * args.n_per_task
-        print(f"synthetic run: {n} answers, 4 tasks, {len(SYNTHETIC_ESTIMATORS)} estimators, 1-64 tokens "
-              f"(built in {time.perf_counter() - t0:.1f} s)")  # fmt: skip
+        print(
+            f"synthetic run: {n} answers, 4 tasks, {len(SYNTHETIC_ESTIMATORS)} estimators, 1-64 tokens "
+            f"(built in {time.perf_counter() - t0:.1f} s)"
+        )
         times = []
         out = Path(tmp) / "report.html"
         for _ in range(args.repeat):
@@ -40,8 +42,10 @@ def main() -> None:
             write_report(run, out=out)
             times.append(time.perf_counter() - t0)
         size = os.path.getsize(out) / 1e6
-        print(f"write_report: best {min(times):.2f} s, median {statistics.median(times):.2f} s "
-              f"over {args.repeat} runs; HTML {size:.2f} MB")  # fmt: skip
+        print(
+            f"write_report: best {min(times):.2f} s, median {statistics.median(times):.2f} s "
+            f"over {args.repeat} runs; HTML {size:.2f} MB"
+        )
         print(f"targets: < 30 s -> {'OK' if max(times) < 30 else 'FAIL'}; < 20 MB -> {'OK' if size < 20 else 'FAIL'}")
         if args.figures:
             t0 = time.perf_counter()

@@ -4,12 +4,12 @@
         [--n-boot 0] [--json out.json] [--tmp DIR]
 
 For each size N: 4 tasks × N/4 answers of 1–64 tokens in shards of 64 (the default ``--shard-size``), built by
-`tracecal.report.synthetic.write_synthetic_run` (traces, through the `RunStore`), plus synthetic shards of the
+`tracecal.testing.write_synthetic_run` (traces, through the `RunStore`), plus synthetic shards of the
 three other passes every estimator family reads (``extra``: P(True), verbalised; ``semantic``: TokenSAR /
 MARS token weights; ``beam``: 5 beam scores), written with the same `RunStore.write_shard`. Then, each in its
 own process so that its peak resident memory (``ru_maxrss`` from ``wait4``) is its own:
 
-* ``score``: `tracecal.evaluate.score_run` with all 24 estimators and 20 splits — reading every pass back from
+* ``score``: `tracecal.evaluation.run.score_run` with all 24 estimators and 20 splits — reading every pass back from
   the shards, labelling every answer (the TriviaQA labeller), the protocol (`score_tasks`: calibrators,
   metrics, paired bootstrap, selective threshold) and writing ``rows``/``scores``/``predictions`` + results;
 * ``report``: `tracecal.report.write_report` (only for ``--report-sizes``; its example browser embeds every
@@ -51,9 +51,11 @@ def synthetic_tasks(store: Any, limit: int) -> list[tuple[Any, list[Any]]]:
     out = []
     for name in TASKS:
         task = dataclasses.replace(base, name=name, ref=name)
-        exs = [Example(id=i, task=name, question=f"q {i}", golds=[a] if c else [WRONG])
-               for t, i, a, c in zip(rows["task"], rows["id"], rows["answer"], rows["correct"], strict=True)
-               if t == name]  # fmt: skip
+        exs = [
+            Example(id=i, task=name, question=f"q {i}", golds=[a] if c else [WRONG])
+            for t, i, a, c in zip(rows["task"], rows["id"], rows["answer"], rows["correct"], strict=True)
+            if t == name
+        ]
         out.append((task, exs[:limit]))
     return out
 
@@ -86,11 +88,18 @@ def ragged(flat: np.ndarray, offsets: np.ndarray, a: int, b: int) -> pa.Array:
 
 
 def config(n_per_task: int, shard_size: int) -> Any:
-    from tracecal.evaluate import EvalConfig
-    from tracecal.report.synthetic import SYNTHETIC_ESTIMATORS
+    from tracecal.evaluation.run import EvalConfig
+    from tracecal.testing import SYNTHETIC_ESTIMATORS
 
-    return EvalConfig(tasks=list(TASKS), limit=n_per_task, model="synthetic", dtype="float32", n_seeds=20,
-                      estimators=list(SYNTHETIC_ESTIMATORS), shard_size=shard_size)  # fmt: skip
+    return EvalConfig(
+        tasks=list(TASKS),
+        limit=n_per_task,
+        model="synthetic",
+        dtype="float32",
+        n_seeds=20,
+        estimators=list(SYNTHETIC_ESTIMATORS),
+        shard_size=shard_size,
+    )
 
 
 def du(path: Path) -> int:
@@ -99,8 +108,8 @@ def du(path: Path) -> int:
 
 # ------------------------------------------------------------------------------------------------ stages
 def stage_build(run: Path, n: int, shard_size: int) -> dict[str, Any]:
-    from tracecal.report.synthetic import write_synthetic_run
-    from tracecal.runstore import RunStore
+    from tracecal.evaluation.runstore import RunStore
+    from tracecal.testing import write_synthetic_run
 
     write_synthetic_run(run, tasks=TASKS, n_per_task=n // 4, shard_size=shard_size, n_seeds=20, seed=0)
     add_passes(RunStore(run), shard_size, seed=1)
@@ -110,8 +119,8 @@ def stage_build(run: Path, n: int, shard_size: int) -> dict[str, Any]:
 
 
 def stage_score(run: Path, n: int, shard_size: int) -> dict[str, Any]:
-    from tracecal.evaluate import score_run
-    from tracecal.runstore import RunStore
+    from tracecal.evaluation.run import score_run
+    from tracecal.evaluation.runstore import RunStore
 
     store = RunStore(run)
     cfg = config(n // 4, shard_size)
@@ -124,8 +133,13 @@ def stage_score(run: Path, n: int, shard_size: int) -> dict[str, Any]:
     auroc = res.metrics["average"]["trace"]["auroc"]["mean"]
     tables = {t: (run / f"{t}.parquet").stat().st_size for t in ("rows", "scores", "predictions")}
     n_boot = cfg.score_config().n_boot
-    return {"seconds": secs, "n": sum(v["n"] for v in res.tasks.values()), "trace_auroc": auroc, "tables": tables,
-            "n_boot": n_boot}  # fmt: skip
+    return {
+        "seconds": secs,
+        "n": sum(v["n"] for v in res.tasks.values()),
+        "trace_auroc": auroc,
+        "tables": tables,
+        "n_boot": n_boot,
+    }
 
 
 def stage_report(run: Path, n: int, shard_size: int) -> dict[str, Any]:
@@ -142,8 +156,20 @@ STAGES = {"build": stage_build, "score": stage_score, "report": stage_report}
 def in_child(stage: str, run: Path, n: int, shard_size: int) -> dict[str, Any]:
     """Run one stage in a fresh process; its result plus wall seconds and peak RSS (GiB) of that process."""
     with tempfile.NamedTemporaryFile("r", suffix=".json") as f:
-        cmd = [sys.executable, __file__, "--stage", stage, "--run", str(run), "--n", str(n),
-               "--shard-size", str(shard_size), "--out", f.name]  # fmt: skip
+        cmd = [
+            sys.executable,
+            __file__,
+            "--stage",
+            stage,
+            "--run",
+            str(run),
+            "--n",
+            str(n),
+            "--shard-size",
+            str(shard_size),
+            "--out",
+            f.name,
+        ]
         cmd += [] if N_BOOT is None else ["--n-boot", str(N_BOOT)]
         t0 = time.perf_counter()
         p = subprocess.Popen(cmd)

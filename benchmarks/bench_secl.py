@@ -26,8 +26,8 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 import torch  # noqa: E402
 
 import tracecal  # noqa: E402
+from tracecal.cli.secl import parse_overrides  # noqa: E402
 from tracecal.secl import FrozenPass, SECLConfig, build_stream, frozen_pass, run_secl  # noqa: E402
-from tracecal.secl.cli import parse_overrides  # noqa: E402
 
 
 def peak_rss_mib() -> float:

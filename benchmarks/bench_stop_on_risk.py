@@ -25,9 +25,9 @@ from pathlib import Path
 
 import numpy as np
 
-from tracecal.metrics import auroc
-from tracecal.runstore import RunStore
+from tracecal.evaluation.runstore import RunStore
 from tracecal.serve.scoring import prefix_risks
+from tracecal.stats.metrics import auroc
 
 
 def load(run: Path) -> dict[str, tuple[list[np.ndarray], np.ndarray, np.ndarray]]:
@@ -36,8 +36,9 @@ def load(run: Path) -> dict[str, tuple[list[np.ndarray], np.ndarray, np.ndarray]
     rows = store.read_table("rows", ["task", "id", "correct"])
     if rows is None:
         raise SystemExit(f"{run} holds no scored rows: run `tracecal evaluate` on it first")
-    labels = {(t, i): int(c) for t, i, c in zip(*(rows.column(k).to_pylist() for k in ("task", "id", "correct")),
-                                                strict=True)}  # fmt: skip
+    labels = {
+        (t, i): int(c) for t, i, c in zip(*(rows.column(k).to_pylist() for k in ("task", "id", "correct")), strict=True)
+    }
     out = {}
     for task in sorted({t for t, _ in labels}):
         traces = [t for t in store.read_traces(task) if t.length]
@@ -86,15 +87,26 @@ def evaluate_task(risks: list[np.ndarray], lengths: np.ndarray, y: np.ndarray, m
         tau_f, cov_f, risk_f = best_threshold(final, y, target)
         tau_s, cov_s, risk_s = best_threshold(running, y, target)
         toks = stop_tokens(risks, lengths, tau_s, min_tokens) if np.isfinite(tau_s) else 0
-        out.append({"target_risk": target, "full": {"tau": tau_f, "coverage": cov_f, "risk": risk_f,
-                                                     "tokens": full_tokens},
-                    "stop": {"tau": tau_s, "coverage": cov_s, "risk": risk_s, "tokens": toks},
-                    "tokens_saved": 1 - toks / full_tokens})  # fmt: skip
+        out.append(
+            {
+                "target_risk": target,
+                "full": {"tau": tau_f, "coverage": cov_f, "risk": risk_f, "tokens": full_tokens},
+                "stop": {"tau": tau_s, "coverage": cov_s, "risk": risk_s, "tokens": toks},
+                "tokens_saved": 1 - toks / full_tokens,
+            }
+        )
     return out
 
 
-def held_out(risks: list[np.ndarray], lengths: np.ndarray, y: np.ndarray, min_tokens: int, cal_frac: float,
-             splits: int, seed: int = 0) -> list[dict]:  # type: ignore[type-arg]  # fmt: skip
+def held_out(
+    risks: list[np.ndarray],
+    lengths: np.ndarray,
+    y: np.ndarray,
+    min_tokens: int,
+    cal_frac: float,
+    splits: int,
+    seed: int = 0,
+) -> list[dict]:  # type: ignore[type-arg]
     """The same comparison with each policy's τ chosen on a random ``cal_frac`` of the answers (target r*: the full
     policy's risk at 25 / 50 / 75 % coverage there) and applied to the others: mean over ``splits`` of coverage,
     realised risk and tokens on the held-out answers."""
@@ -115,8 +127,10 @@ def held_out(risks: list[np.ndarray], lengths: np.ndarray, y: np.ndarray, min_to
             risk_s = 1 - y[ev][as_].mean() if as_.any() else np.nan
             acc[cov].append((target, af.mean(), risk_f, as_.mean(), risk_s, 1 - toks_s / lengths[ev].sum()))
     keys = ("target_risk", "full_coverage", "full_risk", "stop_coverage", "stop_risk", "tokens_saved")
-    return [{"coverage_on_cal": cov, **dict(zip(keys, np.nanmean(np.array(v), axis=0), strict=True))}
-            for cov, v in acc.items()]  # fmt: skip
+    return [
+        {"coverage_on_cal": cov, **dict(zip(keys, np.nanmean(np.array(v), axis=0), strict=True))}
+        for cov, v in acc.items()
+    ]
 
 
 def main() -> None:
@@ -124,13 +138,20 @@ def main() -> None:
     p.add_argument("--run-dir", type=Path, required=True)
     p.add_argument("--min-tokens", default="1,2,4", help="risk_min_tokens values (m)")
     p.add_argument("--out", type=Path, default=None, help="also write the numbers as JSON")
-    p.add_argument("--held-out", type=int, default=0, metavar="SPLITS",
-                   help="also choose τ on 35 %% of the answers and measure on the rest, over SPLITS random splits")
+    p.add_argument(
+        "--held-out",
+        type=int,
+        default=0,
+        metavar="SPLITS",
+        help="also choose τ on 35 %% of the answers and measure on the rest, over SPLITS random splits",
+    )
     args = p.parse_args()
     data = load(args.run_dir)
     report: dict[str, object] = {}
-    print("| task | n | accuracy | AUROC final c | m | AUROC min c_t≥m | target r* | full: cov / tokens | "
-          "stop: cov / tokens | tokens saved |")  # fmt: skip
+    print(
+        "| task | n | accuracy | AUROC final c | m | AUROC min c_t≥m | target r* | full: cov / tokens | "
+        "stop: cov / tokens | tokens saved |"
+    )
     print("|---|---:|---:|---:|---:|---:|---:|---|---|---:|")
     for task, (risks, lengths, y) in data.items():
         for m in (int(x) for x in args.min_tokens.split(",")):
@@ -139,22 +160,28 @@ def main() -> None:
             report[f"{task}/m={m}"] = rows
             for r in rows:
                 full, stop = r["full"], r["stop"]
-                print(f"| {task} | {len(y)} | {y.mean():.3f} | {auroc(y, final):.3f} | {m} | {auroc(y, running):.3f} "
-                      f"| {r['target_risk']:.3f} | {full['coverage']:.2f} / {full['tokens']} | {stop['coverage']:.2f} "
-                      f"/ {stop['tokens']} | {100 * r['tokens_saved']:.1f} % |")  # fmt: skip
+                print(
+                    f"| {task} | {len(y)} | {y.mean():.3f} | {auroc(y, final):.3f} | {m} | {auroc(y, running):.3f} "
+                    f"| {r['target_risk']:.3f} | {full['coverage']:.2f} / {full['tokens']} | {stop['coverage']:.2f} "
+                    f"/ {stop['tokens']} | {100 * r['tokens_saved']:.1f} % |"
+                )
     if args.held_out:
         print("\nheld out (τ chosen on 35 %, measured on 65 %; mean over splits)\n")
-        print("| task | m | full coverage on cal | target r* | full: coverage / risk | stop: coverage / risk | "
-              "tokens saved |")  # fmt: skip
+        print(
+            "| task | m | full coverage on cal | target r* | full: coverage / risk | stop: coverage / risk | "
+            "tokens saved |"
+        )
         print("|---|---:|---:|---:|---|---|---:|")
         for task, (risks, lengths, y) in data.items():
             for m in (int(x) for x in args.min_tokens.split(",")):
                 rows = held_out(risks, lengths, y, m, 0.35, args.held_out)
                 report[f"{task}/m={m}/held_out"] = rows
                 for r in rows:
-                    print(f"| {task} | {m} | {r['coverage_on_cal']:.2f} | {r['target_risk']:.3f} | "
-                          f"{r['full_coverage']:.2f} / {r['full_risk']:.3f} | {r['stop_coverage']:.2f} / "
-                          f"{r['stop_risk']:.3f} | {100 * r['tokens_saved']:.1f} % |")  # fmt: skip
+                    print(
+                        f"| {task} | {m} | {r['coverage_on_cal']:.2f} | {r['target_risk']:.3f} | "
+                        f"{r['full_coverage']:.2f} / {r['full_risk']:.3f} | {r['stop_coverage']:.2f} / "
+                        f"{r['stop_risk']:.3f} | {100 * r['tokens_saved']:.1f} % |"
+                    )
     if args.out:
         args.out.write_text(json.dumps(report, indent=1, default=float))
 

@@ -5,7 +5,7 @@
 
 The Hugging Face backend (the offline default model, fp32, CPU, greedy, chat prompts) records, in the same
 decoding step, the exact full-vocabulary entropy H_t and the top-``store-k`` log-probs. Every top-k estimator
-of `tracecal.topk` (k = 5, 10, 20: what servers return) is computed from the first k of those, on the same
+of `tracecal.backends.topk` (k = 5, 10, 20: what servers return) is computed from the first k of those, on the same
 tokens and answers. Printed (markdown): per-token error |Ĥ − H| (median over tokens, median over answers of
 the answer's largest error, the largest), the estimator's cost, and the AUROC (all answers, the task's
 labeller) of TRACE and the entropy baselines with each estimate (exact H first), with a 95% paired-bootstrap
@@ -27,13 +27,21 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 import numpy as np  # noqa: E402
 
+from tracecal.backends.topk import TOPK_ESTIMATORS, topk_entropy  # noqa: E402
 from tracecal.estimators import Inputs, get_estimator  # noqa: E402
-from tracecal.metrics import auroc  # noqa: E402
-from tracecal.topk import TOPK_ESTIMATORS, topk_entropy  # noqa: E402
-from tracecal.trace import TraceBatch  # noqa: E402
+from tracecal.stats.metrics import auroc  # noqa: E402
+from tracecal.traces.trace import TraceBatch  # noqa: E402
 
-SCORES = ("trace", "neg_mean_entropy", "neg_max_entropy", "neg_first3_entropy", "neg_last3_entropy",
-          "neg_window_entropy", "neg_entropy_var", "neg_entropy_slope")  # fmt: skip
+SCORES = (
+    "trace",
+    "neg_mean_entropy",
+    "neg_max_entropy",
+    "neg_first3_entropy",
+    "neg_last3_entropy",
+    "neg_window_entropy",
+    "neg_entropy_var",
+    "neg_entropy_slope",
+)
 
 
 def collect(task_name: str, n: int, store_k: int, batch_size: int, cache: Path) -> dict[str, np.ndarray]:
@@ -82,8 +90,12 @@ def _errors(data: dict[str, np.ndarray], est: np.ndarray) -> dict[str, float]:
     err = np.abs(est - data["entropy"])
     off = data["offsets"]
     per_answer = np.array([err[a:b].max() for a, b in zip(off[:-1], off[1:], strict=True) if b > a])
-    return {"median": float(np.median(err)), "median_answer_max": float(np.median(per_answer)),
-            "max": float(err.max()), "mean_bias": float(np.mean(est - data["entropy"]))}  # fmt: skip
+    return {
+        "median": float(np.median(err)),
+        "median_answer_max": float(np.median(per_answer)),
+        "max": float(err.max()),
+        "mean_bias": float(np.mean(est - data["entropy"])),
+    }
 
 
 def _delta_ci(y: np.ndarray, exact: np.ndarray, est: np.ndarray, n_boot: int, seed: int = 0) -> tuple[float, float]:
@@ -105,8 +117,17 @@ def table(task_name: str, data: dict[str, np.ndarray], ks: list[int], n_boot: in
     exact = _scores(data, data["entropy"])
     ex_auc = {s: auroc(y, exact[s]) for s in SCORES}
     T = np.diff(data["offsets"])
-    head = ["k", "estimator", "median abs err", "median answer max", "max err", "mean bias", "µs/token",
-            "TRACE Δ [95% CI]", "max abs Δ (8 scores)"] + list(SCORES)  # fmt: skip
+    head = [
+        "k",
+        "estimator",
+        "median abs err",
+        "median answer max",
+        "max err",
+        "mean bias",
+        "µs/token",
+        "TRACE Δ [95% CI]",
+        "max abs Δ (8 scores)",
+    ] + list(SCORES)
     rows = [
         f"### {task_name}: {len(y)} answers, {int(T.sum())} tokens, accuracy {y.mean():.3f}, |V| = {V}",
         "",
@@ -124,9 +145,17 @@ def table(task_name: str, data: dict[str, np.ndarray], ks: list[int], n_boot: in
             sc = _scores(data, est)
             d = {s: auroc(y, sc[s]) - ex_auc[s] for s in SCORES}
             lo, hi = _delta_ci(y, exact["trace"], sc["trace"], n_boot)
-            cells = [str(k), name, f"{e['median']:.3f}", f"{e['median_answer_max']:.3f}", f"{e['max']:.2f}",
-                     f"{e['mean_bias']:+.3f}", f"{us:.1f}", f"{d['trace']:+.4f} [{lo:+.4f}, {hi:+.4f}]",
-                     f"{max(abs(v) for v in d.values()):.4f}"]  # fmt: skip
+            cells = [
+                str(k),
+                name,
+                f"{e['median']:.3f}",
+                f"{e['median_answer_max']:.3f}",
+                f"{e['max']:.2f}",
+                f"{e['mean_bias']:+.3f}",
+                f"{us:.1f}",
+                f"{d['trace']:+.4f} [{lo:+.4f}, {hi:+.4f}]",
+                f"{max(abs(v) for v in d.values()):.4f}",
+            ]
             cells += [f"{ex_auc[s] + d[s]:.4f}" for s in SCORES]
             rows.append("| " + " | ".join(cells) + " |")
     return rows

@@ -91,10 +91,17 @@ def model(tokenizer):
 def real_run(tmp_path_factory, model):
     """One small end-to-end evaluation with the real model, shared by the tests that read a real run:
     TriviaQA, 16 questions (16 new tokens), the trace-only estimators and P(True)/verbalised, 3 splits."""
-    from tracecal.evaluate import EvalConfig, evaluate
+    from tracecal.evaluation.run import EvalConfig, evaluate
 
     run = tmp_path_factory.mktemp("real") / "run"
-    cfg = EvalConfig(tasks=["triviaqa"], limit=16, estimators=["trace-only", "extra"], n_seeds=3, shard_size=8,
-                     batch_size=16, max_new_tokens=16)  # fmt: skip
+    cfg = EvalConfig(
+        tasks=["triviaqa"],
+        limit=16,
+        estimators=["trace-only", "extra"],
+        n_seeds=3,
+        shard_size=8,
+        batch_size=16,
+        max_new_tokens=16,
+    )
     evaluate(run, cfg, model=model)
     return run

@@ -18,8 +18,8 @@ import pytest
 
 from tracecal.backends.base import Backend, BackendUnsupportedError, LocalBackend, topk_entropy
 from tracecal.backends.http import HTTPBackendError, HTTPModel, LogprobsUnavailableError
-from tracecal.topk import DEFAULT_TOPK_ESTIMATOR
-from tracecal.trace import export_jsonl, save_traces
+from tracecal.backends.topk import DEFAULT_TOPK_ESTIMATOR
+from tracecal.traces.trace import export_jsonl, save_traces
 
 Handler = Callable[[httpx.Request], httpx.Response]
 TOP = [{"token": "Paris", "logprob": math.log(0.9)}, {"token": "Lyon", "logprob": math.log(0.05)}]
@@ -28,11 +28,16 @@ TOP = [{"token": "Paris", "logprob": math.log(0.9)}, {"token": "Lyon", "logprob"
 def chat_ok(text: str = "Paris.") -> httpx.Response:
     content = [
         {"token": "Paris", "logprob": math.log(0.9), "top_logprobs": TOP},
-        {"token": ".", "logprob": math.log(0.6), "top_logprobs": [{"token": ".", "logprob": math.log(0.6)},
-                                                                  {"token": "!", "logprob": math.log(0.3)}]},
-    ]  # fmt: skip
-    return httpx.Response(200, json={"choices": [{"message": {"content": text}, "finish_reason": "stop",
-                                                  "logprobs": {"content": content}}]})  # fmt: skip
+        {
+            "token": ".",
+            "logprob": math.log(0.6),
+            "top_logprobs": [{"token": ".", "logprob": math.log(0.6)}, {"token": "!", "logprob": math.log(0.3)}],
+        },
+    ]
+    return httpx.Response(
+        200,
+        json={"choices": [{"message": {"content": text}, "finish_reason": "stop", "logprobs": {"content": content}}]},
+    )
 
 
 def server(request: httpx.Request) -> httpx.Response:
@@ -318,8 +323,9 @@ def test_malformed_answers() -> None:
 
 def test_empty_answer_is_a_zero_token_trace() -> None:
     def empty(request: httpx.Request) -> httpx.Response:
-        return httpx.Response(200, json={"choices": [{"message": {"content": ""}, "finish_reason": "stop",
-                                                      "logprobs": {"content": []}}]})  # fmt: skip
+        return httpx.Response(
+            200, json={"choices": [{"message": {"content": ""}, "finish_reason": "stop", "logprobs": {"content": []}}]}
+        )
 
     (t,) = make(empty).generate(["q"])
     assert t.length == 0 and t.text == "" and t.topk_logprobs is None

@@ -10,7 +10,10 @@ import numpy as np
 import pytest
 from scipy.stats import norm
 
-from tracecal.bootstrap import (
+from tracecal.estimators import Inputs
+from tracecal.evaluation.protocol import ScoreConfig, TaskStats, score_tasks, stratified_split
+from tracecal.evaluation.results import results_markdown, results_tables
+from tracecal.stats.bootstrap import (
     bootstrap_counts,
     compare,
     comparisons,
@@ -20,11 +23,8 @@ from tracecal.bootstrap import (
     weighted_auroc,
     weighted_brier,
 )
-from tracecal.estimators import Inputs
-from tracecal.metrics import auroc, brier
-from tracecal.protocol import ScoreConfig, TaskStats, score_tasks, stratified_split
-from tracecal.results import results_markdown, results_tables
-from tracecal.trace import TraceBatch
+from tracecal.stats.metrics import auroc, brier
+from tracecal.traces.trace import TraceBatch
 
 
 def test_weighted_metrics_equal_the_plain_ones_and_an_expanded_resample() -> None:
@@ -103,8 +103,11 @@ def test_compare_verdicts_and_best_baseline() -> None:
     assert compare(up - 0.03, flat, 0.0, 0.95)["verdict"] == "n.s."
     assert compare(np.full(100, np.nan), flat, 0.0, 0.95)["verdict"] == "n/a"
     draws = {e: {"auroc": flat + i / 100, "brier": flat} for i, e in enumerate(["trace", "p_true", "min_prob"])}
-    means = {"trace": {"auroc": 0.9, "brier": 0.1}, "p_true": {"auroc": 0.6, "brier": 0.1},
-             "min_prob": {"auroc": 0.7, "brier": 0.1}}  # fmt: skip
+    means = {
+        "trace": {"auroc": 0.9, "brier": 0.1},
+        "p_true": {"auroc": 0.6, "brier": 0.1},
+        "min_prob": {"auroc": 0.7, "brier": 0.1},
+    }
     out = comparisons(draws, means, {"trace": "TRACE", "p_true": "x", "min_prob": "y"}, 0.95)
     assert out["baseline"] == "min_prob"  # TRACE's own family is never the baseline
     assert set(out["estimators"]) == {"trace", "p_true"}

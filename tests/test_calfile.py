@@ -8,9 +8,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import tracecal.calfile as calfile
-from tracecal.calfile import Calibrator, CalibratorFileError, check_number, read_calibrator_json
-from tracecal.calibration import PlattCalibrator, ScalarCalibrator
+import tracecal.calibrators.base as calfile
+from tracecal.calibrators.base import Calibrator, CalibratorFileError, check_number, read_calibrator_json
+from tracecal.calibrators.scalar import PlattCalibrator, ScalarCalibrator
 
 
 def test_check_number_messages() -> None:
@@ -45,7 +45,7 @@ def test_base_class_and_scalar_base_dispatch(tmp_path: Path) -> None:
 
 
 def test_saved_file_is_written_atomically_with_usual_mode(tmp_path: Path) -> None:
-    from tracecal.trace import FILE_MODE
+    from tracecal.traces.trace import FILE_MODE
 
     path = PlattCalibrator().fit([0.1, 0.4, 0.6, 0.9], [0, 1, 0, 1]).save(tmp_path / "sub" / "p.json")
     assert path.stat().st_mode & 0o777 == FILE_MODE

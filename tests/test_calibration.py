@@ -1,4 +1,4 @@
-"""Tests for the scalar calibrators in tracecal.calibration."""
+"""Tests for the scalar calibrators in tracecal.calibrators.scalar."""
 
 from __future__ import annotations
 
@@ -16,8 +16,7 @@ from sklearn.exceptions import NotFittedError
 from sklearn.utils import estimator_checks as sk_checks
 from sklearn.utils.validation import check_is_fitted
 
-from tracecal import metrics
-from tracecal.calibration import (
+from tracecal.calibrators.scalar import (
     CALIBRATORS,
     CalibratorFileError,
     IsotonicCalibrator,
@@ -27,7 +26,8 @@ from tracecal.calibration import (
     calibrator_from_dict,
     make_calibrator,
 )
-from tracecal.metrics import SingleClassWarning
+from tracecal.stats import metrics
+from tracecal.stats.metrics import SingleClassWarning
 
 NAMES = sorted(CALIBRATORS)
 
@@ -179,23 +179,47 @@ def test_roundtrip_of_constant_fallback(name):
 # dicts written by ScalarCalibrator.to_dict before the shared envelope (format_version 1), and their predictions
 LEGACY = [
     (
-        {"kind": "platt", "format_version": 1, "params": {"C": 1000000.0, "max_iter": 1000},
-         "state": {"n_fit": 6, "base_rate": 0.5, "constant": None, "mean": 0.4583333333333333,
-                   "scale": 0.29498116700713095, "coef": 77.51806701469431, "intercept": 21.790628314391963}},
+        {
+            "kind": "platt",
+            "format_version": 1,
+            "params": {"C": 1000000.0, "max_iter": 1000},
+            "state": {
+                "n_fit": 6,
+                "base_rate": 0.5,
+                "constant": None,
+                "mean": 0.4583333333333333,
+                "scale": 0.29498116700713095,
+                "coef": 77.51806701469431,
+                "intercept": 21.790628314391963,
+            },
+        },
         [7.264446138495922e-38, 0.999999999999994, 1.0],
     ),
     (
-        {"kind": "isotonic", "format_version": 1, "params": {},
-         "state": {"n_fit": 6, "base_rate": 0.5, "constant": None, "x_thresholds": [0.1, 0.35, 0.4, 0.9],
-                   "y_thresholds": [0.0, 0.0, 1.0, 1.0]}},
+        {
+            "kind": "isotonic",
+            "format_version": 1,
+            "params": {},
+            "state": {
+                "n_fit": 6,
+                "base_rate": 0.5,
+                "constant": None,
+                "x_thresholds": [0.1, 0.35, 0.4, 0.9],
+                "y_thresholds": [0.0, 0.0, 1.0, 1.0],
+            },
+        },
         [0.0, 1.0, 1.0],
     ),
     (
-        {"kind": "temperature", "format_version": 1, "params": {"eps": 1e-06, "max_log_t": 7.0},
-         "state": {"n_fit": 6, "base_rate": 0.5, "constant": None, "temperature": 0.45533104311504896}},
+        {
+            "kind": "temperature",
+            "format_version": 1,
+            "params": {"eps": 1e-06, "max_log_t": 7.0},
+            "state": {"n_fit": 6, "base_rate": 0.5, "constant": None, "temperature": 0.45533104311504896},
+        },
         [0.0015521054857226902, 0.5, 0.9984478945142773],
     ),
-]  # fmt: skip
+]
 
 
 @pytest.mark.parametrize("d, expected", LEGACY)

@@ -9,8 +9,8 @@ import pytest
 from typer.testing import CliRunner
 
 import tracecal.backends.hf as hf
-from tracecal.cli import app
-from tracecal.trace import load_traces
+from tracecal.cli.app import app
+from tracecal.traces.trace import load_traces
 
 runner = CliRunner()
 

@@ -17,7 +17,7 @@ from tracecal.estimators import (
     needs_of,
     resolve_estimators,
 )
-from tracecal.trace import Trace, TraceBatch
+from tracecal.traces.trace import Trace, TraceBatch
 
 RNG = np.random.default_rng(3)
 LENS = [1, 2, 3, 5, 8, 13, 21]
@@ -137,15 +137,19 @@ class FakeEmbedder:
 def _trace(text: str, pieces: list[str]) -> Trace:
     offs = np.cumsum([0] + [len(p) for p in pieces[:-1]])
     n = len(pieces)
-    return Trace(text=text, token_ids=np.arange(n), surprisal=np.ones(n), entropy=np.ones(n),
-                 token_strings=pieces, offsets=offs)  # fmt: skip
+    return Trace(
+        text=text, token_ids=np.arange(n), surprisal=np.ones(n), entropy=np.ones(n), token_strings=pieces, offsets=offs
+    )
 
 
 def test_relevance_normalised_and_spread_over_words() -> None:
-    from tracecal.semantic import relevance
+    from tracecal.passes.semantic import relevance
 
-    tr = [_trace("Paris is nice", ["Par", "is", " is", " nice"]), _trace("x", ["x"]),
-          Trace(text="", token_ids=[], surprisal=[], entropy=[])]  # fmt: skip
+    tr = [
+        _trace("Paris is nice", ["Par", "is", " is", " nice"]),
+        _trace("x", ["x"]),
+        Trace(text="", token_ids=[], surprisal=[], entropy=[]),
+    ]
     rel, u = relevance(tr, ["capital?", "q", "q"], FakeEmbedder())
     assert len(rel) == 5 and len(u) == 5
     np.testing.assert_allclose(rel[:4].sum(), 1.0)
@@ -155,7 +159,7 @@ def test_relevance_normalised_and_spread_over_words() -> None:
 
 
 def test_real_embedder_loads_offline() -> None:
-    from tracecal.semantic import load_embedder, relevance
+    from tracecal.passes.semantic import load_embedder, relevance
 
     emb = load_embedder()
     tr = [_trace("The capital is Paris", ["The", " capital", " is", " Paris"])]
@@ -165,7 +169,7 @@ def test_real_embedder_loads_offline() -> None:
 
 
 def test_p_true_and_verbalized_on_real_model(model) -> None:  # type: ignore[no-untyped-def]
-    from tracecal import selfeval
+    from tracecal.passes import selfeval
 
     qs = ["What is the capital of France?", "What is the capital of France?"]
     ans = ["Paris", "Berlin"]
@@ -189,7 +193,7 @@ def test_p_true_and_verbalized_on_real_model(model) -> None:  # type: ignore[no-
 
 
 def test_parse_confidence() -> None:
-    from tracecal.selfeval import parse_confidence
+    from tracecal.passes.selfeval import parse_confidence
 
     assert parse_confidence("I am 85% sure") == pytest.approx(0.85)
     assert parse_confidence("0.7") == pytest.approx(0.7)

@@ -11,12 +11,12 @@ import numpy as np
 import pytest
 
 from tracecal.estimators import REGISTRY, Estimator, Inputs
-from tracecal.evaluate import EvalConfig, evaluate, resolve_dtype
-from tracecal.metrics import SingleClassWarning
+from tracecal.evaluation.protocol import ScoreConfig, TaskStats, sanitize, score_tasks, stratified_split
+from tracecal.evaluation.run import EvalConfig, evaluate, resolve_dtype
+from tracecal.evaluation.runstore import ConfigMismatchError, RunStore, RunStoreError
 from tracecal.passes import ANSWER, PASSES, Pass
-from tracecal.protocol import ScoreConfig, TaskStats, sanitize, score_tasks, stratified_split
-from tracecal.runstore import ConfigMismatchError, RunStore, RunStoreError
-from tracecal.trace import TraceBatch
+from tracecal.stats.metrics import SingleClassWarning
+from tracecal.traces.trace import TraceBatch
 
 FAST = dict(limit=12, n_seeds=3, shard_size=4, max_new_tokens=6, batch_size=4)
 
@@ -234,7 +234,7 @@ def test_evaluate_cli_reports_bad_options_and_shows_one_progress_view(tmp_path: 
     from typer.testing import CliRunner
 
     import tracecal.backends.hf as hf
-    from tracecal.cli import app
+    from tracecal.cli.app import app
 
     monkeypatch.setattr(hf, "load_model", lambda *a, **k: tiny_model)
     runner = CliRunner()
@@ -253,14 +253,42 @@ def test_evaluate_cli_reports_bad_options_and_shows_one_progress_view(tmp_path: 
     f.write_text("")
     r = runner.invoke(app, ["evaluate", "--run-dir", str(f), "--tasks", "triviaqa"])
     assert r.exit_code == 2 and "is a file, not a run directory" in r.output
-    args = ["evaluate", "--run-dir", str(run), "--tasks", "triviaqa", "--limit", "8", "--shard-size", "4",
-            "--estimators", "trace", "--seeds", "2", "--max-new-tokens", "4", "--no-report"]  # fmt: skip
+    args = [
+        "evaluate",
+        "--run-dir",
+        str(run),
+        "--tasks",
+        "triviaqa",
+        "--limit",
+        "8",
+        "--shard-size",
+        "4",
+        "--estimators",
+        "trace",
+        "--seeds",
+        "2",
+        "--max-new-tokens",
+        "4",
+        "--no-report",
+    ]
     r = runner.invoke(app, args)
     assert r.exit_code == 0, r.output
     assert "whole run" in r.output and "AUROC" in r.output
     # re-scoring takes what the run holds (tasks, limit, ...) from its config.json: no need to repeat them
-    r = runner.invoke(app, ["evaluate", "--run-dir", str(run), "--score-only", "--estimators", "trace,mean_prob",
-                            "--seeds", "3", "--no-report"])  # fmt: skip
+    r = runner.invoke(
+        app,
+        [
+            "evaluate",
+            "--run-dir",
+            str(run),
+            "--score-only",
+            "--estimators",
+            "trace,mean_prob",
+            "--seeds",
+            "3",
+            "--no-report",
+        ],
+    )
     assert r.exit_code == 0, r.output
     assert "mean_prob" in r.output and json.loads((run / "results.json").read_text())["tasks"]["triviaqa"]["n"] == 8
     r = runner.invoke(app, ["evaluate", "--run-dir", str(tmp_path / "nothing"), "--score-only"])

@@ -24,7 +24,7 @@ import httpx
 import pytest
 
 from tracecal.backends.http import HTTPBackendError, HTTPModel, LogprobsUnavailableError
-from tracecal.topk import topk_entropy
+from tracecal.backends.topk import topk_entropy
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 VOCAB = 49152
@@ -46,9 +46,25 @@ class LlamaServer:
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self, wait_s: float = 180.0) -> None:
-        cmd = [sys.executable, "-m", "llama_cpp.server", "--model", self.gguf, "--host", "127.0.0.1",
-               "--port", str(self.port), "--n_threads", "1", "--logits_all", "true", "--model_alias", "smollm2",
-               "--n_ctx", "2048"]  # fmt: skip
+        cmd = [
+            sys.executable,
+            "-m",
+            "llama_cpp.server",
+            "--model",
+            self.gguf,
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            "--n_threads",
+            "1",
+            "--logits_all",
+            "true",
+            "--model_alias",
+            "smollm2",
+            "--n_ctx",
+            "2048",
+        ]
         with open(self.log, "ab") as log:
             self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + wait_s
@@ -143,8 +159,9 @@ class ProxyHandler(BaseHTTPRequestHandler):
             return None
         path = self.path[len("/v1") :] if self.path.startswith("/v1") else self.path
         try:
-            r = self.server.client.request(method, self.server.upstream + path, content=body,
-                                           headers={"Content-Type": "application/json"})  # fmt: skip
+            r = self.server.client.request(
+                method, self.server.upstream + path, content=body, headers={"Content-Type": "application/json"}
+            )
         except httpx.HTTPError as e:  # upstream down: what a reverse proxy answers
             return self._send(502, json.dumps({"error": f"bad gateway: {type(e).__name__}"}).encode())
         out = r.content
@@ -246,16 +263,23 @@ def test_server_killed_mid_run_and_restarted_resumes(
     """A run over the real server; the server dies when the second shard's first request arrives; the run fails;
     the server comes back; the same command resumes: every question answered once, the first shard untouched.
     (The run's scores are not the point: 8 short answers, often all wrong.)"""
-    from tracecal.evaluate import EvalConfig, evaluate
-    from tracecal.runstore import RunStore
+    from tracecal.evaluation.run import EvalConfig, evaluate
+    from tracecal.evaluation.runstore import RunStore
     from tracecal.tasks import get_task
 
     monkeypatch.setenv("TRACECAL_API_KEY", KEY)
     run = tmp_path / "run"
 
     def cfg() -> EvalConfig:
-        return EvalConfig(tasks=["triviaqa"], limit=8, estimators=["trace", "neg_mean_entropy"], n_seeds=2,
-                          shard_size=4, batch_size=2, max_new_tokens=8)  # fmt: skip
+        return EvalConfig(
+            tasks=["triviaqa"],
+            limit=8,
+            estimators=["trace", "neg_mean_entropy"],
+            n_seeds=2,
+            shard_size=4,
+            batch_size=2,
+            max_new_tokens=8,
+        )
 
     def kill_at_shard_2(n: int) -> None:  # the 5th answer request (shard 1 = 4 requests) reaches the proxy
         if n == 5:
@@ -291,16 +315,33 @@ def test_tracecal_evaluate_with_a_server_url(llama: LlamaServer, tmp_path: Path)
     """``tracecal evaluate --model http://…/v1 --estimators trace-only``: the run's traces come from the server."""
     from typer.testing import CliRunner
 
-    from tracecal.cli import app
-    from tracecal.evaluate import EvalConfig, Resources
-    from tracecal.runstore import RunStore
+    from tracecal.cli.app import app
+    from tracecal.evaluation.run import EvalConfig, Resources
+    from tracecal.evaluation.runstore import RunStore
 
     lm = Resources(EvalConfig(tasks=["triviaqa"], model=llama.url)).get("lm")
     assert isinstance(lm, HTTPModel)  # a URL is served by the HTTP backend
     run = tmp_path / "run"
-    args = ["evaluate", "--model", llama.url, "--tasks", "triviaqa", "--limit", "4", "--estimators", "trace",
-            "--seeds", "2", "--shard-size", "2", "--max-new-tokens", "8", "--run-dir", str(run),
-            "--no-report"]  # fmt: skip
+    args = [
+        "evaluate",
+        "--model",
+        llama.url,
+        "--tasks",
+        "triviaqa",
+        "--limit",
+        "4",
+        "--estimators",
+        "trace",
+        "--seeds",
+        "2",
+        "--shard-size",
+        "2",
+        "--max-new-tokens",
+        "8",
+        "--run-dir",
+        str(run),
+        "--no-report",
+    ]
     r = CliRunner().invoke(app, args)
     assert r.exit_code == 0, r.output
     traces = RunStore(run).read_traces("triviaqa")

@@ -12,13 +12,13 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from tracecal.cli import app
-from tracecal.learning_curve import learning_curve, load_stored_tasks, run_learning_curve, stratified_draw
-from tracecal.protocol import ScoreConfig, score_tasks
+from tracecal.analysis.learning_curve import learning_curve, load_stored_tasks, run_learning_curve, stratified_draw
+from tracecal.cli.app import app
+from tracecal.evaluation.protocol import ScoreConfig, score_tasks
+from tracecal.evaluation.results import results_csv, results_markdown
+from tracecal.evaluation.runstore import RunStore
 from tracecal.report import write_report
-from tracecal.report.synthetic import write_synthetic_run
-from tracecal.results import results_csv, results_markdown
-from tracecal.runstore import RunStore
+from tracecal.testing import write_synthetic_run
 
 EST = ["trace", "trace_plus_prior", "mean_prob"]
 
@@ -91,14 +91,46 @@ def test_focus_methods_get_paired_differences(run: Path) -> None:
     assert far["diff"] < -0.05 and far["hi"] < 0 and far["verdict"] == "worse", far
     with pytest.raises(ValueError, match="not among the estimators"):
         learning_curve(data, ["trace"], sizes=[40], n_splits=1, n_boot=0, focus=["trace_plus"])
-    r = CliRunner().invoke(app, ["learning-curve", str(run), "--tasks", "triviaqa", "--sizes", "40", "--splits", "2",
-                                 "--n-boot", "50", "--estimators", "trace,mean_prob", "--focus", "trace"])  # fmt: skip
+    r = CliRunner().invoke(
+        app,
+        [
+            "learning-curve",
+            str(run),
+            "--tasks",
+            "triviaqa",
+            "--sizes",
+            "40",
+            "--splits",
+            "2",
+            "--n-boot",
+            "50",
+            "--estimators",
+            "trace,mean_prob",
+            "--focus",
+            "trace",
+        ],
+    )
     assert r.exit_code == 0 and "trace − other" in " ".join(r.output.split()), r.output
 
 
 def test_the_command_prints_the_curves(run: Path) -> None:
-    r = CliRunner().invoke(app, ["learning-curve", str(run), "--tasks", "svamp", "--sizes", "20,60", "--splits", "2",
-                                 "--n-boot", "50", "--estimators", "trace,mean_prob"])  # fmt: skip
+    r = CliRunner().invoke(
+        app,
+        [
+            "learning-curve",
+            str(run),
+            "--tasks",
+            "svamp",
+            "--sizes",
+            "20,60",
+            "--splits",
+            "2",
+            "--n-boot",
+            "50",
+            "--estimators",
+            "trace,mean_prob",
+        ],
+    )
     assert r.exit_code == 0, r.output
     assert "svamp" in r.output and "mean_prob" in r.output
 

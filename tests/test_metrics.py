@@ -1,4 +1,4 @@
-"""Tests for tracecal.metrics: agreement with scikit-learn, hand-worked examples, brute force, edge cases."""
+"""Tests for tracecal.stats.metrics: agreement with scikit-learn, hand-worked examples, brute force, edge cases."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from sklearn.metrics import average_precision_score, brier_score_loss, roc_auc_score
 
-from tracecal import metrics as m
-from tracecal.metrics import SingleClassWarning
+from tracecal.stats import metrics as m
+from tracecal.stats.metrics import SingleClassWarning
 
 TOL = 1e-12
 TIE_VALUES = [0.0, 0.1, 0.25, 0.3, 0.5, 0.7, 0.9, 1.0]

@@ -73,9 +73,17 @@ def scripted(tokenizer):
             return out
 
     torch.manual_seed(0)
-    cfg = LlamaConfig(vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=1,
-                      num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=512,
-                      eos_token_id=tokenizer.eos_token_id, tie_word_embeddings=True)  # fmt: skip
+    cfg = LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        max_position_embeddings=512,
+        eos_token_id=tokenizer.eos_token_id,
+        tie_word_embeddings=True,
+    )
     return HFModel(Scripted(cfg).eval(), tokenizer, model_id="scripted", chat=False, batch_size=1)
 
 
@@ -124,10 +132,22 @@ def test_load_model_with_a_bad_name_fails_with_the_names(monkeypatch) -> None:
 def test_cli_bad_model_name_is_a_clear_error(tmp_path) -> None:
     from typer.testing import CliRunner
 
-    from tracecal.cli import app
+    from tracecal.cli.app import app
 
-    args = ["evaluate", "--model", "gemma3-27m", "--tasks", "triviaqa", "--limit", "2", "--estimators", "trace",
-            "--run-dir", str(tmp_path / "run"), "--no-report"]  # fmt: skip
+    args = [
+        "evaluate",
+        "--model",
+        "gemma3-27m",
+        "--tasks",
+        "triviaqa",
+        "--limit",
+        "2",
+        "--estimators",
+        "trace",
+        "--run-dir",
+        str(tmp_path / "run"),
+        "--no-report",
+    ]
     res = CliRunner().invoke(app, args)
     assert res.exit_code != 0 and (res.exception is None or isinstance(res.exception, SystemExit))
     assert "gemma3-270m" in res.output and "Traceback" not in res.output

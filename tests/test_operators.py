@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tracecal.operators import (
+from tracecal.signals.operators import (
     TraceConfig,
     decayed_mean,
     first_k_mean,
@@ -22,7 +22,7 @@ from tracecal.operators import (
     trace_risk,
     window_peak,
 )
-from tracecal.trace import TraceBatch
+from tracecal.traces.trace import TraceBatch
 
 finite = st.floats(min_value=-1e6, max_value=1e6, allow_nan=False, allow_infinity=False)
 nonneg = st.floats(min_value=0.0, max_value=50.0, allow_nan=False)
@@ -165,8 +165,8 @@ def test_select_keeps_values() -> None:
 @settings(max_examples=50, deadline=None)
 @given(st.lists(st.integers(0, 50), min_size=1, max_size=200), st.integers(1, 300))
 def test_chunked_equals_whole(lengths: list[int], max_tokens: int) -> None:
-    from tracecal.features import trace_plus_features
-    from tracecal.operators import chunked
+    from tracecal.signals.features import trace_plus_features
+    from tracecal.signals.operators import chunked
 
     rng = np.random.default_rng(len(lengths))
     off = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
@@ -179,11 +179,11 @@ def test_chunked_equals_whole(lengths: list[int], max_tokens: int) -> None:
 
 
 def test_segments_reexported_from_operators() -> None:
-    import tracecal.operators
-    import tracecal.segments
+    import tracecal.signals.operators
+    import tracecal.traces.segments
 
-    assert tracecal.operators.Segments is tracecal.segments.Segments
-    assert tracecal.operators.DecayKernel is tracecal.segments.DecayKernel
+    assert tracecal.signals.operators.Segments is tracecal.traces.segments.Segments
+    assert tracecal.signals.operators.DecayKernel is tracecal.traces.segments.DecayKernel
 
 
 def test_unknown_kernel_is_a_clear_error() -> None:

@@ -30,9 +30,9 @@ import pytest
 os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")  # Ray's processes on 127.0.0.1 (read at import)
 ray = pytest.importorskip("ray")
 
-from tracecal.distributed import RayExecutor, RayOptions, ipc_to_table, table_to_ipc  # noqa: E402
-from tracecal.evaluate import EvalConfig, evaluate  # noqa: E402
-from tracecal.runstore import RunStore  # noqa: E402
+from tracecal.evaluation.ray import RayExecutor, RayOptions, ipc_to_table, table_to_ipc  # noqa: E402
+from tracecal.evaluation.run import EvalConfig, evaluate  # noqa: E402
+from tracecal.evaluation.runstore import RunStore  # noqa: E402
 
 pytestmark = pytest.mark.integration
 TASKS = ["triviaqa", "svamp"]
@@ -132,13 +132,38 @@ def test_arrow_ipc_round_trip_keeps_schema_metadata() -> None:
 def test_cli_ray_run_equals_the_single_process_run(cluster, tiny_dir: str, local_run: Path, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     from typer.testing import CliRunner
 
-    from tracecal.cli import app
+    from tracecal.cli.app import app
 
     run = tmp_path / "run"
-    args = ["evaluate", "--run-dir", str(run), "--tasks", ",".join(TASKS), "--model", tiny_dir, "--limit", "12",
-            "--shard-size", "4", "--seeds", "3", "--max-new-tokens", "6", "--batch-size", "4", "--estimators",
-            ",".join(ESTIMATORS), "--no-report", "--ray", "--ray-address", cluster.address, "--ray-actors", "2",
-            "--threads", "1"]  # fmt: skip
+    args = [
+        "evaluate",
+        "--run-dir",
+        str(run),
+        "--tasks",
+        ",".join(TASKS),
+        "--model",
+        tiny_dir,
+        "--limit",
+        "12",
+        "--shard-size",
+        "4",
+        "--seeds",
+        "3",
+        "--max-new-tokens",
+        "6",
+        "--batch-size",
+        "4",
+        "--estimators",
+        ",".join(ESTIMATORS),
+        "--no-report",
+        "--ray",
+        "--ray-address",
+        cluster.address,
+        "--ray-actors",
+        "2",
+        "--threads",
+        "1",
+    ]
     r = CliRunner().invoke(app, args)
     assert r.exit_code == 0, r.output
     assert "AUROC" in r.output
@@ -233,8 +258,9 @@ class FakeOpenAI(BaseHTTPRequestHandler):
         for i, tok in enumerate(toks):
             p = 0.3 + 0.6 * (((h >> (5 * i)) % 97) / 97)
             alt = {"token": "x", "logprob": math.log((1 - p) / 2)}
-            content.append({"token": tok, "logprob": math.log(p),
-                            "top_logprobs": [{"token": tok, "logprob": math.log(p)}, alt]})  # fmt: skip
+            content.append(
+                {"token": tok, "logprob": math.log(p), "top_logprobs": [{"token": tok, "logprob": math.log(p)}, alt]}
+            )
         msg = {"message": {"content": "".join(toks)}, "finish_reason": "stop", "logprobs": {"content": content}}
         self.reply({"choices": [msg]})
 

@@ -19,12 +19,12 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from tracecal.operators import Segments, window_peak
+from tracecal.cli.report import report_command
+from tracecal.evaluation.runstore import TRACES, RunStore
 from tracecal.report import PAGE_SIZE, example_payload, load_run, peak_windows, write_report
-from tracecal.report.cli import report_command
 from tracecal.report.svg import XML_PROLOG
-from tracecal.report.synthetic import write_synthetic_run
-from tracecal.runstore import TRACES, RunStore
+from tracecal.signals.operators import Segments, window_peak
+from tracecal.testing import write_synthetic_run
 
 XSS = "<script>alert(1)</script>"
 EVIL_EST = 'evil<img src=x onerror="alert(2)">'
@@ -182,8 +182,9 @@ def _cli() -> typer.Typer:
 
 def test_cli_report_command(synth: Path, tmp_path: Path) -> None:
     out = tmp_path / "cli.html"
-    res = CliRunner().invoke(_cli(), ["report", str(synth), "--out", str(out), "--estimators", "trace,trace_plus",
-                                      "--max-examples", "3"])  # fmt: skip
+    res = CliRunner().invoke(
+        _cli(), ["report", str(synth), "--out", str(out), "--estimators", "trace,trace_plus", "--max-examples", "3"]
+    )
     assert res.exit_code == 0, res.output
     assert out.exists() and len(_data_blob(out.read_text(encoding="utf-8"))["ex"]) == 6
 

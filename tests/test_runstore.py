@@ -13,8 +13,8 @@ import pyarrow as pa
 import pytest
 from test_evaluate import Counting
 
-from tracecal.evaluate import EvalConfig, evaluate
-from tracecal.runstore import ConfigMismatchError, NotARunError, RunStore, RunStoreError
+from tracecal.evaluation.run import EvalConfig, evaluate
+from tracecal.evaluation.runstore import ConfigMismatchError, NotARunError, RunStore, RunStoreError
 
 
 def test_a_claim_excludes_other_holders_until_released(tmp_path: Path) -> None:
@@ -31,7 +31,7 @@ def test_a_claim_excludes_other_holders_until_released(tmp_path: Path) -> None:
 
 def test_a_killed_workers_claim_is_free_at_once(tmp_path: Path) -> None:
     code = (
-        "import sys; from tracecal.runstore import RunStore\n"
+        "import sys; from tracecal.evaluation.runstore import RunStore\n"
         f"c = RunStore({str(tmp_path)!r}).claim('traces', 't', 3)\n"
         "print('held' if c else 'busy', flush=True); sys.stdin.read()\n"
     )
@@ -60,7 +60,7 @@ def test_config_identity_is_checked_and_tasks_merged(tmp_path: Path) -> None:
 
 
 def test_legacy_run_directories_are_read_with_their_old_identity(tmp_path: Path) -> None:
-    from tracecal.evaluate import legacy_identity
+    from tracecal.evaluation.run import legacy_identity
 
     run = tmp_path / "old"
     run.mkdir()
@@ -111,8 +111,14 @@ def test_a_worker_waits_for_the_shard_another_worker_holds(tmp_path: Path, tiny_
 
 def test_two_workers_share_one_run_directory(tmp_path: Path, tiny_model) -> None:  # type: ignore[no-untyped-def]
     run = tmp_path / "run"
-    cfg = lambda: EvalConfig(tasks=["triviaqa"], estimators=["trace"], limit=16, shard_size=4, n_seeds=2,  # noqa: E731
-                             max_new_tokens=4)  # fmt: skip
+    cfg = lambda: EvalConfig(
+        tasks=["triviaqa"],
+        estimators=["trace"],
+        limit=16,
+        shard_size=4,
+        n_seeds=2,  # noqa: E731
+        max_new_tokens=4,
+    )
     done: dict[str, int] = {}
 
     def worker(name: str) -> None:

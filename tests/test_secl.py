@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 import torch
 
+from tracecal.cli.secl import parse_overrides
 from tracecal.secl import (
     AlwaysGate,
     CostMeter,
@@ -39,7 +40,6 @@ from tracecal.secl import (
     run_secl,
     target_bins,
 )
-from tracecal.secl.cli import parse_overrides
 from tracecal.secl.stream import verbal_prompts
 
 # ------------------------------------------------------------------------------------ detector
@@ -206,7 +206,7 @@ def always_run(tiny_model, stream, frozen):  # type: ignore[no-untyped-def]
 
 
 def _base_dist(lm, prompts):  # type: ignore[no-untyped-def]
-    from tracecal.selfeval import number_distribution
+    from tracecal.passes.selfeval import number_distribution
 
     return number_distribution(lm, prompts)[0]
 
@@ -456,7 +456,7 @@ def test_cli_registered_in_a_typer_app(tiny_model, monkeypatch, tmp_path: Path) 
     from typer.testing import CliRunner
 
     import tracecal.backends.hf
-    from tracecal.secl.cli import secl_command
+    from tracecal.cli.secl import secl_command
 
     monkeypatch.setattr(tracecal.backends.hf, "load_model", lambda *a, **k: tiny_model)
     app = typer.Typer()

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tracecal.segments import NEGATIVE_TOLERANCE, Segments, check_token_values
+from tracecal.traces.segments import NEGATIVE_TOLERANCE, Segments, check_token_values
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "tracecal"
 LOWER = ["segments", "version", "trace", "operators", "features", "metrics", "calfile", "calibration", "traceplus"]

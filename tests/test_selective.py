@@ -12,12 +12,12 @@ import pytest
 from scipy.stats import binom
 from typer.testing import CliRunner
 
-from tracecal.cli import app
+from tracecal.analysis.selective import run_selective
+from tracecal.cli.app import app
 from tracecal.estimators import REGISTRY, Estimator, Inputs
-from tracecal.protocol import ScoreConfig, TaskStats, one_split, selective_threshold
-from tracecal.report.synthetic import write_synthetic_run
-from tracecal.runstore import RunStore
-from tracecal.selective import (
+from tracecal.evaluation.protocol import ScoreConfig, TaskStats, one_split, selective_threshold
+from tracecal.evaluation.runstore import RunStore
+from tracecal.stats.selective import (
     empirical_threshold,
     guaranteed_threshold,
     ltt_threshold,
@@ -25,8 +25,8 @@ from tracecal.selective import (
     selective_outcome,
     threshold_split,
 )
-from tracecal.selective_run import run_selective
-from tracecal.trace import TraceBatch
+from tracecal.testing import write_synthetic_run
+from tracecal.traces.trace import TraceBatch
 
 ALPHA = DELTA = 0.1
 
@@ -99,12 +99,16 @@ def test_selective_on_a_run_and_its_command(tmp_path: Path) -> None:
     assert RunStore(run).read_artefact("selective")["alpha"] == 0.5 and doc["n_splits"] == 4
     v = doc["tasks"]["triviaqa"]["trace"]
     assert 0 <= v["coverage"]["mean"] <= 1 and 0 <= v["violation_share"] <= 1 and v["deploy"]["threshold"] > 0
-    r = CliRunner().invoke(app, ["selective", str(run), "--alpha", "0.5", "--delta", "0.2", "--estimators",
-                                 "trace", "--splits", "3"])  # fmt: skip
+    r = CliRunner().invoke(
+        app, ["selective", str(run), "--alpha", "0.5", "--delta", "0.2", "--estimators", "trace", "--splits", "3"]
+    )
     assert r.exit_code == 0, r.output
     assert "realised risk" in r.output and json.loads((run / "selective.json").read_text())["n_splits"] == 3
-    for args, msg in ((["--alpha", "1.5"], "alpha"), (["--estimators", "nope"], "unknown estimator"),
-                      (["--tasks", "mlqa"], "not in")):  # fmt: skip
+    for args, msg in (
+        (["--alpha", "1.5"], "alpha"),
+        (["--estimators", "nope"], "unknown estimator"),
+        (["--tasks", "mlqa"], "not in"),
+    ):
         bad = CliRunner().invoke(app, ["selective", str(run), *args])
         assert bad.exit_code == 2 and msg in bad.output and "Traceback" not in bad.output
     missing = CliRunner().invoke(app, ["selective", str(tmp_path / "nowhere")])
@@ -188,13 +192,18 @@ def test_threshold_split_and_bad_holdouts() -> None:
 def test_evaluate_passes_and_records_the_statistics_settings(tmp_path: Path) -> None:
     """`EvalConfig` carries n_boot, level, sel_alpha, sel_delta and sel_holdout into `ScoreConfig` (validated: a clear
     message, exit status 2, nothing written), and ``--score-only`` reuses the values recorded in the run's config."""
-    from tracecal.cli import _evaluate_config
-    from tracecal.evaluate import ConfigError, EvalConfig
+    from tracecal.cli.app import _evaluate_config
+    from tracecal.evaluation.run import ConfigError, EvalConfig
 
     sc = EvalConfig(["triviaqa"], n_boot=200, level=0.9, sel_alpha=0.3, sel_delta=0.05, sel_holdout=0.4).score_config()
     assert (sc.n_boot, sc.level, sc.sel_alpha, sc.sel_delta, sc.sel_holdout) == (200, 0.9, 0.3, 0.05, 0.4)
-    for kw, msg in (({"sel_holdout": 1.0}, "sel-holdout"), ({"n_boot": -1}, "n-boot"), ({"level": 1.5}, "level"),
-                    ({"sel_alpha": 0.0}, "alpha"), ({"sel_delta": 2}, "delta")):  # fmt: skip
+    for kw, msg in (
+        ({"sel_holdout": 1.0}, "sel-holdout"),
+        ({"n_boot": -1}, "n-boot"),
+        ({"level": 1.5}, "level"),
+        ({"sel_alpha": 0.0}, "alpha"),
+        ({"sel_delta": 2}, "delta"),
+    ):
         with pytest.raises(ConfigError, match=msg):
             EvalConfig(["triviaqa"], **kw).validate()
     run = tmp_path / "run"

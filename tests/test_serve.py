@@ -16,17 +16,24 @@ from fastapi.testclient import TestClient
 
 import tracecal
 from tracecal.backends.http import HTTPBackendError, LogprobsUnavailableError
-from tracecal.operators import trace_confidence
 from tracecal.serve import ServeConfig, create_app
-from tracecal.trace import Trace, TraceBatch
+from tracecal.signals.operators import trace_confidence
+from tracecal.traces.trace import Trace, TraceBatch
 
 CHAT = {"model": "fake", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 3}
 
 
 def fake_trace(prompt: object, n: int = 3) -> Trace:
     s, h = np.array([0.5, 0.2, 1.0])[:n], np.array([1.0, 2.0, 3.0])[:n]
-    return Trace(text="abc"[:n], token_ids=np.arange(n), surprisal=s, entropy=h, token_strings=list("abc"[:n]),
-                 offsets=np.arange(n), stop_reason="eos")  # fmt: skip
+    return Trace(
+        text="abc"[:n],
+        token_ids=np.arange(n),
+        surprisal=s,
+        entropy=h,
+        token_strings=list("abc"[:n]),
+        offsets=np.arange(n),
+        stop_reason="eos",
+    )
 
 
 class FakeModel:
@@ -113,8 +120,13 @@ def test_score_rejects_non_finite_numbers_as_json(client: TestClient) -> None:
 
 
 def test_chat_completion_carries_the_confidence(client: TestClient, fake: FakeModel, calibrator) -> None:  # type: ignore[no-untyped-def]
-    chat = dict(CHAT, messages=[{"role": "developer", "content": "Be brief."},
-                                {"role": "user", "content": [{"type": "text", "text": "hi"}]}])  # fmt: skip
+    chat = dict(
+        CHAT,
+        messages=[
+            {"role": "developer", "content": "Be brief."},
+            {"role": "user", "content": [{"type": "text", "text": "hi"}]},
+        ],
+    )
     r = client.post("/v1/chat/completions", json=chat | {"return_trace": True, "logprobs": True})
     assert r.status_code == 200, r.text
     out = r.json()
@@ -158,15 +170,22 @@ def test_health_and_metrics(fake: FakeModel, calibrator, tmp_path) -> None:  # t
         import hashlib
 
         assert h["status"] == "ok" and h["model"] == "fake" and h["drift"]["alarm"] is False and h["dtype"] is None
-        assert h["calibrator"] == {"kind": "TracePlus", "path": str(path.resolve()),
-                                   "sha256": hashlib.sha256(path.read_bytes()).hexdigest()}  # fmt: skip
+        assert h["calibrator"] == {
+            "kind": "TracePlus",
+            "path": str(path.resolve()),
+            "sha256": hashlib.sha256(path.read_bytes()).hexdigest(),
+        }
         m = c.get("/metrics")
         assert m.headers["content-type"].startswith("text/plain")
         text = m.text
-    for line in ('tracecal_requests_total{endpoint="/v1/chat/completions",status="200"} 1.0',
-                 'tracecal_requests_total{endpoint="/v1/chat/completions",status="404"} 1.0',
-                 'tracecal_tokens_total{kind="completion"} 3.0', "tracecal_abstentions_total 1.0",
-                 "tracecal_confidence_count 1.0", "tracecal_drift_alarms_total 0.0"):  # fmt: skip
+    for line in (
+        'tracecal_requests_total{endpoint="/v1/chat/completions",status="200"} 1.0',
+        'tracecal_requests_total{endpoint="/v1/chat/completions",status="404"} 1.0',
+        'tracecal_tokens_total{kind="completion"} 3.0',
+        "tracecal_abstentions_total 1.0",
+        "tracecal_confidence_count 1.0",
+        "tracecal_drift_alarms_total 0.0",
+    ):
         assert line in text, line
 
 
@@ -177,8 +196,11 @@ BAD_CHAT = [
     ({"messages": [{"role": "tool", "content": "x"}]}, 400, "messages[0].role: Input should be"),
     ({"messages": [{"role": "user"}]}, 400, "messages[0].content: Field required"),
     ({"messages": [{"role": "user", "content": 3}]}, 400, "messages[0].content"),
-    ({"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}]}, 400,
-     "messages[0].content"),
+    (
+        {"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}]},
+        400,
+        "messages[0].content",
+    ),
     ({"messages": [{"role": "assistant", "content": "hi"}]}, 400, "the last message must not be the assistant's"),
     ({"messages": "hi"}, 400, "messages: Input should be a valid list"),
     ({"model": None}, 400, "model: Input should be a valid string"),
@@ -195,7 +217,7 @@ BAD_CHAT = [
     ({"stop_on_risk": 2}, 400, "stop_on_risk: Input should be less than or equal to 1"),
     ({"return_trace": "yes"}, 400, "return_trace: Input should be a valid boolean"),
     ({"tools": []}, 400, "tools: Extra inputs are not permitted"),
-]  # fmt: skip
+]
 
 
 @pytest.mark.parametrize(("change", "status", "message"), BAD_CHAT)
@@ -247,8 +269,11 @@ def test_body_size_limit(fake: FakeModel) -> None:
         r = c.post("/v1/chat/completions", json=big)
         assert r.status_code == 413 and "exceeds 200 bytes" in r.json()["error"]["message"]
         # no Content-Length (chunked upload): counted while reading
-        r = c.post("/v1/chat/completions", content=iter([b'{"model": "fake", ', b'"x": "' + b"y" * 300 + b'"}']),
-                   headers={"content-type": "application/json"})  # fmt: skip
+        r = c.post(
+            "/v1/chat/completions",
+            content=iter([b'{"model": "fake", ', b'"x": "' + b"y" * 300 + b'"}']),
+            headers={"content-type": "application/json"},
+        )
         assert r.status_code == 413
         assert c.post("/score", content=b"{" + b" " * 300 + b"}").status_code == 413
         assert c.post("/v1/chat/completions", json=CHAT).status_code == 200 and fake.seen
@@ -348,9 +373,18 @@ def test_prompt_token_limits_with_a_tokenizer(tiny_model) -> None:  # type: igno
 
 
 def test_config_validates_every_limit() -> None:
-    for bad in ({"max_batch": 0}, {"max_queue": True}, {"request_timeout": 0}, {"abstain_below": 1.5},
-                {"stop_on_risk": -0.1}, {"drift_statistic": "x"}, {"drift_direction": "sideways"},
-                {"default_max_tokens": 600}, {"batch_wait_ms": float("nan")}, {"auth_token_env": ""}):  # fmt: skip
+    for bad in (
+        {"max_batch": 0},
+        {"max_queue": True},
+        {"request_timeout": 0},
+        {"abstain_below": 1.5},
+        {"stop_on_risk": -0.1},
+        {"drift_statistic": "x"},
+        {"drift_direction": "sideways"},
+        {"default_max_tokens": 600},
+        {"batch_wait_ms": float("nan")},
+        {"auth_token_env": ""},
+    ):
         with pytest.raises(ValueError):
             ServeConfig(**bad)  # type: ignore[arg-type]
 
@@ -372,7 +406,7 @@ def test_config_validates_every_limit() -> None:
 def test_serve_command_refuses_bad_options_with_a_message(args: list[str], message: str) -> None:
     from typer.testing import CliRunner
 
-    from tracecal.cli import app
+    from tracecal.cli.app import app
 
     r = CliRunner().invoke(app, ["serve", *args])
     assert r.exit_code == 2 and message in " ".join(r.output.split()), r.output
@@ -382,8 +416,8 @@ def test_serve_command_refuses_bad_options_with_a_message(args: list[str], messa
 # ------------------------------------------------------------------ abstain threshold from `tracecal selective`
 @pytest.fixture(scope="module")
 def selective_file(tmp_path_factory):  # type: ignore[no-untyped-def]
-    from tracecal.report.synthetic import write_synthetic_run
-    from tracecal.selective_run import run_selective
+    from tracecal.analysis.selective import run_selective
+    from tracecal.testing import write_synthetic_run
 
     run = write_synthetic_run(tmp_path_factory.mktemp("sel") / "run", tasks=("triviaqa", "svamp"), n_per_task=400)
     doc = run_selective(run, alpha=0.4, delta=0.1, estimators=["trace"], n_splits=2)
@@ -396,8 +430,8 @@ def selective_file(tmp_path_factory):  # type: ignore[no-untyped-def]
 def test_the_abstain_threshold_can_come_from_tracecal_selective(selective_file, fake: FakeModel, calibrator) -> None:  # type: ignore[no-untyped-def]
     """--abstain-from: the guaranteed c_TRACE threshold of the run's `trace` estimator, applied to c_TRACE even with a
     calibrator loaded, its provenance in /health; the same threshold as the file's."""
-    from tracecal.selective_run import deployed_threshold
-    from tracecal.serve.cli import _abstain_from
+    from tracecal.analysis.selective import deployed_threshold
+    from tracecal.cli.serve import _abstain_from
 
     path = selective_file / "selective_0.4.json"
     info = deployed_threshold(path, "trace", "triviaqa")
@@ -428,7 +462,7 @@ def test_the_abstain_threshold_can_come_from_tracecal_selective(selective_file, 
 def test_bad_abstain_sources_are_refused_with_a_message(selective_file, args: list[str], message: str) -> None:  # type: ignore[no-untyped-def]
     from typer.testing import CliRunner
 
-    from tracecal.cli import app
+    from tracecal.cli.app import app
 
     r = CliRunner().invoke(app, ["serve", *[a.format(run=selective_file) for a in args]])
     assert r.exit_code == 2 and message in " ".join(r.output.split()), r.output

@@ -15,12 +15,12 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
-from tracecal.operators import trace_risk
 from tracecal.serve import ServeConfig, create_app
 from tracecal.serve.batching import Batcher, Job
 from tracecal.serve.drift import DriftMonitor
 from tracecal.serve.scoring import first_risky, prefix_risks, truncate
-from tracecal.trace import Trace, TraceBatch
+from tracecal.signals.operators import trace_risk
+from tracecal.traces.trace import Trace, TraceBatch
 
 PROMPTS = ["What is the capital of France?", "Name a colour.", "hi"]
 MODEL = "tiny-random-llama"
@@ -58,8 +58,10 @@ def test_on_step_reports_the_values_the_traces_hold(tiny_model) -> None:  # type
 
 def test_prefix_risks_are_the_operators_over_each_prefix() -> None:
     rng = np.random.default_rng(1)
-    traces = [Trace(text="", token_ids=np.arange(n), surprisal=rng.random(n) * 3, entropy=rng.random(n) * 4)
-              for n in (1, 5, 9, 0, 3)]  # fmt: skip
+    traces = [
+        Trace(text="", token_ids=np.arange(n), surprisal=rng.random(n) * 3, entropy=rng.random(n) * 4)
+        for n in (1, 5, 9, 0, 3)
+    ]
     risks = prefix_risks(traces)
     for t, r in zip(traces, risks, strict=True):
         want = [
@@ -68,8 +70,18 @@ def test_prefix_risks_are_the_operators_over_each_prefix() -> None:
         np.testing.assert_allclose(r, want, rtol=1e-12)
     assert first_risky(np.array([0.1, 0.2, 2.0, 0.1]), stop_on_risk=0.5) == 3
     assert first_risky(np.array([2.0, 0.1]), stop_on_risk=0.5, min_tokens=2) is None
-    cut = truncate(Trace(text="abc", token_ids=[1, 2, 3], surprisal=[1, 1, 1], entropy=[1, 1, 1],
-                         token_strings=["a", "b", "c"], offsets=[0, 1, 2]), 2, "stopped")  # fmt: skip
+    cut = truncate(
+        Trace(
+            text="abc",
+            token_ids=[1, 2, 3],
+            surprisal=[1, 1, 1],
+            entropy=[1, 1, 1],
+            token_strings=["a", "b", "c"],
+            offsets=[0, 1, 2],
+        ),
+        2,
+        "stopped",
+    )
     assert (cut.text, cut.length, cut.stop_reason) == ("ab", 2, "stopped")
 
 
@@ -91,8 +103,9 @@ def test_streamed_and_non_streamed_agree(tiny_model) -> None:  # type: ignore[no
     assert len(tokens) == conf["tokens"] and [e["choices"][0]["risk"]["tokens"] for e in tokens] == list(
         range(1, conf["tokens"] + 1)
     )
-    want = prefix_risks(TraceBatch.from_lists([plain["confidence"]["trace"]["surprisal"]],
-                                              [plain["confidence"]["trace"]["entropy"]]))[0]  # fmt: skip
+    want = prefix_risks(
+        TraceBatch.from_lists([plain["confidence"]["trace"]["surprisal"]], [plain["confidence"]["trace"]["entropy"]])
+    )[0]
     np.testing.assert_allclose([e["choices"][0]["risk"]["risk"] for e in tokens], want, rtol=1e-12)
     assert events[-2]["usage"]["completion_tokens"] == conf["tokens"]  # type: ignore[index]
 
@@ -119,8 +132,18 @@ def test_a_backend_without_step_hooks_stops_on_risk_after_the_fact() -> None:
 
         def generate(self, prompts, max_new_tokens=32, **kw):  # type: ignore[no-untyped-def]
             u = [0.1, 0.1, 3, 3]
-            return [Trace(text="abcd", token_ids=np.arange(4), surprisal=u, entropy=u, token_strings=list("abcd"),
-                          offsets=np.arange(4), stop_reason="eos") for _ in prompts]  # fmt: skip
+            return [
+                Trace(
+                    text="abcd",
+                    token_ids=np.arange(4),
+                    surprisal=u,
+                    entropy=u,
+                    token_strings=list("abcd"),
+                    offsets=np.arange(4),
+                    stop_reason="eos",
+                )
+                for _ in prompts
+            ]
 
     body = {"model": "whole", "messages": [{"role": "user", "content": "q"}], "stop_on_risk": 0.5}
     with TestClient(create_app(Whole())) as c:

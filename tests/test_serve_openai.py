@@ -22,10 +22,10 @@ import pytest
 import uvicorn
 
 from tracecal.backends.hf import DEFAULT_MODEL
-from tracecal.operators import trace_confidence
 from tracecal.serve import ServeConfig, create_app
+from tracecal.signals.operators import trace_confidence
 from tracecal.tasks import get_task
-from tracecal.trace import load_traces
+from tracecal.traces.trace import load_traces
 
 pytestmark = pytest.mark.integration
 
@@ -69,8 +69,12 @@ def _client(server: Server) -> openai.OpenAI:
 def test_openai_client_chat_equals_generate_and_streams_the_same_confidence(server, model) -> None:  # type: ignore[no-untyped-def]
     client = _client(server)
     assert [m.id for m in client.models.list().data] == [DEFAULT_MODEL]
-    r = client.chat.completions.create(model=DEFAULT_MODEL, messages=QUESTION, max_tokens=24,  # type: ignore[arg-type]
-                                       extra_body={"return_trace": True})  # fmt: skip
+    r = client.chat.completions.create(
+        model=DEFAULT_MODEL,
+        messages=QUESTION,
+        max_tokens=24,  # type: ignore[arg-type]
+        extra_body={"return_trace": True},
+    )
     ref = model.generate([QUESTION], max_new_tokens=24)[0]  # what `tracecal generate` records for this prompt
     choice = r.choices[0]
     conf = choice.model_extra["confidence"]  # type: ignore[index]
@@ -99,14 +103,28 @@ def test_the_answer_is_the_one_tracecal_generate_records(server, tmp_path) -> No
     """The `tracecal generate` command itself (a fresh process, its own model load) on the same messages: the
     gateway's answer, tokens, s_t and H_t are the ones it writes to Parquet."""
     (tmp_path / "p.jsonl").write_text(json.dumps({"id": "q", "messages": QUESTION}) + "\n")
-    cmd = [sys.executable, "-m", "tracecal.cli", "generate", "--prompts", str(tmp_path / "p.jsonl"),
-           "--max-new-tokens", "24", "--out", str(tmp_path / "t.parquet")]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "tracecal.cli.app",
+        "generate",
+        "--prompts",
+        str(tmp_path / "p.jsonl"),
+        "--max-new-tokens",
+        "24",
+        "--out",
+        str(tmp_path / "t.parquet"),
+    ]
     env = os.environ | {"OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
     (ref,) = load_traces(tmp_path / "t.parquet")
-    r = _client(server).chat.completions.create(model=DEFAULT_MODEL, messages=QUESTION, max_tokens=24,  # type: ignore[arg-type]
-                                                extra_body={"return_trace": True})  # fmt: skip
+    r = _client(server).chat.completions.create(
+        model=DEFAULT_MODEL,
+        messages=QUESTION,
+        max_tokens=24,  # type: ignore[arg-type]
+        extra_body={"return_trace": True},
+    )
     conf = r.choices[0].model_extra["confidence"]  # type: ignore[index]
     assert r.choices[0].message.content == ref.text and conf["trace"]["tokens"] == list(ref.token_strings)
     np.testing.assert_allclose(conf["trace"]["surprisal"], ref.surprisal, atol=1e-5)
@@ -132,8 +150,12 @@ def test_a_client_that_leaves_cancels_its_generation(server) -> None:  # type: i
         return float(line.split()[-1])
 
     before = tokens_done()
-    body = {"model": DEFAULT_MODEL, "messages": [{"role": "user", "content": "Write a long story about a dragon."}],
-            "max_tokens": 400, "stream": True}  # fmt: skip
+    body = {
+        "model": DEFAULT_MODEL,
+        "messages": [{"role": "user", "content": "Write a long story about a dragon."}],
+        "max_tokens": 400,
+        "stream": True,
+    }
     with httpx.stream("POST", server.url + "/v1/chat/completions", json=body, timeout=60) as r:
         lines = r.iter_lines()
         got = [next(lines) for _ in range(6)]  # a few chunks, then hang up
@@ -154,8 +176,14 @@ def test_drift_alarm_after_the_switch_from_triviaqa_to_svamp(model) -> None:  # 
     tasks = {name: get_task(name) for name in ("triviaqa", "svamp")}
     stream = [tasks["triviaqa"].prompt(e) for e in tasks["triviaqa"].load(limit=n_before)]
     stream += [tasks["svamp"].prompt(e) for e in tasks["svamp"].load(limit=n_after)]
-    cfg = ServeConfig(drift_statistic="mean_entropy", drift_threshold=8.0, drift_delta=0.25, drift_min_samples=20,
-                      max_batch=group, batch_wait_ms=50)  # fmt: skip
+    cfg = ServeConfig(
+        drift_statistic="mean_entropy",
+        drift_threshold=8.0,
+        drift_delta=0.25,
+        drift_min_samples=20,
+        max_batch=group,
+        batch_wait_ms=50,
+    )
     with Server(create_app(model, config=cfg)) as s, ThreadPoolExecutor(group) as pool:
         client = _client(s)
         alarm_after = None  # requests answered when /health first showed the alarm

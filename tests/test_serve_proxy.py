@@ -17,9 +17,9 @@ import pytest
 from fastapi.testclient import TestClient
 
 from tracecal.backends.http import HTTPModel
+from tracecal.backends.topk import topk_entropy
 from tracecal.serve import ServeConfig, create_app
 from tracecal.serve.proxy import proxy_backends
-from tracecal.topk import topk_entropy
 
 TOKENS = ["Par", "is", ".", " It", " is", " big"]
 LOGPROBS = [-0.1, -0.05, -0.3, -2.5, -2.0, -3.0]
@@ -43,11 +43,18 @@ def upstream(seen: list[httpx.Request]):  # type: ignore[no-untyped-def]
                 {"token": t, "logprob": lp, "top_logprobs": top(lp)}
                 for t, lp in zip(TOKENS[:n], LOGPROBS[:n], strict=True)
             ]
-            choice = {"index": 0, "message": {"role": "assistant", "content": "".join(TOKENS[:n])},
-                      "logprobs": {"content": content}, "finish_reason": finish}  # fmt: skip
+            choice = {
+                "index": 0,
+                "message": {"role": "assistant", "content": "".join(TOKENS[:n])},
+                "logprobs": {"content": content},
+                "finish_reason": finish,
+            }
         else:
-            lps = {"tokens": TOKENS[:n], "token_logprobs": LOGPROBS[:n],
-                   "top_logprobs": [{d["token"]: d["logprob"] for d in top(lp)} for lp in LOGPROBS[:n]]}  # fmt: skip
+            lps = {
+                "tokens": TOKENS[:n],
+                "token_logprobs": LOGPROBS[:n],
+                "top_logprobs": [{d["token"]: d["logprob"] for d in top(lp)} for lp in LOGPROBS[:n]],
+            }
             choice = {"index": 0, "text": "".join(TOKENS[:n]), "logprobs": lps, "finish_reason": finish}
         return httpx.Response(200, json={"id": "x", "object": "chat.completion", "choices": [choice]})
 
@@ -68,8 +75,12 @@ def test_proxy_chat_builds_the_trace_from_the_upstream_logprobs(proxied, caplog)
     c, seen = proxied
     caplog.set_level(logging.DEBUG)
     assert c.get("/v1/models").json()["data"][0]["id"] == "up-model"  # the upstream's name, asked at start
-    body = {"model": "up-model", "messages": [{"role": "user", "content": "Capital of France?"}], "max_tokens": 3,
-            "return_trace": True}  # fmt: skip
+    body = {
+        "model": "up-model",
+        "messages": [{"role": "user", "content": "Capital of France?"}],
+        "max_tokens": 3,
+        "return_trace": True,
+    }
     r = c.post("/v1/chat/completions", json=body)
     assert r.status_code == 200, r.text
     choice = r.json()["choices"][0]

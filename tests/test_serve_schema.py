@@ -21,8 +21,9 @@ EXAMPLES = 15
 
 @pytest.fixture(scope="module")
 def gateway_schema(tiny_model):  # type: ignore[no-untyped-def]
-    cfg = ServeConfig(max_tokens=4, default_max_tokens=4, max_prompt_tokens=256, max_prompts=4, max_batch=4,
-                      request_timeout=30)  # fmt: skip
+    cfg = ServeConfig(
+        max_tokens=4, default_max_tokens=4, max_prompt_tokens=256, max_prompts=4, max_batch=4, request_timeout=30
+    )
     return schemathesis.openapi.from_asgi("/openapi.json", create_app(tiny_model, config=cfg))
 
 
@@ -36,8 +37,13 @@ def test_no_server_errors(gateway_schema, mode) -> None:  # type: ignore[no-unty
     for op in operations:
 
         @given(case=op.as_strategy(generation_mode=mode))
-        @settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True,
-                  database=None)  # fmt: skip
+        @settings(
+            max_examples=EXAMPLES,
+            deadline=None,
+            suppress_health_check=list(HealthCheck),
+            derandomize=True,
+            database=None,
+        )
         def run(case) -> None:  # type: ignore[no-untyped-def]
             r = case.call_and_validate(checks=[not_a_server_error])
             statuses[r.status_code] = statuses.get(r.status_code, 0) + 1

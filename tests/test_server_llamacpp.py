@@ -96,9 +96,9 @@ def test_gateway_proxies_the_server_for_the_openai_client(server) -> None:  # ty
     import openai
     from fastapi.testclient import TestClient
 
-    from tracecal.operators import trace_confidence
     from tracecal.serve import create_app
     from tracecal.serve.proxy import proxy_backends
+    from tracecal.signals.operators import trace_confidence
 
     chat, text = proxy_backends(server, "smollm2", vocab_size=49152, extra_body={"repeat_penalty": 1.0})
     ref = http_model(server, chat=True).generate(PROMPTS[:2], max_new_tokens=MNT)

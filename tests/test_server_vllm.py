@@ -9,7 +9,7 @@ teacher-forced check uses in float32. The prompt reaches vLLM as the text of the
 ``/v1/completions``; vLLM's ``/tokenize`` shows it evaluates exactly the HF prompt ids.
 
 Entropy: with top-20 log-probs the trace carries an estimate that must lie between the two bounds the
-top-k give (capped tail ≤ H ≤ uniform tail, `tracecal.topk`) around the exact H_t; with
+top-k give (capped tail ≤ H ≤ uniform tail, `tracecal.backends.topk`) around the exact H_t; with
 ``full_distribution=True`` (the server started with ``--max-logprobs`` = |V|) the entropy is the exact one,
 to ``TOL_H_FULL``.
 
@@ -26,8 +26,8 @@ import numpy as np
 import pytest
 
 from tracecal.backends.hf import load_model
+from tracecal.backends.topk import topk_entropy
 from tracecal.backends.vllm import serve_vllm
-from tracecal.topk import topk_entropy
 
 pytestmark = pytest.mark.integration
 

@@ -1,4 +1,4 @@
-"""Top-k entropy estimators (`tracecal.topk`): bounds, exactness, known tails, and no NaN or NumPy warnings."""
+"""Top-k entropy estimators (`tracecal.backends.topk`): bounds, exactness, known tails, and no NaN or NumPy warnings."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
 from tracecal.backends.base import topk_entropy as base_topk_entropy
-from tracecal.topk import DEFAULT_TOPK_ESTIMATOR, TOPK_ESTIMATORS, topk_entropy, topk_parts
+from tracecal.backends.topk import DEFAULT_TOPK_ESTIMATOR, TOPK_ESTIMATORS, topk_entropy, topk_parts
 
 TAIL_MODELS = ("geometric_tail", "zipf_tail")
 
@@ -66,13 +66,15 @@ def test_exact_when_k_is_the_whole_vocabulary(case: tuple[np.ndarray, int]) -> N
 
 @pytest.mark.parametrize("name", TOPK_ESTIMATORS)
 def test_no_nan_or_warning_when_the_tail_mass_is_zero_or_negative(name: str) -> None:
-    rows = np.array([
-        [np.log(0.5), np.log(0.5)],  # r = 0 exactly
-        [np.log(0.5 + 1e-12), np.log(0.5 + 1e-12)],  # r < 0 by rounding
-        [0.0, -np.inf],  # a one-hot head, the second entry missing
-        [-np.inf, -np.inf],  # nothing returned for this step
-        [-1e-300, -800.0],  # p = 1 and an underflowing second entry
-    ])  # fmt: skip
+    rows = np.array(
+        [
+            [np.log(0.5), np.log(0.5)],  # r = 0 exactly
+            [np.log(0.5 + 1e-12), np.log(0.5 + 1e-12)],  # r < 0 by rounding
+            [0.0, -np.inf],  # a one-hot head, the second entry missing
+            [-np.inf, -np.inf],  # nothing returned for this step
+            [-1e-300, -800.0],  # p = 1 and an underflowing second entry
+        ]
+    )
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         for V in (2, 3, 50_000):

@@ -7,8 +7,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tracecal.operators import trace_confidence
-from tracecal.trace import (
+from tracecal.signals.operators import trace_confidence
+from tracecal.traces.trace import (
     Trace,
     TraceBatch,
     TraceFileError,
@@ -123,7 +123,7 @@ def test_saved_files_get_the_usual_permissions(tmp_path) -> None:  # type: ignor
     import os
     import stat
 
-    from tracecal.trace import FILE_MODE
+    from tracecal.traces.trace import FILE_MODE
 
     t = Trace(text="a", token_ids=np.array([1]), surprisal=np.array([0.1]), entropy=np.array([0.2]))
     p = save_traces([t], tmp_path / "x.parquet")

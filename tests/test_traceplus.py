@@ -16,11 +16,11 @@ from sklearn.metrics import brier_score_loss as brier_of
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 import tracecal
-from tracecal.calibration import PlattCalibrator
-from tracecal.features import feature_names, trace_plus_features
-from tracecal.metrics import SingleClassWarning
-from tracecal.trace import Trace, TraceBatch
-from tracecal.traceplus import CALIBRATOR_CLASSES, CalibratorFileError, TracePlus, load_calibrator
+from tracecal.calibrators.scalar import PlattCalibrator
+from tracecal.calibrators.traceplus import CALIBRATOR_CLASSES, CalibratorFileError, TracePlus, load_calibrator
+from tracecal.signals.features import feature_names, trace_plus_features
+from tracecal.stats.metrics import SingleClassWarning
+from tracecal.traces.trace import Trace, TraceBatch
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -256,7 +256,12 @@ def test_non_json_and_nested_files_refused(tmp_path: Path) -> None:
 
 def test_one_loader_for_every_class(tmp_path: Path) -> None:
     assert set(CALIBRATOR_CLASSES) == {
-        "TracePlus", "TracePlusPrior", "TracePlusCV", "PlattCalibrator", "IsotonicCalibrator", "TemperatureCalibrator"
+        "TracePlus",
+        "TracePlusPrior",
+        "TracePlusCV",
+        "PlattCalibrator",
+        "IsotonicCalibrator",
+        "TemperatureCalibrator",
     }
     platt = PlattCalibrator().fit([0.1, 0.4, 0.6, 0.9], [0, 1, 0, 1]).save(tmp_path / "platt.json")
     assert type(load_calibrator(platt)) is PlattCalibrator

@@ -16,15 +16,15 @@ from sklearn.base import clone
 from sklearn.linear_model import LogisticRegression
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
-from tracecal.calfile import CalibratorFileError
-from tracecal.calibration import PlattCalibrator
+from tracecal.calibrators.base import CalibratorFileError
+from tracecal.calibrators.scalar import PlattCalibrator
+from tracecal.calibrators.traceplus import load_calibrator
+from tracecal.calibrators.traceplus_cv import CONSENSUS, DEFAULT_STATISTICS, EXTENDED, TracePlusCV, batched_platt
 from tracecal.estimators import REGISTRY, Inputs, get_estimator, resolve_estimators
-from tracecal.metrics import SingleClassWarning, auroc, brier
-from tracecal.protocol import ScoreConfig, TaskStats, score_tasks
-from tracecal.trace import TraceBatch
-from tracecal.trace_stats import TRACE_STATISTICS
-from tracecal.traceplus import load_calibrator
-from tracecal.traceplus_cv import CONSENSUS, DEFAULT_STATISTICS, EXTENDED, TracePlusCV, batched_platt
+from tracecal.evaluation.protocol import ScoreConfig, TaskStats, score_tasks
+from tracecal.signals.statistics import TRACE_STATISTICS
+from tracecal.stats.metrics import SingleClassWarning, auroc, brier
+from tracecal.traces.trace import TraceBatch
 
 INF = (math.inf,)
 
@@ -36,8 +36,10 @@ def traces(n: int, seed: int = 0, signal: float = 3.0) -> tuple[TraceBatch, np.n
     k = rng.normal(0.0, 0.05, n)
     y = (rng.random(n) < 1 / (1 + np.exp(signal * k / 0.05))).astype(int)
     lens = rng.integers(12, 24, n)
-    hs = [rng.uniform(2.0, 4.0) + kk * (np.arange(t) - t / 2) + rng.normal(0, 0.05, t)
-          for kk, t in zip(k, lens, strict=True)]  # fmt: skip
+    hs = [
+        rng.uniform(2.0, 4.0) + kk * (np.arange(t) - t / 2) + rng.normal(0, 0.05, t)
+        for kk, t in zip(k, lens, strict=True)
+    ]
     ss = [rng.gamma(1.0, 0.5, t) for t in lens]
     return TraceBatch.from_lists(ss, [np.clip(h, 0, None) for h in hs]), y
 
@@ -161,11 +163,13 @@ def test_clone_save_load_round_trip(tmp_path: Path) -> None:
     few = TracePlusCV().fit(b.select(np.r_[np.flatnonzero(y)[:3], np.flatnonzero(y == 0)[:30]]), [1] * 3 + [0] * 30)
     few_back = load_calibrator(few.save(tmp_path / "few.json"))
     np.testing.assert_array_equal(few_back.predict_proba(b), few.predict_proba(b))
-    for key, value, msg in (("weights", [1.0] + [0.0] * (len(m.candidates_) - 1), None),
-                            ("weights", [0.5] * len(m.candidates_), "sum to 1"),
-                            ("anchor", "nope", "state.anchor"),
-                            ("components", doc["state"]["components"][:-1], "rows"),
-                            ("candidates", ["x"], "state.candidates")):  # fmt: skip
+    for key, value, msg in (
+        ("weights", [1.0] + [0.0] * (len(m.candidates_) - 1), None),
+        ("weights", [0.5] * len(m.candidates_), "sum to 1"),
+        ("anchor", "nope", "state.anchor"),
+        ("components", doc["state"]["components"][:-1], "rows"),
+        ("candidates", ["x"], "state.candidates"),
+    ):
         bad = json.loads(json.dumps(doc))
         bad["state"][key] = value
         (tmp_path / "bad.json").write_text(json.dumps(bad))
@@ -228,7 +232,7 @@ def test_registered_trace_only_and_scored_by_the_protocol() -> None:
 
 
 def test_the_statistics_are_the_registered_estimators() -> None:
-    """`tracecal.trace_stats` is the one definition: each registered single-statistic estimator is it."""
+    """`tracecal.signals.statistics` is the one definition: each registered single-statistic estimator is it."""
     b, _ = traces(50)
     M = TracePlusCV().matrix(b)
     for j, name in enumerate(DEFAULT_STATISTICS):

@@ -13,15 +13,15 @@ import pytest
 from sklearn.base import clone
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
-from tracecal.calfile import CalibratorFileError
-from tracecal.calibration import PlattCalibrator
+from tracecal.calibrators.base import CalibratorFileError
+from tracecal.calibrators.scalar import PlattCalibrator
+from tracecal.calibrators.traceplus import load_calibrator
+from tracecal.calibrators.traceplus_prior import TracePlusPrior, penalised_logistic
 from tracecal.estimators import REGISTRY, Inputs
-from tracecal.metrics import SingleClassWarning, auroc, brier
-from tracecal.operators import trace_confidence
-from tracecal.protocol import ScoreConfig, TaskStats, score_tasks
-from tracecal.trace import TraceBatch
-from tracecal.traceplus import load_calibrator
-from tracecal.traceplus_prior import TracePlusPrior, penalised_logistic
+from tracecal.evaluation.protocol import ScoreConfig, TaskStats, score_tasks
+from tracecal.signals.operators import trace_confidence
+from tracecal.stats.metrics import SingleClassWarning, auroc, brier
+from tracecal.traces.trace import TraceBatch
 
 
 def synthetic(n: int, seed: int = 0, trace_signal: float = 1.0) -> tuple[TraceBatch, np.ndarray]:

@@ -10,8 +10,16 @@ Public API::
     tracecal.save_traces(traces, "run.parquet"); tracecal.load_traces("run.parquet")
 """
 
-from tracecal.operators import TraceConfig, trace_confidence, trace_risk
-from tracecal.trace import Trace, TraceBatch, TraceFileError, export_jsonl, import_jsonl, load_traces, save_traces
+from tracecal.signals.operators import TraceConfig, trace_confidence, trace_risk
+from tracecal.traces.trace import (
+    Trace,
+    TraceBatch,
+    TraceFileError,
+    export_jsonl,
+    import_jsonl,
+    load_traces,
+    save_traces,
+)
 from tracecal.version import __version__
 
 
@@ -24,7 +32,7 @@ def load_model(name_or_path=None, backend: str = "auto", **kwargs):  # type: ign
 
 def __getattr__(name: str):  # type: ignore[no-untyped-def]
     if name in ("TracePlus", "CalibratorFileError", "load_calibrator"):
-        from tracecal import traceplus
+        from tracecal.calibrators import traceplus
 
         return getattr(traceplus, name)
     raise AttributeError(f"module 'tracecal' has no attribute {name!r}")

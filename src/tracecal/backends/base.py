@@ -13,8 +13,8 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from tracecal.topk import topk_entropy as _topk_entropy
-from tracecal.trace import Trace
+from tracecal.backends.topk import topk_entropy as _topk_entropy
+from tracecal.traces.trace import Trace
 
 __all__ = [
     "Backend",
@@ -202,7 +202,7 @@ def topk_entropy(topk_logprobs: np.ndarray, vocab_size: int, estimator: str = "u
 
     The default is METHOD §1's truncated estimate: H ≈ −Σ_{top-k} p log p − r log(r / (|V| − k)),
     r = 1 − Σ_{top-k} p, the tail mass spread uniformly over the |V| − k remaining tokens (an upper bound).
-    ``estimator`` picks another one of `tracecal.topk.TOPK_ESTIMATORS` (the same as `tracecal.topk.topk_entropy`).
+    ``estimator`` picks another one of `tracecal.backends.topk.TOPK_ESTIMATORS` (the same as `tracecal.backends.topk.topk_entropy`).
     """
     return _topk_entropy(topk_logprobs, vocab_size, estimator)
 

@@ -39,7 +39,7 @@ from tracecal.backends.defaults import (
     torch_dtype,
 )
 from tracecal.backends.recorder import StepCallback, StepHook, TraceRecorder, output_cache
-from tracecal.trace import Trace
+from tracecal.traces.trace import Trace
 
 __all__ = [
     "DEFAULT_MODEL",

@@ -1,7 +1,7 @@
 """OpenAI-compatible HTTP backend (vLLM, llama.cpp server, TGI, …): traces from returned log-probs.
 
 A server returns only the top-k log-probs per generated token, so H_t cannot be exact: traces carry
-``entropy_kind="topk"`` with an estimate of H_t from those k log-probs (`tracecal.topk`; which estimator and
+``entropy_kind="topk"`` with an estimate of H_t from those k log-probs (`tracecal.backends.topk`; which estimator and
 k are in the trace's ``decoding``: ``entropy_estimator``, ``top_logprobs``), and ``s_t = −logprob(chosen)``.
 Token ids are not returned by the standard API: they are recorded as −1.
 
@@ -42,8 +42,8 @@ from tracecal.backends.base import (
     check_prompts,
 )
 from tracecal.backends.defaults import END_OF_TURN_TOKENS
-from tracecal.topk import DEFAULT_TOPK_ESTIMATOR, TOPK_ESTIMATORS, topk_entropy
-from tracecal.trace import Trace
+from tracecal.backends.topk import DEFAULT_TOPK_ESTIMATOR, TOPK_ESTIMATORS, topk_entropy
+from tracecal.traces.trace import Trace
 
 __all__ = ["API_KEY_ENV", "RETRY_STATUS", "HTTPBackendError", "HTTPModel", "LogprobsUnavailableError"]
 
@@ -147,7 +147,7 @@ class HTTPModel:
             (``entropy_kind="exact"`` when all |V| come back), not a top-k estimate. Needs a server that allows
             it (vLLM with ``--max-logprobs`` ≥ |V|); costs ~4 MB of JSON and ~40× the time per token at |V| = 49,152
             (docs/backends.md). Traces still store only the top ``top_logprobs`` alternatives.
-        entropy_estimator: how H_t is estimated from the k log-probs, one of `tracecal.topk.TOPK_ESTIMATORS`.
+        entropy_estimator: how H_t is estimated from the k log-probs, one of `tracecal.backends.topk.TOPK_ESTIMATORS`.
         chat: send plain-string prompts as one user message to the chat endpoint.
         max_concurrency: requests in flight at once (also this backend's ``batch_size``).
         timeout: seconds per request (per attempt).
@@ -241,8 +241,10 @@ class HTTPModel:
             data = self._request("GET", "/models").get("data") or []
             return str(data[0]["id"])
         except (HTTPBackendError, LookupError, TypeError) as e:
-            raise HTTPBackendError(f"could not ask {self.base_url}/models for the served model's name ({e}); "
-                                   "pass model='NAME' (the name the server serves)") from e  # fmt: skip
+            raise HTTPBackendError(
+                f"could not ask {self.base_url}/models for the served model's name ({e}); "
+                "pass model='NAME' (the name the server serves)"
+            ) from e
 
     # ------------------------------------------------------------------ requests
     def _wait(self, attempt: int, retry_after: float | None) -> float:
@@ -283,8 +285,10 @@ class HTTPModel:
                     + LOGPROBS_HELP
                 )
             if r.status_code in (401, 403):
-                raise HTTPBackendError(f"{self.base_url}{path}: HTTP {r.status_code}: the server refused the request; "
-                                       f"set its API key in {API_KEY_ENV[0]} (or {API_KEY_ENV[1]})")  # fmt: skip
+                raise HTTPBackendError(
+                    f"{self.base_url}{path}: HTTP {r.status_code}: the server refused the request; "
+                    f"set its API key in {API_KEY_ENV[0]} (or {API_KEY_ENV[1]})"
+                )
             raise HTTPBackendError(f"{path}: HTTP {r.status_code}: {r.text[:300]}")
         try:
             out = r.json()
@@ -366,8 +370,9 @@ class HTTPModel:
         reply = _drop_end_of_turn(reply)
         T = len(reply.tokens)
         if len(reply.logprobs) != T:
-            raise HTTPBackendError(f"unexpected answer from {self.base_url}: {T} tokens but "
-                                   f"{len(reply.logprobs)} log-probs")  # fmt: skip
+            raise HTTPBackendError(
+                f"unexpected answer from {self.base_url}: {T} tokens but {len(reply.logprobs)} log-probs"
+            )
         k = max((len(t) for t in reply.top), default=0)
         if T and not k:
             self._no_logprobs("the chosen tokens' log-probs but no top-k alternatives (top_logprobs)")

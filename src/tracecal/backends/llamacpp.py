@@ -50,7 +50,7 @@ from tracecal.backends.defaults import (
     named_gguf_path,
 )
 from tracecal.backends.servers import free_port, served_process
-from tracecal.trace import Trace
+from tracecal.traces.trace import Trace
 
 __all__ = ["LlamaCppModel", "logits_stats", "prompt_ids", "run_server", "serve_gguf"]
 

@@ -81,9 +81,23 @@ def serve_vllm(
     folder = export_safetensors() if model_dir is None else Path(model_dir)
     port = free_port() if port is None else port
     opts = f"--host 127.0.0.1 --port {port} --dtype {dtype} --max-model-len {max_model_len}".split()
-    cmd = [str(python or vllm_python()), "-m", "vllm.entrypoints.openai.api_server", "--model", str(folder),
-           "--served-model-name", name, "--max-logprobs", str(max_logprobs), *opts]  # fmt: skip
-    env = {"VLLM_CPU_KVCACHE_SPACE": str(kv_cache_gib), "HF_HUB_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1",
-           "DO_NOT_TRACK": "1"}  # fmt: skip
+    cmd = [
+        str(python or vllm_python()),
+        "-m",
+        "vllm.entrypoints.openai.api_server",
+        "--model",
+        str(folder),
+        "--served-model-name",
+        name,
+        "--max-logprobs",
+        str(max_logprobs),
+        *opts,
+    ]
+    env = {
+        "VLLM_CPU_KVCACHE_SPACE": str(kv_cache_gib),
+        "HF_HUB_OFFLINE": "1",
+        "VLLM_NO_USAGE_STATS": "1",
+        "DO_NOT_TRACK": "1",
+    }
     with served_process(cmd, port, name, what="vLLM server", timeout=timeout, log=log, env=env) as url:
         yield url

@@ -14,7 +14,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from tracecal.passes import PASSES, TOKEN, passes_for, provider_of, stat_kind
-from tracecal.trace import Trace, TraceBatch
+from tracecal.traces.trace import Trace, TraceBatch
 
 TRACE_STATS = frozenset({"surprisal", "entropy"})
 

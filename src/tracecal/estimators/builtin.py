@@ -1,6 +1,6 @@
 """The estimators of METHOD §2–§4: TRACE, TRACE+, the 19 baselines, P(True) and verbalised confidence.
 
-All higher = more confident. p_t = exp(−s_t); H_t in nats; operators from `tracecal.operators`, computed
+All higher = more confident. p_t = exp(−s_t); H_t in nats; operators from `tracecal.signals.operators`, computed
 over the whole batch at once. A zero-token answer scores NaN (the harness maps NaN to the least confident
 value and reports how many it mapped).
 """
@@ -11,13 +11,13 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from tracecal.calibrators.traceplus import TracePlus
+from tracecal.calibrators.traceplus_cv import TracePlusCV
+from tracecal.calibrators.traceplus_prior import TracePlusPrior
 from tracecal.estimators.base import Estimator, Inputs, register
-from tracecal.metrics import auroc
-from tracecal.operators import TraceConfig, trace_confidence
-from tracecal.trace_stats import TRACE_STATISTICS, TraceStatistic, trace_statistic
-from tracecal.traceplus import TracePlus
-from tracecal.traceplus_cv import TracePlusCV
-from tracecal.traceplus_prior import TracePlusPrior
+from tracecal.signals.operators import TraceConfig, trace_confidence
+from tracecal.signals.statistics import TRACE_STATISTICS, TraceStatistic, trace_statistic
+from tracecal.stats.metrics import auroc
 
 
 def _nan_empty(inputs: Inputs, x: np.ndarray) -> np.ndarray:
@@ -35,8 +35,16 @@ class Trace_(Estimator):
     family = "TRACE"
     description = "TRACE: exp(−(0.4·D_2(H) + 0.4·M^4(H) + 0.2·L_1/4(s)))"
 
-    def __init__(self, alpha: float = 0.4, beta: float = 0.4, gamma: float = 0.2, lam: float = 2.0,
-                 window: int = 4, rho: float = 0.25, kernel: str = "exp") -> None:  # fmt: skip
+    def __init__(
+        self,
+        alpha: float = 0.4,
+        beta: float = 0.4,
+        gamma: float = 0.2,
+        lam: float = 2.0,
+        window: int = 4,
+        rho: float = 0.25,
+        kernel: str = "exp",
+    ) -> None:
         self.alpha, self.beta, self.gamma, self.lam = alpha, beta, gamma, lam
         self.window, self.rho, self.kernel = window, rho, kernel
 
@@ -81,7 +89,7 @@ class TracePlusSeqLik(TracePlusEstimator):
 
 @register
 class TracePlusPriorEstimator(Estimator):
-    """TRACE+ shrunk toward Platt(TRACE): deviations with an L2 prior, λ by 5-fold CV (`tracecal.traceplus_prior`)."""
+    """TRACE+ shrunk toward Platt(TRACE): deviations with an L2 prior, λ by 5-fold CV (`tracecal.calibrators.traceplus_prior`)."""
 
     name = "trace_plus_prior"
     family = "TRACE"
@@ -115,12 +123,14 @@ class TracePlusPriorMonotone(TracePlusPriorEstimator):
 
 @register
 class TracePlusCVEstimator(Estimator):
-    """Platt on the CV-selected best single trace statistic, extended when CV favours it (`tracecal.traceplus_cv`)."""
+    """Platt on the CV-selected best single trace statistic, extended when CV favours it (`tracecal.calibrators.traceplus_cv`)."""
 
     name = "trace_plus_cv"
     family = "TRACE"
-    description = ("TRACE+ by CV: Platt on the best of TRACE and the 14 trace statistics (repeated 5-fold CV), "
-                   "+ L2-shrunk deviations on them and TRACE+'s features, λ by the one-SE rule")  # fmt: skip
+    description = (
+        "TRACE+ by CV: Platt on the best of TRACE and the 14 trace statistics (repeated 5-fold CV), "
+        "+ L2-shrunk deviations on them and TRACE+'s features, λ by the one-SE rule"
+    )
     self_calibrated = True
     needs_fit = True
 
@@ -138,13 +148,22 @@ class TracePlusCVEstimator(Estimator):
 
 # -------------------------------------------------------------- likelihood, entropy, trajectory (1–14)
 def _trace_estimator(stat: TraceStatistic) -> type[Estimator]:
-    """Register the label-free estimator of one single trace statistic (`tracecal.trace_stats`)."""
+    """Register the label-free estimator of one single trace statistic (`tracecal.signals.statistics`)."""
 
     def score(self: Estimator, inputs: Inputs) -> np.ndarray:
         return trace_statistic(self.name, inputs.batch)
 
-    cls = type(stat.name, (Estimator,), {"name": stat.name, "family": stat.family, "description": stat.description,
-                                         "score": score, "__doc__": stat.description})  # fmt: skip
+    cls = type(
+        stat.name,
+        (Estimator,),
+        {
+            "name": stat.name,
+            "family": stat.family,
+            "description": stat.description,
+            "score": score,
+            "__doc__": stat.description,
+        },
+    )
     return register(cls)
 
 
@@ -265,7 +284,7 @@ class MARS(Estimator):
 
 # ------------------------------------------------------------------------------------------- extra inference
 class _ExtraInference(Estimator):
-    """Reads one per-answer value computed by the extra-inference pass (`tracecal.selfeval`)."""
+    """Reads one per-answer value computed by the extra-inference pass (`tracecal.passes.selfeval`)."""
 
     family = "extra inference"
     field: str = ""
@@ -295,8 +314,23 @@ class Verbalized(_ExtraInference):
 
 
 PAPER_BASELINES = [
-    "first_token_prob", "mean_prob", "norm_seq_prob", "seq_likelihood", "min_prob", "high_prob_rate",
-    "neg_mean_entropy", "neg_max_entropy", "neg_first3_entropy", "neg_last3_entropy",
-    "neg_window_entropy", "neg_entropy_var", "neg_entropy_slope", "prob_slope",
-    "beam_ratio", "beam_tail_thinness", "beam_neg_entropy", "tokensar", "mars",
-]  # fmt: skip
+    "first_token_prob",
+    "mean_prob",
+    "norm_seq_prob",
+    "seq_likelihood",
+    "min_prob",
+    "high_prob_rate",
+    "neg_mean_entropy",
+    "neg_max_entropy",
+    "neg_first3_entropy",
+    "neg_last3_entropy",
+    "neg_window_entropy",
+    "neg_entropy_var",
+    "neg_entropy_slope",
+    "prob_slope",
+    "beam_ratio",
+    "beam_tail_thinness",
+    "beam_neg_entropy",
+    "tokensar",
+    "mars",
+]

@@ -13,7 +13,7 @@ import pyarrow as pa
 
 from tracecal.passes.base import ANSWER, TOKEN, VECTOR, Pass, register_pass
 from tracecal.tasks.prompts import self_eval_question
-from tracecal.trace import Trace, TraceBatch, traces_to_table
+from tracecal.traces.trace import Trace, TraceBatch, traces_to_table
 
 __all__ = ["GenerationPass", "SelfEvalPass", "EmbeddingPass", "BeamPass"]
 
@@ -64,7 +64,7 @@ class SelfEvalPass(Pass):
     description = "P(True) and verbalised confidence (two extra forward passes per answer)"
 
     def compute(self, model: Any, task: Any, examples: Sequence[Any], traces: Sequence[Any]) -> dict[str, Any]:
-        from tracecal.selfeval import p_true, verbalized_confidence
+        from tracecal.passes.selfeval import p_true, verbalized_confidence
 
         qs = [self_eval_question(ex) for ex in examples]
         ans = [t.text for t in traces]
@@ -83,7 +83,7 @@ class EmbeddingPass(Pass):
     description = "leave-one-token-out all-MiniLM-L6-v2 similarities"
 
     def compute(self, model: Any, task: Any, examples: Sequence[Any], traces: Sequence[Any]) -> dict[str, Any]:
-        from tracecal.semantic import relevance
+        from tracecal.passes.semantic import relevance
 
         rel, u = relevance(list(traces), [ex.question for ex in examples], model)
         off = TraceBatch.from_traces(list(traces)).offsets

@@ -15,7 +15,7 @@ One HTML file with no external scripts, styles or fonts (a Content-Security-Poli
 Figures are SVG documents drawn from the same numbers the metrics use (`tracecal.report.plotdata`) by one
 code, `tracecal.report.svg`: the page inlines them and ``figures_dir`` writes the very same documents to
 ``<kind>_<task>.svg`` files for papers (why SVG and not matplotlib: see that module). The run directory is
-read and the report written through `tracecal.runstore.RunStore`.
+read and the report written through `tracecal.evaluation.runstore.RunStore`.
 
 Usage::
 
@@ -36,7 +36,7 @@ from typing import Any
 
 import numpy as np
 
-from tracecal.operators import TraceConfig
+from tracecal.evaluation.runstore import RunStore
 from tracecal.report.data import (
     RunData,
     default_curve_estimators,
@@ -50,7 +50,7 @@ from tracecal.report.html import e, examples_section, figure_block, json_for_scr
 from tracecal.report.plotdata import task_plots
 from tracecal.report.stats import statistics_section
 from tracecal.report.svg import FIGURES, export_figures
-from tracecal.runstore import RunStore
+from tracecal.signals.operators import TraceConfig
 
 __all__ = ["write_report", "build_html", "example_payload", "peak_windows", "load_run", "RunData"]
 
@@ -207,7 +207,7 @@ def build_html(
     learning: dict[str, Any] | None = None,
 ) -> str:
     """Render the report of a loaded run (its figures also written to ``figures_dir`` as SVG files when given);
-    ``learning``: the run's learning curves (`tracecal.learning_curve`), shown when given."""
+    ``learning``: the run's learning curves (`tracecal.analysis.learning_curve`), shown when given."""
     n_bins = int((run.results.get("config") or {}).get("n_bins") or 10)
     plots = [task_plots(run, t, estimators, curve_estimators, n_bins) for t in run.tasks]
     if figures_dir is not None:
@@ -267,7 +267,7 @@ def write_report(
     """Write the self-contained HTML report of a scored run directory and return its path.
 
     Args:
-        run_dir: a run directory scored by `tracecal.evaluate.evaluate` (or its `RunStore`).
+        run_dir: a run directory scored by `tracecal.evaluation.run.evaluate` (or its `RunStore`).
         out: the HTML file to write (default: the run's ``report.html``, written by its store).
         figures_dir: if given, every figure is also written there as ``<kind>_<task>.svg``.
         estimators: estimators to show (comma-separated names or groups such as ``trace-only``, or a list;
@@ -276,8 +276,8 @@ def write_report(
         max_examples: at most this many answers per task in the example browser (default: all).
 
     Raises:
-        tracecal.runstore.NotARunError: ``run_dir`` is not a scored run directory (a `FileNotFoundError`).
-        tracecal.runstore.RunStoreError: ``run_dir`` is a file, or what it stores is damaged (a `ValueError`).
+        tracecal.evaluation.runstore.NotARunError: ``run_dir`` is not a scored run directory (a `FileNotFoundError`).
+        tracecal.evaluation.runstore.RunStoreError: ``run_dir`` is a file, or what it stores is damaged (a `ValueError`).
         ValueError: an estimator is not in the run.
     """
     store = open_run(run_dir)

@@ -18,13 +18,19 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from tracecal.operators import Segments, TraceConfig
-from tracecal.runstore import TRACES, NotARunError, RunStore, RunStoreError
+from tracecal.evaluation.runstore import TRACES, NotARunError, RunStore, RunStoreError
+from tracecal.signals.operators import Segments, TraceConfig
 
 __all__ = [
-    "RunData", "TaskTokens", "load_run", "open_run", "read_results", "peak_windows", "select_estimators",
+    "RunData",
+    "TaskTokens",
+    "load_run",
+    "open_run",
+    "read_results",
+    "peak_windows",
+    "select_estimators",
     "default_curve_estimators",
-]  # fmt: skip
+]
 
 TRACE_COLUMNS = ("id", "token_strings", "surprisal", "entropy")
 
@@ -140,7 +146,7 @@ def _task_tokens(store: RunStore, task: str, row_ids: list[str]) -> TaskTokens:
 def peak_windows(entropy: np.ndarray, offsets: np.ndarray, w: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Start and length of each answer's TRACE peak window: the argmax of the w-token mean entropy.
 
-    This is the window behind M^(w)(H) (`tracecal.operators.window_peak`): among the windows
+    This is the window behind M^(w)(H) (`tracecal.signals.operators.window_peak`): among the windows
     ``H[t:t+w]`` that fit inside the answer, the first one with the largest sum. When T < w the whole
     answer is the window (start 0, length T); an empty answer gets start 0, length 0. Vectorised over
     the whole batch (no per-answer loop).

@@ -78,9 +78,18 @@ def _task_table(tinfo: dict[str, dict[str, Any]], metrics: dict[str, Any], tasks
     """The per-task summary table (examples, correct answers, base rate, split sizes, ...)."""
     out: list[str] = []
     out.append('<h3>Tasks</h3><div class="tablewrap"><table class="sortable" id="task-table"><thead><tr>')
-    heads = [("task", "l", "str"), ("examples", "", "num"), ("correct", "", "num"), ("base rate", "", "num"),
-             ("eval / cal per seed", "", "num"), ("mean tokens", "", "num"), ("empty answers", "", "num"),
-             ("stopped at length", "", "num"), ("entropy", "l", "str"), ("label rule", "l", "str")]  # fmt: skip
+    heads = [
+        ("task", "l", "str"),
+        ("examples", "", "num"),
+        ("correct", "", "num"),
+        ("base rate", "", "num"),
+        ("eval / cal per seed", "", "num"),
+        ("mean tokens", "", "num"),
+        ("empty answers", "", "num"),
+        ("stopped at length", "", "num"),
+        ("entropy", "l", "str"),
+        ("label rule", "l", "str"),
+    ]
     out += [f'<th class="{c}" data-type="{t}">{e(h)}</th>' for h, c, t in heads]
     out.append("</tr></thead><tbody>")
     for task in tasks:
@@ -135,8 +144,13 @@ def results_tables(results: dict[str, Any], tasks: list[str], estimators: list[s
         + "</select></label></p>"
     )
     out.append('<div class="tablewrap"><table class="sortable" id="results-table"><thead><tr>')
-    heads2 = [("task", "l", "str"), ("estimator", "l", "str"), ("family", "l", "str"), ("n", "", "num"),
-              ("base rate", "", "num")] + [(h, "", "num") for _, h, _ in METRIC_COLUMNS]  # fmt: skip
+    heads2 = [
+        ("task", "l", "str"),
+        ("estimator", "l", "str"),
+        ("family", "l", "str"),
+        ("n", "", "num"),
+        ("base rate", "", "num"),
+    ] + [(h, "", "num") for _, h, _ in METRIC_COLUMNS]
     out += [f'<th class="{c}" data-type="{t}">{e(h)}</th>' for h, c, t in heads2]
     out.append("</tr></thead><tbody>")
     est_info: dict[str, dict[str, Any]] = results.get("estimators") or {}

@@ -2,7 +2,7 @@
 
 All figures use the seed-0 evaluation split stored in the run's predictions table: reliability diagrams and
 histograms the calibrated probabilities (``prob:``), risk–coverage curves the raw scores (``raw:``),
-as the metrics do (`tracecal.metrics.reliability_bins`, `tracecal.metrics.risk_coverage_curve`).
+as the metrics do (`tracecal.stats.metrics.reliability_bins`, `tracecal.stats.metrics.risk_coverage_curve`).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from tracecal.metrics import ReliabilityBins, reliability_bins, risk_coverage_curve
+from tracecal.stats.metrics import ReliabilityBins, reliability_bins, risk_coverage_curve
 
 if TYPE_CHECKING:
     from tracecal.report.data import RunData

@@ -1,7 +1,7 @@
 """The report's statistics section: paired comparisons with the best baseline, selective answering, learning curves.
 
 Everything comes from the run: the comparisons and the selective-answering columns from ``results.json``
-(`tracecal.protocol`), the learning curves from the run's ``learning_curve`` artefact when `tracecal learning-curve`
+(`tracecal.evaluation.protocol`), the learning curves from the run's ``learning_curve`` artefact when `tracecal learning-curve`
 wrote one (drawn by `tracecal.report.svg.learning_curve_svg`, the report's one plotting path). All text is escaped.
 """
 
@@ -40,8 +40,10 @@ def _diff_cells(c: dict[str, Any] | None) -> str:
     interval = f"[{_fmt(c.get('lo'), sign=True)}, {_fmt(c.get('hi'), sign=True)}]"
     verdict = str(c.get("verdict", "n/a"))
     cls = {"better": ' class="best"', "worse": ' class="worse"'}.get(verdict, "")
-    return (f'<td data-v="{_dv(c.get("diff"))}">{_fmt(c.get("diff"), sign=True)} <span class="sd">{e(interval)}</span>'
-            f'</td><td class="l"{cls}>{e(VERDICT.get(verdict, verdict))}</td>')  # fmt: skip
+    return (
+        f'<td data-v="{_dv(c.get("diff"))}">{_fmt(c.get("diff"), sign=True)} <span class="sd">{e(interval)}</span>'
+        f'</td><td class="l"{cls}>{e(VERDICT.get(verdict, verdict))}</td>'
+    )
 
 
 def _comparison_tables(comp: dict[str, Any], estimators: list[str]) -> str:
@@ -50,10 +52,12 @@ def _comparison_tables(comp: dict[str, Any], estimators: list[str]) -> str:
         if not c.get("baseline"):
             continue
         out.append(f"<h4>{e(task)}: against {e(c['baseline'])}</h4>")
-        out.append(f'<div class="tablewrap"><table class="sortable" id="cmp-{e(safe_name(task))}"><thead><tr>'
-                   '<th class="l" data-type="str">estimator</th><th data-type="num">Δ AUROC</th>'
-                   '<th class="l" data-type="str">AUROC</th><th data-type="num">Δ Brier</th>'
-                   '<th class="l" data-type="str">Brier</th></tr></thead><tbody>')  # fmt: skip
+        out.append(
+            f'<div class="tablewrap"><table class="sortable" id="cmp-{e(safe_name(task))}"><thead><tr>'
+            '<th class="l" data-type="str">estimator</th><th data-type="num">Δ AUROC</th>'
+            '<th class="l" data-type="str">AUROC</th><th data-type="num">Δ Brier</th>'
+            '<th class="l" data-type="str">Brier</th></tr></thead><tbody>'
+        )
         for est in (x for x in estimators if x in c["estimators"]):
             d = c["estimators"][est]
             out.append(
@@ -68,13 +72,15 @@ def _selective_table(results: dict[str, Any], tasks: list[str], estimators: list
     metrics = results.get("metrics") or {}
     if not sel or not any("sel_coverage" in (metrics.get(t, {}).get(x) or {}) for t in tasks for x in estimators):
         return ""
-    out = [f'<h3>Selective answering</h3><p class="note">Answer iff the raw score ≥ the Learn-then-Test threshold '
-           f"chosen on each calibration split so that the error rate among answered questions is ≤ {e(sel['alpha'])} "
-           f"with probability ≥ {e(round(1 - sel['delta'], 6))}. Cells: coverage on the evaluation split, mean over "
-           "splits, and (in grey) the share of splits whose realised risk exceeds α — at most δ up to the noise of a "
-           "finite evaluation split. Coverage 0: no threshold can be certified.</p>",
-           '<div class="tablewrap"><table class="sortable" id="selective-table"><thead><tr>'
-           '<th class="l" data-type="str">estimator</th>']  # fmt: skip
+    out = [
+        f'<h3>Selective answering</h3><p class="note">Answer iff the raw score ≥ the Learn-then-Test threshold '
+        f"chosen on each calibration split so that the error rate among answered questions is ≤ {e(sel['alpha'])} "
+        f"with probability ≥ {e(round(1 - sel['delta'], 6))}. Cells: coverage on the evaluation split, mean over "
+        "splits, and (in grey) the share of splits whose realised risk exceeds α — at most δ up to the noise of a "
+        "finite evaluation split. Coverage 0: no threshold can be certified.</p>",
+        '<div class="tablewrap"><table class="sortable" id="selective-table"><thead><tr>'
+        '<th class="l" data-type="str">estimator</th>',
+    ]
     out += [f'<th data-type="num">{e(t)}</th>' for t in tasks]
     out.append("</tr></thead><tbody>")
     for est in estimators:
@@ -97,9 +103,11 @@ def _learning_curves(learning: dict[str, Any] | None) -> str:
         "fitted on calibration sets of each size (drawn stratified from the task) and scored on the rest.</p>"
     ]
     for task, lc in tasks.items():
-        caption = (f"{task}: AUROC (raw scores) and Brier (calibrated) against the number of calibration "
-                   f"answers; dots: mean over {lc.get('n_splits')} splits, bars: bootstrap interval over "
-                   "questions.")  # fmt: skip
+        caption = (
+            f"{task}: AUROC (raw scores) and Brier (calibrated) against the number of calibration "
+            f"answers; dots: mean over {lc.get('n_splits')} splits, bars: bootstrap interval over "
+            "questions."
+        )
         out.append(figure_block(f"learning-curve-{safe_name(task)}", learning_curve_svg(lc), caption))
     return "".join(out)
 
@@ -112,12 +120,14 @@ def statistics_section(
     body = ""
     if comp:
         first = next(iter(comp.values()))
-        body += (f'<h3>Paired comparisons</h3><p class="note">Each estimator minus the best non-TRACE estimator of '
-                 f"the task (highest mean AUROC): the difference of the means over splits and its "
-                 f"{_num(first.get('level')):.0%} percentile interval from {e(first.get('n_boot'))} paired bootstrap "
-                 "resamples of the questions (one resample applied to every split; the calibrators fitted on each "
-                 "calibration split held fixed). ▲ / ▼: the interval excludes 0. For Brier, lower is better.</p>"
-                 + _comparison_tables(comp, estimators))  # fmt: skip
+        body += (
+            f'<h3>Paired comparisons</h3><p class="note">Each estimator minus the best non-TRACE estimator of '
+            f"the task (highest mean AUROC): the difference of the means over splits and its "
+            f"{_num(first.get('level')):.0%} percentile interval from {e(first.get('n_boot'))} paired bootstrap "
+            "resamples of the questions (one resample applied to every split; the calibrators fitted on each "
+            "calibration split held fixed). ▲ / ▼: the interval excludes 0. For Brier, lower is better.</p>"
+            + _comparison_tables(comp, estimators)
+        )
     body += _selective_table(results, tasks, estimators) + _learning_curves(learning)
     if not body:
         return ""

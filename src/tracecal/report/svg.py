@@ -41,15 +41,42 @@ import numpy as np
 from tracecal.report.plotdata import Curve, Hist, Reliability, TaskPlots
 
 __all__ = [
-    "reliability_svg", "histogram_svg", "risk_coverage_svg", "FIGURES", "export_figures", "figure_name",
-    "safe_name", "PALETTE", "SVG_CSS", "XML_PROLOG", "learning_curve_svg",
-]  # fmt: skip
+    "reliability_svg",
+    "histogram_svg",
+    "risk_coverage_svg",
+    "FIGURES",
+    "export_figures",
+    "figure_name",
+    "safe_name",
+    "PALETTE",
+    "SVG_CSS",
+    "XML_PROLOG",
+    "learning_curve_svg",
+]
 
 # matplotlib's tab10 followed by the light half of tab20 (distinct for up to 20 curves)
 PALETTE = (
-    "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf",
-    "#aec7e8", "#ffbb78", "#98df8a", "#ff9896", "#c5b0d5", "#c49c94", "#f7b6d2", "#c7c7c7", "#dbdb8d", "#9edae5",
-)  # fmt: skip
+    "#1f77b4",
+    "#ff7f0e",
+    "#2ca02c",
+    "#d62728",
+    "#9467bd",
+    "#8c564b",
+    "#e377c2",
+    "#7f7f7f",
+    "#bcbd22",
+    "#17becf",
+    "#aec7e8",
+    "#ffbb78",
+    "#98df8a",
+    "#ff9896",
+    "#c5b0d5",
+    "#c49c94",
+    "#f7b6d2",
+    "#c7c7c7",
+    "#dbdb8d",
+    "#9edae5",
+)
 BAR = "#4575b4"
 OK = "#1a9850"
 BAD = "#d73027"
@@ -290,10 +317,12 @@ def _lc_panel(lc: dict, metric: str, label: str, x_off: float) -> list[str]:
     def py(v: float) -> float:
         return y0 + (1 - (v - lo) / (hi - lo)) * h
 
-    parts = [f'<rect x="{_f(x0)}" y="{y0}" width="{w}" height="{h}" class="frame"/>',
-             f'<text x="{_f(x0 + w / 2)}" y="{y0 - 8}" text-anchor="middle" class="pt">{_t(label)}</text>',
-             f'<text x="{_f(x0 + w / 2)}" y="{y0 + h + 30}" text-anchor="middle" class="ax">'
-             "calibration answers (log scale)</text>"]  # fmt: skip
+    parts = [
+        f'<rect x="{_f(x0)}" y="{y0}" width="{w}" height="{h}" class="frame"/>',
+        f'<text x="{_f(x0 + w / 2)}" y="{y0 - 8}" text-anchor="middle" class="pt">{_t(label)}</text>',
+        f'<text x="{_f(x0 + w / 2)}" y="{y0 + h + 30}" text-anchor="middle" class="ax">'
+        "calibration answers (log scale)</text>",
+    ]
     for s in sizes:
         parts.append(f'<text x="{_f(px(s))}" y="{y0 + h + 14}" text-anchor="middle" class="tk2">{s}</text>')
     for frac in (0.0, 0.5, 1.0):
@@ -304,22 +333,28 @@ def _lc_panel(lc: dict, metric: str, label: str, x_off: float) -> list[str]:
         color = PALETTE[i % len(PALETTE)]
         ok = [p for p in points if p[metric]["mean"] is not None and math.isfinite(p[metric]["mean"])]
         line = " ".join(f"{_f(px(p['size']))},{_f(py(p[metric]['mean']))}" for p in ok)
-        parts.append(f'<polyline points="{line}" fill="none" stroke="{color}" stroke-width="1.8"><title>'
-                     f"{_t(est)}</title></polyline>")  # fmt: skip
+        parts.append(
+            f'<polyline points="{line}" fill="none" stroke="{color}" stroke-width="1.8"><title>'
+            f"{_t(est)}</title></polyline>"
+        )
         for p in ok:
             m, x = p[metric], px(p["size"]) + (i - len(lc["estimators"]) / 2) * 2.5
             tip = f"{est}, {p['size']} answers: {metric} {m['mean']:.3f}"
             if m["lo"] is not None and m["hi"] is not None:
                 tip += f" [{m['lo']:.3f}, {m['hi']:.3f}]"
-                parts.append(f'<line x1="{_f(x)}" y1="{_f(py(m["lo"]))}" x2="{_f(x)}" y2="{_f(py(m["hi"]))}" '
-                             f'stroke="{color}" stroke-width="1"/>')  # fmt: skip
-            parts.append(f'<circle cx="{_f(x)}" cy="{_f(py(m["mean"]))}" r="2.5" fill="{color}">'
-                         f"<title>{_t(tip)}</title></circle>")  # fmt: skip
+                parts.append(
+                    f'<line x1="{_f(x)}" y1="{_f(py(m["lo"]))}" x2="{_f(x)}" y2="{_f(py(m["hi"]))}" '
+                    f'stroke="{color}" stroke-width="1"/>'
+                )
+            parts.append(
+                f'<circle cx="{_f(x)}" cy="{_f(py(m["mean"]))}" r="2.5" fill="{color}">'
+                f"<title>{_t(tip)}</title></circle>"
+            )
     return parts
 
 
 def learning_curve_svg(lc: dict) -> str:
-    """AUROC and Brier against the calibration-set size for each method of one task (a `tracecal.learning_curve`
+    """AUROC and Brier against the calibration-set size for each method of one task (a `tracecal.analysis.learning_curve`
     document: means over splits with their bootstrap intervals as bars), one document with a legend."""
     parts = _lc_panel(lc, "auroc", "AUROC ↑ (raw scores)", 0) + _lc_panel(lc, "brier", "Brier ↓ (calibrated)", 410)
     ly = TITLE_H + 40
@@ -329,6 +364,8 @@ def learning_curve_svg(lc: dict) -> str:
         parts.append(f'<text x="850" y="{ly + 4}" class="lg">{_t(est)}</text>')
         ly += 15
     level = lc.get("level") or 0.95
-    title = (f"{lc['task']}: learning curves ({lc['n']} answers, {lc['n_correct']} correct; mean over "
-             f"{lc['n_splits']} splits, bars: {level:.0%} bootstrap interval)")  # fmt: skip
+    title = (
+        f"{lc['task']}: learning curves ({lc['n']} answers, {lc['n_correct']} correct; mean over "
+        f"{lc['n_splits']} splits, bars: {level:.0%} bootstrap interval)"
+    )
     return _document(1000, max(TITLE_H + 330, ly + 10), f"learning curves {lc['task']}", title, parts)

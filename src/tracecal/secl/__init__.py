@@ -16,7 +16,7 @@ Modules: `stream` (the questions and what is read off each), `frozen` (the base 
 the SECL pass as an object with explicit state: observe / update / flush), `result` (`SECLResult`, scoring),
 `detector` (Page-Hinkley and the `Gate` protocol), `adapter` (LoRA step, reset, save/load), `cost`, `config`.
 
-CLI: ``tracecal secl --stream triviaqa,svamp,arc_easy,truthfulqa --per-domain 150`` (`tracecal.secl.cli`).
+CLI: ``tracecal secl --stream triviaqa,svamp,arc_easy,truthfulqa --per-domain 150`` (`tracecal.cli.secl`).
 """
 
 from tracecal.secl.adapter import SECLAdapter, UpdateInfo, directional_loss, expected_confidence, mse_loss, target_bins

@@ -1,7 +1,7 @@
 """LoRA adapter for SECL: the confidence read, the update step, reset, save and load (METHOD §6).
 
 Confidence. For a prompt that shows the model a question and its own answer and asks for 0–100
-(`tracecal.selfeval.verbalized_prompt_ids`), `number_distribution` gives P(n), n = 0…100, differentiable
+(`tracecal.passes.selfeval.verbalized_prompt_ids`), `number_distribution` gives P(n), n = 0…100, differentiable
 in the LoRA weights. The verbalised confidence and its n-bin distribution are
 
     v = Σ_n P(n) · n/100,        q_k = Σ_{n ∈ bin k} P(n),  k = 0…K−1  (100 → last bin).
@@ -36,9 +36,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
+from tracecal.passes.selfeval import confidence_bins, number_distribution
 from tracecal.secl.config import SECLConfig
 from tracecal.secl.cost import CostMeter
-from tracecal.selfeval import confidence_bins, number_distribution
 
 if TYPE_CHECKING:
     from tracecal.backends.hf import HFModel

@@ -140,7 +140,7 @@ def frozen_pass(
     lm: HFModel, items: Sequence[StreamItem], batch_size: int = 8, progress: Progress | None = None
 ) -> FrozenPass:
     """Answers (with traces), τ and v of the base model for every question, in batches (labels not used)."""
-    from tracecal.selfeval import verbalized_confidence
+    from tracecal.passes.selfeval import verbalized_confidence
 
     if getattr(lm.model, "peft_config", None):
         raise RuntimeError("the model carries a peft adapter; the frozen pass needs the base model")

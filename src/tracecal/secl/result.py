@@ -84,7 +84,7 @@ class SECLRecord:
 
 
 def _metrics(y: np.ndarray, p: np.ndarray) -> dict[str, float]:
-    from tracecal.metrics import auroc, brier, ece
+    from tracecal.stats.metrics import auroc, brier, ece
 
     p = np.clip(np.asarray(p, dtype=np.float64), 0.0, 1.0)
     with warnings.catch_warnings():

@@ -134,7 +134,7 @@ def read_tau(
     lm: HFModel, items: Sequence[StreamItem], answers: Sequence[str], batch_size: int
 ) -> tuple[np.ndarray, list[int]]:
     """NormPTrue τ of each answer under the model as it is now, and the P(True) prompt length of each."""
-    from tracecal.selfeval import p_true, p_true_prompt_ids
+    from tracecal.passes.selfeval import p_true, p_true_prompt_ids
 
     qs = [self_eval_question(it.example) for it in items]
     toks = [len(p_true_prompt_ids(lm, q, a)) for q, a in zip(qs, answers, strict=True)]
@@ -143,6 +143,6 @@ def read_tau(
 
 def verbal_prompts(lm: HFModel, items: Sequence[StreamItem], answers: Sequence[str]) -> list[list[int]]:
     """Token ids of the verbalised-confidence prompt of each (question, answer)."""
-    from tracecal.selfeval import verbalized_prompt_ids
+    from tracecal.passes.selfeval import verbalized_prompt_ids
 
     return [verbalized_prompt_ids(lm, self_eval_question(it.example), a) for it, a in zip(items, answers, strict=True)]

@@ -31,7 +31,7 @@ from tracecal.serve.limits import BodyLimitMiddleware
 from tracecal.serve.metrics import CONTENT_TYPE_LATEST, MetricsMiddleware
 from tracecal.serve.routes import openai_router
 from tracecal.serve.schemas import ScoreRequest
-from tracecal.trace import TraceBatch
+from tracecal.traces.trace import TraceBatch
 from tracecal.version import __version__
 
 __all__ = ["create_app"]
@@ -49,7 +49,7 @@ def create_app(
 
     Args:
         model: a tracecal backend (HF, llama.cpp, or an HTTP backend for the proxy); None: /score only.
-        calibrator: a fitted calibrator (`tracecal.traceplus.load_calibrator`: TRACE+ or scalar) or None.
+        calibrator: a fitted calibrator (`tracecal.calibrators.traceplus.load_calibrator`: TRACE+ or scalar) or None.
         config: limits, batching, confidence policy, drift settings (`ServeConfig`; defaults when None).
         text_model: backend for /v1/completions' raw-text prompts (default ``model``; see `Gateway`).
         calibrator_path: the calibrator's file, shown with its sha256 in /health.

@@ -34,7 +34,7 @@ from tracecal.backends.base import supports_on_step
 from tracecal.serve.config import ServeConfig
 from tracecal.serve.errors import APIError
 from tracecal.serve.scoring import first_risky, prefix_risks, running_risk, truncate
-from tracecal.trace import Trace
+from tracecal.traces.trace import Trace
 
 __all__ = ["Batcher", "Job", "StepReporter"]
 
@@ -109,8 +109,9 @@ class StepReporter:
         watched = [k for k, j in enumerate(jobs) if j.watched]
         risk = np.full(len(jobs), np.nan)
         if watched:
-            risk[watched] = running_risk([np.asarray(jobs[k].s) for k in watched],
-                                         [np.asarray(jobs[k].h) for k in watched], self.trace_config)  # fmt: skip
+            risk[watched] = running_risk(
+                [np.asarray(jobs[k].s) for k in watched], [np.asarray(jobs[k].h) for k in watched], self.trace_config
+            )
         end = np.zeros(len(jobs), dtype=bool)
         for k, j in enumerate(jobs):
             end[k] = self._decide(j, float(risk[k]))
@@ -144,8 +145,19 @@ class StepReporter:
             safe = text.rstrip("\ufffd")  # a token that ends inside a multi-byte character: wait for the rest
             delta = safe[len(j.sent) :] if len(safe) > len(j.sent) else ""
             j.sent += delta
-        j.post(("token", {"text": delta, "logprob": -j.s[-1], "entropy": j.h[-1], "tokens": len(j.ids),
-                          "c_trace": c, "risk": risk if math.isfinite(risk) else None}))  # fmt: skip
+        j.post(
+            (
+                "token",
+                {
+                    "text": delta,
+                    "logprob": -j.s[-1],
+                    "entropy": j.h[-1],
+                    "tokens": len(j.ids),
+                    "c_trace": c,
+                    "risk": risk if math.isfinite(risk) else None,
+                },
+            )
+        )
 
 
 class Batcher:
@@ -169,8 +181,12 @@ class Batcher:
     def submit(self, jobs: Sequence[Job]) -> None:
         """Queue a request's jobs (all or none); 503 with ``Retry-After`` when the queue cannot take them."""
         self._ensure_worker()
-        busy = APIError(503, f"the server is busy ({self.config.max_queue} requests waiting); retry shortly",
-                        code="queue_full", headers={"Retry-After": str(self.config.retry_after)})  # fmt: skip
+        busy = APIError(
+            503,
+            f"the server is busy ({self.config.max_queue} requests waiting); retry shortly",
+            code="queue_full",
+            headers={"Retry-After": str(self.config.retry_after)},
+        )
         if self._q.qsize() + len(jobs) > self.config.max_queue:
             raise busy
         for j in jobs:

@@ -63,8 +63,18 @@ class ServeConfig:
     drift_direction: str = "both"
 
     def __post_init__(self) -> None:
-        for name in ("max_batch", "max_queue", "retry_after", "max_body_bytes", "max_prompt_tokens", "max_tokens",
-                     "default_max_tokens", "max_prompts", "risk_min_tokens", "drift_min_samples"):  # fmt: skip
+        for name in (
+            "max_batch",
+            "max_queue",
+            "retry_after",
+            "max_body_bytes",
+            "max_prompt_tokens",
+            "max_tokens",
+            "default_max_tokens",
+            "max_prompts",
+            "risk_min_tokens",
+            "drift_min_samples",
+        ):
             _int(getattr(self, name), name)
         for name in ("batch_wait_ms", "drift_delta"):
             _real(getattr(self, name), name, 0.0, math.inf)

@@ -76,5 +76,5 @@ class DriftMonitor:
                     "threshold": d.threshold,
                     "min_samples": d.min_samples,
                     "direction": d.direction,
-                },  # fmt: skip
+                },
             }

@@ -19,10 +19,20 @@ __all__ = ["APIError", "error_body", "install_error_handlers", "validation_detai
 
 log = logging.getLogger("tracecal.serve")
 
-_TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
-          404: "not_found_error", 405: "invalid_request_error", 408: "timeout", 413: "invalid_request_error",
-          422: "invalid_request_error", 429: "rate_limit_error", 502: "upstream_error", 503: "overloaded",
-          504: "timeout"}  # fmt: skip
+_TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    405: "invalid_request_error",
+    408: "timeout",
+    413: "invalid_request_error",
+    422: "invalid_request_error",
+    429: "rate_limit_error",
+    502: "upstream_error",
+    503: "overloaded",
+    504: "timeout",
+}
 
 
 class APIError(Exception):

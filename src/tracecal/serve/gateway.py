@@ -23,7 +23,7 @@ from tracecal.serve.errors import APIError
 from tracecal.serve.limits import BearerAuth
 from tracecal.serve.metrics import GatewayMetrics
 from tracecal.serve.scoring import Scorer
-from tracecal.trace import Trace
+from tracecal.traces.trace import Trace
 
 __all__ = ["Gateway", "calibrator_info", "job_error"]
 
@@ -78,8 +78,9 @@ class Gateway:
         self.scorer = Scorer(calibrator, cfg.abstain_below, abstain_on=cfg.abstain_on)
         self.calibrator_info = calibrator_info(calibrator, calibrator_path)
         self.metrics = GatewayMetrics()
-        self.drift = DriftMonitor(cfg.drift_statistic, cfg.drift_delta, cfg.drift_threshold, cfg.drift_min_samples,
-                                  cfg.drift_direction)  # fmt: skip
+        self.drift = DriftMonitor(
+            cfg.drift_statistic, cfg.drift_delta, cfg.drift_threshold, cfg.drift_min_samples, cfg.drift_direction
+        )
         self.auth = BearerAuth(cfg.auth_token_env)
         self.created = int(time.time())
         models = {} if model is None else {"chat": model, "text": text_model or model}
@@ -100,19 +101,28 @@ class Gateway:
         """Auth, a model to serve, and the right model name (404 ``model_not_found`` otherwise)."""
         self.auth.check(request)
         if self.model is None:
-            raise APIError(503, "this server was started without a model (--no-model): only /score works",
-                           code="no_model")  # fmt: skip
+            raise APIError(
+                503, "this server was started without a model (--no-model): only /score works", code="no_model"
+            )
         if model != self.model_id:
-            raise APIError(404, f"the model '{model}' does not exist on this server; it serves '{self.model_id}' "
-                           "(GET /v1/models)", param="model", code="model_not_found")  # fmt: skip
+            raise APIError(
+                404,
+                f"the model '{model}' does not exist on this server; it serves '{self.model_id}' (GET /v1/models)",
+                param="model",
+                code="model_not_found",
+            )
 
     def budget(self, asked: int | None) -> int:
         """The request's max_tokens: the default when absent, 400 above the server's limit."""
         if asked is None:
             return self.config.default_max_tokens
         if asked > self.config.max_tokens:
-            raise APIError(400, f"max_tokens={asked} exceeds this server's limit of {self.config.max_tokens} "
-                           "(--max-tokens)", param="max_tokens", code="invalid_value")  # fmt: skip
+            raise APIError(
+                400,
+                f"max_tokens={asked} exceeds this server's limit of {self.config.max_tokens} (--max-tokens)",
+                param="max_tokens",
+                code="invalid_value",
+            )
         return asked
 
     async def encode(self, prompt: Any, kind: str, max_tokens: int) -> tuple[Any, int]:
@@ -140,23 +150,48 @@ class Gateway:
         if n == 0:
             raise APIError(400, "the prompt encodes to zero tokens", param=param, code="invalid_value")
         if n > limit:
-            raise APIError(400, f"the prompt has {n} tokens; this server accepts at most {limit} (--max-prompt-tokens)",
-                           param=param, code="context_length_exceeded")  # fmt: skip
+            raise APIError(
+                400,
+                f"the prompt has {n} tokens; this server accepts at most {limit} (--max-prompt-tokens)",
+                param=param,
+                code="context_length_exceeded",
+            )
         if isinstance(ctx, int) and n + max_tokens > ctx:
-            raise APIError(400, f"the prompt has {n} tokens; with max_tokens={max_tokens} it exceeds the model's "
-                           f"context of {ctx} tokens. Shorten it or lower max_tokens", param=param,
-                           code="context_length_exceeded")  # fmt: skip
+            raise APIError(
+                400,
+                f"the prompt has {n} tokens; with max_tokens={max_tokens} it exceeds the model's "
+                f"context of {ctx} tokens. Shorten it or lower max_tokens",
+                param=param,
+                code="context_length_exceeded",
+            )
         text = prompt if isinstance(prompt, str) else "\n".join(f"{m['role']}: {m['content']}" for m in prompt)
         return {"prompt_ids": encoded, "prompt": text}, n
 
-    def job(self, prompt: Any, n_prompt: int, kind: str, req: Any, max_tokens: int, index: int,
-            events: asyncio.Queue[Any] | None) -> Job:  # fmt: skip
+    def job(
+        self,
+        prompt: Any,
+        n_prompt: int,
+        kind: str,
+        req: Any,
+        max_tokens: int,
+        index: int,
+        events: asyncio.Queue[Any] | None,
+    ) -> Job:
         """A `Job` bound to the running event loop."""
         loop = asyncio.get_running_loop()
         stop_on_risk = req.stop_on_risk if req.stop_on_risk is not None else self.config.stop_on_risk
-        return Job(prompt=prompt, max_tokens=max_tokens, loop=loop, future=loop.create_future(), kind=kind,
-                   stops=req.stops, stop_on_risk=stop_on_risk, n_prompt=n_prompt, index=index,
-                   events=events)  # fmt: skip
+        return Job(
+            prompt=prompt,
+            max_tokens=max_tokens,
+            loop=loop,
+            future=loop.create_future(),
+            kind=kind,
+            stops=req.stops,
+            stop_on_risk=stop_on_risk,
+            n_prompt=n_prompt,
+            index=index,
+            events=events,
+        )
 
     # ------------------------------------------------------------------ waiting
     def deadline(self, request: Request) -> float:
@@ -178,8 +213,11 @@ class Gateway:
                 j.cancelled = True
             if watcher in done:
                 raise APIError(499, "the client closed the connection", code="cancelled")
-            raise APIError(504, f"no answer within {self.config.request_timeout:g} s (--request-timeout); "
-                           "the generation was cancelled", code="timeout")  # fmt: skip
+            raise APIError(
+                504,
+                f"no answer within {self.config.request_timeout:g} s (--request-timeout); the generation was cancelled",
+                code="timeout",
+            )
         finally:
             watcher.cancel()
             gathered.cancel()

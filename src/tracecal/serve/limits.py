@@ -37,9 +37,13 @@ class BearerAuth:
             return
         scheme, _, value = request.headers.get("authorization", "").partition(" ")
         if scheme.lower() != "bearer" or not hmac.compare_digest(value.strip().encode(), self._token):
-            raise APIError(401, "missing or wrong bearer token: send 'Authorization: Bearer <token>' (the token the "
-                           f"operator set in {self.env_name})", code="invalid_api_key",
-                           headers={"WWW-Authenticate": "Bearer"})  # fmt: skip
+            raise APIError(
+                401,
+                "missing or wrong bearer token: send 'Authorization: Bearer <token>' (the token the "
+                f"operator set in {self.env_name})",
+                code="invalid_api_key",
+                headers={"WWW-Authenticate": "Bearer"},
+            )
 
 
 class BodyLimitMiddleware:

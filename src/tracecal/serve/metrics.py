@@ -31,18 +31,21 @@ class GatewayMetrics:
         self.registry = CollectorRegistry()
         r = self.registry
         self.requests = Counter("tracecal_requests", "requests answered", ["endpoint", "status"], registry=r)
-        self.latency = Histogram("tracecal_request_seconds", "request latency", ["endpoint"], registry=r,
-                                 buckets=LATENCY_BUCKETS)  # fmt: skip
+        self.latency = Histogram(
+            "tracecal_request_seconds", "request latency", ["endpoint"], registry=r, buckets=LATENCY_BUCKETS
+        )
         self.tokens = Counter("tracecal_tokens", "tokens processed", ["kind"], registry=r)
         self.confidence = Histogram("tracecal_confidence", "c_TRACE per answer", registry=r, buckets=UNIT_BUCKETS)
-        self.probability = Histogram("tracecal_probability", "calibrated P(correct) per answer", registry=r,
-                                     buckets=UNIT_BUCKETS)  # fmt: skip
+        self.probability = Histogram(
+            "tracecal_probability", "calibrated P(correct) per answer", registry=r, buckets=UNIT_BUCKETS
+        )
         self.abstentions = Counter("tracecal_abstentions", "answers flagged abstain", registry=r)
         self.early_stops = Counter("tracecal_early_stops", "answers ended early", ["reason"], registry=r)
         self.drift_alarms = Counter("tracecal_drift_alarms", "Page-Hinkley drift alarms", registry=r)
         self.queue_depth = Gauge("tracecal_queue_depth", "requests waiting for a batch", registry=r)
-        self.batch_size = Histogram("tracecal_batch_size", "prompts per generation batch", registry=r,
-                                    buckets=(1, 2, 4, 8, 16, 32, 64))  # fmt: skip
+        self.batch_size = Histogram(
+            "tracecal_batch_size", "prompts per generation batch", registry=r, buckets=(1, 2, 4, 8, 16, 32, 64)
+        )
         for kind in ("prompt", "completion"):  # the known label values exist (at 0) from the start: a scraper
             self.tokens.labels(kind)  # (and rate()) sees a series before its first increment
         for reason in ("risk", "cancelled"):

@@ -40,8 +40,15 @@ def proxy_backends(
     if client is None:
         limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
         client = httpx.Client(timeout=timeout, limits=limits)
-    common = dict(model=model, max_concurrency=concurrency, top_logprobs=top_logprobs, vocab_size=vocab_size,
-                  timeout=timeout, client=client, **kwargs)  # fmt: skip
+    common = dict(
+        model=model,
+        max_concurrency=concurrency,
+        top_logprobs=top_logprobs,
+        vocab_size=vocab_size,
+        timeout=timeout,
+        client=client,
+        **kwargs,
+    )
     chat = HTTPModel(base_url, chat=True, **common)
     name = chat.model_id  # resolves the served name (GET /models) when not given
     text = HTTPModel(base_url, chat=False, **(common | {"model": name}))

@@ -17,7 +17,7 @@ from tracecal.serve.errors import APIError
 from tracecal.serve.gateway import Gateway
 from tracecal.serve.schemas import ChatCompletionRequest, CompletionRequest
 from tracecal.serve.streaming import Stream
-from tracecal.trace import Trace
+from tracecal.traces.trace import Trace
 
 __all__ = ["openai_router"]
 
@@ -30,13 +30,17 @@ ERRORS: dict[int | str, dict[str, Any]] = {
         (413, "request body too large"),
         (503, "queue full (Retry-After)"),
         (504, "request timeout"),
-    )  # fmt: skip
+    )
 }
 
 
 def _logprobs(trace: Trace) -> dict[str, Any]:
-    return {"content": [{"token": tok, "logprob": -float(s), "bytes": list(tok.encode()), "top_logprobs": []}
-                        for tok, s in zip(trace.token_strings, trace.surprisal, strict=True)]}  # fmt: skip
+    return {
+        "content": [
+            {"token": tok, "logprob": -float(s), "bytes": list(tok.encode()), "top_logprobs": []}
+            for tok, s in zip(trace.token_strings, trace.surprisal, strict=True)
+        ]
+    }
 
 
 def _usage(prompt: int, completion: int) -> dict[str, int]:
@@ -47,8 +51,13 @@ async def _run(gw: Gateway, request: Request, req: Any, kind: str, prompts: list
     """Encode, queue, then answer (a JSON body) or stream (SSE); the common part of both endpoints."""
     gw.check(request, req.model)
     if len(prompts) > gw.config.max_prompts:
-        raise APIError(400, f"{len(prompts)} prompts in one request; this server accepts at most "
-                       f"{gw.config.max_prompts} (--max-prompts)", param="prompt", code="invalid_value")  # fmt: skip
+        raise APIError(
+            400,
+            f"{len(prompts)} prompts in one request; this server accepts at most "
+            f"{gw.config.max_prompts} (--max-prompts)",
+            param="prompt",
+            code="invalid_value",
+        )
     max_tokens = gw.budget(req.token_budget)
     encoded = [await gw.encode(p, kind, max_tokens) for p in prompts]
     events: asyncio.Queue[Any] | None = asyncio.Queue() if req.stream else None
@@ -56,8 +65,11 @@ async def _run(gw: Gateway, request: Request, req: Any, kind: str, prompts: list
     gw.batcher.submit(jobs)
     if events is not None:
         stream = Stream(gw, jobs, events, req, kind, gw.deadline(request))
-        return StreamingResponse(stream.events_iter(), media_type="text/event-stream",
-                                 headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})  # fmt: skip
+        return StreamingResponse(
+            stream.events_iter(),
+            media_type="text/event-stream",
+            headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+        )
     results = await gw.wait(jobs, request)
     confs = gw.record(results, [n for _, n in encoded], req.return_trace)
     return results, confs, sum(n for _, n in encoded)
@@ -74,13 +86,24 @@ def openai_router(gw: Gateway) -> APIRouter:
             return out
         results, confs, n_prompt = out
         choices = [
-            {"index": i, "message": {"role": "assistant", "content": t.text, "refusal": None},
-             "logprobs": _logprobs(t) if req.logprobs else None, "finish_reason": finish, "confidence": conf}
+            {
+                "index": i,
+                "message": {"role": "assistant", "content": t.text, "refusal": None},
+                "logprobs": _logprobs(t) if req.logprobs else None,
+                "finish_reason": finish,
+                "confidence": conf,
+            }
             for i, ((t, finish), conf) in enumerate(zip(results, confs, strict=True))
-        ]  # fmt: skip
-        return {"id": gw.new_id("chatcmpl"), "object": "chat.completion", "created": int(request.state.created),
-                "model": gw.model_id, "system_fingerprint": None, "choices": choices,
-                "usage": _usage(n_prompt, sum(t.length for t, _ in results))}  # fmt: skip
+        ]
+        return {
+            "id": gw.new_id("chatcmpl"),
+            "object": "chat.completion",
+            "created": int(request.state.created),
+            "model": gw.model_id,
+            "system_fingerprint": None,
+            "choices": choices,
+            "usage": _usage(n_prompt, sum(t.length for t, _ in results)),
+        }
 
     @router.post("/completions", summary="Text completion (no chat template) with a confidence per choice")
     async def completions(req: CompletionRequest, request: Request) -> Any:
@@ -88,11 +111,19 @@ def openai_router(gw: Gateway) -> APIRouter:
         if isinstance(out, StreamingResponse):
             return out
         results, confs, n_prompt = out
-        choices = [{"index": i, "text": t.text, "logprobs": None, "finish_reason": finish, "confidence": conf}
-                   for i, ((t, finish), conf) in enumerate(zip(results, confs, strict=True))]  # fmt: skip
-        return {"id": gw.new_id("cmpl"), "object": "text_completion", "created": int(request.state.created),
-                "model": gw.model_id, "system_fingerprint": None, "choices": choices,
-                "usage": _usage(n_prompt, sum(t.length for t, _ in results))}  # fmt: skip
+        choices = [
+            {"index": i, "text": t.text, "logprobs": None, "finish_reason": finish, "confidence": conf}
+            for i, ((t, finish), conf) in enumerate(zip(results, confs, strict=True))
+        ]
+        return {
+            "id": gw.new_id("cmpl"),
+            "object": "text_completion",
+            "created": int(request.state.created),
+            "model": gw.model_id,
+            "system_fingerprint": None,
+            "choices": choices,
+            "usage": _usage(n_prompt, sum(t.length for t, _ in results)),
+        }
 
     def card() -> dict[str, Any]:
         return {"id": gw.model_id, "object": "model", "created": gw.created, "owned_by": "tracecal"}
@@ -106,8 +137,9 @@ def openai_router(gw: Gateway) -> APIRouter:
     async def model(model_id: str, request: Request) -> dict[str, Any]:
         gw.auth.check(request)
         if gw.model is None or model_id != gw.model_id:
-            raise APIError(404, f"the model '{model_id}' does not exist on this server", param="model",
-                           code="model_not_found")  # fmt: skip
+            raise APIError(
+                404, f"the model '{model_id}' does not exist on this server", param="model", code="model_not_found"
+            )
         return card()
 
     return router

@@ -200,8 +200,12 @@ class CompletionRequest(_Common):
 
     @model_validator(mode="after")
     def _unsupported(self) -> CompletionRequest:
-        for name, ok in (("logprobs", not self.logprobs), ("echo", not self.echo), ("suffix", self.suffix is None),
-                         ("best_of", self.best_of in (None, 1))):  # fmt: skip
+        for name, ok in (
+            ("logprobs", not self.logprobs),
+            ("echo", not self.echo),
+            ("suffix", self.suffix is None),
+            ("best_of", self.best_of in (None, 1)),
+        ):
             if not ok:
                 raise ValueError(f"{name} is not supported by this server's /v1/completions")
         return self

@@ -1,7 +1,7 @@
 """Confidence of answers and the running risk of answers still being written (TRACE operators, METHOD §2).
 
 Per finished answer (`Scorer.confidence`): c_TRACE = exp(−R) with R = 0.4·D_2(H) + 0.4·M^(4)(H) + 0.2·L_{1/4}(s)
-(`tracecal.operators.trace_risk`), the calibrated probability when a calibrator is loaded (a TRACE+ file reads
+(`tracecal.signals.operators.trace_risk`), the calibrated probability when a calibrator is loaded (a TRACE+ file reads
 the trace; a scalar calibrator file - Platt, isotonic, temperature - reads c_TRACE), and ``abstain``: that
 probability (else c_TRACE) is under ``abstain_below``, or the answer is empty.
 
@@ -18,10 +18,10 @@ from typing import Any
 
 import numpy as np
 
-from tracecal.calibration import ScalarCalibrator
-from tracecal.operators import TraceConfig, trace_risk
-from tracecal.trace import Trace, TraceBatch
-from tracecal.traceplus import TracePlus
+from tracecal.calibrators.scalar import ScalarCalibrator
+from tracecal.calibrators.traceplus import TracePlus
+from tracecal.signals.operators import TraceConfig, trace_risk
+from tracecal.traces.trace import Trace, TraceBatch
 
 __all__ = ["Scorer", "first_risky", "prefix_batch", "prefix_risks", "running_risk", "truncate"]
 
@@ -67,18 +67,31 @@ def truncate(trace: Trace, n: int, stop_reason: str) -> Trace:
         return trace
     cut = int(trace.offsets[n])
     top = (None, None) if trace.topk_ids is None else (trace.topk_ids[:n], trace.topk_logprobs[:n])  # type: ignore[index]
-    return Trace(text=trace.text[:cut], token_ids=trace.token_ids[:n], surprisal=trace.surprisal[:n],
-                 entropy=trace.entropy[:n], token_strings=trace.token_strings[:n], offsets=trace.offsets[:n],
-                 prompt=trace.prompt, prompt_ids=trace.prompt_ids, entropy_kind=trace.entropy_kind,
-                 stop_reason=stop_reason, model_id=trace.model_id, decoding=dict(trace.decoding),
-                 topk_ids=top[0], topk_logprobs=top[1], id=trace.id, meta=dict(trace.meta))  # fmt: skip
+    return Trace(
+        text=trace.text[:cut],
+        token_ids=trace.token_ids[:n],
+        surprisal=trace.surprisal[:n],
+        entropy=trace.entropy[:n],
+        token_strings=trace.token_strings[:n],
+        offsets=trace.offsets[:n],
+        prompt=trace.prompt,
+        prompt_ids=trace.prompt_ids,
+        entropy_kind=trace.entropy_kind,
+        stop_reason=stop_reason,
+        model_id=trace.model_id,
+        decoding=dict(trace.decoding),
+        topk_ids=top[0],
+        topk_logprobs=top[1],
+        id=trace.id,
+        meta=dict(trace.meta),
+    )
 
 
 class Scorer:
     """Turns finished traces into confidence objects (see the module docstring).
 
     Args:
-        calibrator: a fitted `TracePlus` or scalar calibrator (`tracecal.traceplus.load_calibrator`), or None.
+        calibrator: a fitted `TracePlus` or scalar calibrator (`tracecal.calibrators.traceplus.load_calibrator`), or None.
         abstain_below: threshold under which ``abstain`` is true; None: never.
         config: the TRACE configuration (default: METHOD §2's).
         abstain_on: the score ``abstain_below`` applies to: ``auto`` (the probability with a calibrator, else
@@ -86,8 +99,13 @@ class Scorer:
             ``probability``.
     """
 
-    def __init__(self, calibrator: Any = None, abstain_below: float | None = None, config: TraceConfig | None = None,
-                 abstain_on: str = "auto"):  # fmt: skip
+    def __init__(
+        self,
+        calibrator: Any = None,
+        abstain_below: float | None = None,
+        config: TraceConfig | None = None,
+        abstain_on: str = "auto",
+    ):
         if calibrator is not None and not isinstance(calibrator, TracePlus | ScalarCalibrator):
             raise ValueError(f"calibrator must be a TracePlus or a scalar calibrator, got {type(calibrator).__name__}")
         self.calibrator = calibrator
@@ -136,8 +154,11 @@ class Scorer:
                 "entropy_kind": t.entropy_kind,
             }
             if return_trace:
-                conf["trace"] = {"tokens": list(t.token_strings), "surprisal": t.surprisal.tolist(),
-                                 "entropy": t.entropy.tolist()}  # fmt: skip
+                conf["trace"] = {
+                    "tokens": list(t.token_strings),
+                    "surprisal": t.surprisal.tolist(),
+                    "entropy": t.entropy.tolist(),
+                }
             out.append(conf)
         return out
 

@@ -21,7 +21,7 @@ from tracecal.serve.batching import Job
 from tracecal.serve.errors import APIError
 from tracecal.serve.gateway import Gateway, job_error
 from tracecal.serve.scoring import prefix_risks
-from tracecal.trace import Trace
+from tracecal.traces.trace import Trace
 
 __all__ = ["Stream", "sse"]
 
@@ -38,8 +38,9 @@ def _risk(c: float | None, r: float | None, t: int) -> dict[str, Any]:
 class Stream:
     """The event stream of one request (``chat``: chat.completion.chunk; ``text``: text_completion)."""
 
-    def __init__(self, gw: Gateway, jobs: list[Job], events: asyncio.Queue[Any], req: Any, kind: str,
-                 deadline: float) -> None:  # fmt: skip
+    def __init__(
+        self, gw: Gateway, jobs: list[Job], events: asyncio.Queue[Any], req: Any, kind: str, deadline: float
+    ) -> None:
         self.gw, self.jobs, self.events, self.req, self.kind, self.deadline = gw, jobs, events, req, kind, deadline
         self.id = gw.new_id("chatcmpl" if kind == "chat" else "cmpl")
         self.created = int(time.time())
@@ -49,16 +50,26 @@ class Stream:
     def chunk(self, index: int, delta: str | None, finish: str | None = None, **extra: Any) -> dict[str, Any]:
         if self.kind == "chat":
             d: dict[str, Any] = {} if delta is None else {"content": delta}
-            choice: dict[str, Any] = {"index": index, "delta": d, "logprobs": extra.pop("logprobs", None),
-                                      "finish_reason": finish}  # fmt: skip
+            choice: dict[str, Any] = {
+                "index": index,
+                "delta": d,
+                "logprobs": extra.pop("logprobs", None),
+                "finish_reason": finish,
+            }
             obj = "chat.completion.chunk"
         else:
             extra.pop("logprobs", None)
             choice = {"index": index, "text": delta or "", "logprobs": None, "finish_reason": finish}
             obj = "text_completion"
         choice.update(extra)
-        return {"id": self.id, "object": obj, "created": self.created, "model": self.gw.model_id,
-                "system_fingerprint": None, "choices": [choice]}  # fmt: skip
+        return {
+            "id": self.id,
+            "object": obj,
+            "created": self.created,
+            "model": self.gw.model_id,
+            "system_fingerprint": None,
+            "choices": [choice],
+        }
 
     def token_chunk(self, index: int, text: str, logprob: float, risk: dict[str, Any]) -> str:
         self.streamed[index] += 1
@@ -73,8 +84,10 @@ class Stream:
             return []
         r = prefix_risks([trace], self.gw.scorer.config)[0]
         c = np.exp(-r)
-        return [self.token_chunk(index, tok, -float(s), _risk(float(c[t]), float(r[t]), t + 1))
-                for t, (tok, s) in enumerate(zip(trace.token_strings, trace.surprisal, strict=True))]  # fmt: skip
+        return [
+            self.token_chunk(index, tok, -float(s), _risk(float(c[t]), float(r[t]), t + 1))
+            for t, (tok, s) in enumerate(zip(trace.token_strings, trace.surprisal, strict=True))
+        ]
 
     def final(self, job: Job, trace: Trace, finish: str) -> list[str]:
         out = self.replay(job.index, trace)
@@ -101,8 +114,11 @@ class Stream:
             while pending:
                 left = self.deadline - time.monotonic()
                 if left <= 0:
-                    raise APIError(504, f"no answer within {self.gw.config.request_timeout:g} s (--request-timeout)",
-                                   code="timeout")  # fmt: skip
+                    raise APIError(
+                        504,
+                        f"no answer within {self.gw.config.request_timeout:g} s (--request-timeout)",
+                        code="timeout",
+                    )
                 try:
                     index, kind, payload = await asyncio.wait_for(self.events.get(), timeout=left)
                 except TimeoutError:
@@ -117,10 +133,21 @@ class Stream:
                 for item in self.final(self.jobs[index], *payload):
                     yield item
             if self.req.include_usage:
-                usage = {"prompt_tokens": self.usage[0], "completion_tokens": self.usage[1],
-                         "total_tokens": sum(self.usage)}  # fmt: skip
-                yield sse({"id": self.id, "object": self.chunk(0, None)["object"], "created": self.created,
-                           "model": self.gw.model_id, "choices": [], "usage": usage})  # fmt: skip
+                usage = {
+                    "prompt_tokens": self.usage[0],
+                    "completion_tokens": self.usage[1],
+                    "total_tokens": sum(self.usage),
+                }
+                yield sse(
+                    {
+                        "id": self.id,
+                        "object": self.chunk(0, None)["object"],
+                        "created": self.created,
+                        "model": self.gw.model_id,
+                        "choices": [],
+                        "usage": usage,
+                    }
+                )
             yield "data: [DONE]\n\n"
         except APIError as e:
             yield sse({"error": {"message": e.message, "type": e.type, "param": e.param, "code": e.code}})

@@ -1,0 +1,119 @@
+"""One vocabulary for parameter constraints, declared once per setting (scikit-learn's
+``_parameter_constraints`` style) and checked by one call: used by the configs, the CLI, the gateway and the
+calibrators alike, so a value is refused with the same message wherever it is given.
+
+A constraint is an `Interval` (a real or whole number between two ends), an `Options` (one of a fixed set
+of strings), ``None`` (the value may be None) or a tuple of those (any may match).
+
+>>> from tracecal._validation import Interval, Options, check_param, check_params
+>>> check_param("cal_frac", 0.35, Interval(float, 0, 1, closed="neither"))
+0.35
+>>> check_param("limit", -5, Interval(int, 1, None))
+Traceback (most recent call last):
+    ...
+tracecal.errors.ValidationError: limit must be a whole number ≥ 1, got -5
+>>> check_params({"dtype": "float8"}, {"dtype": Options("auto", "float32")})
+Traceback (most recent call last):
+    ...
+tracecal.errors.ValidationError: dtype must be one of auto, float32, got 'float8'
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from tracecal.errors import ValidationError
+
+__all__ = ["Interval", "Options", "Constraint", "check_param", "check_params", "is_number"]
+
+
+def is_number(value: Any, integer: bool = False) -> bool:
+    """True for a real (an integral with ``integer``) number that is finite; booleans are not numbers."""
+    kind = numbers.Integral if integer else numbers.Real
+    if isinstance(value, bool) or not isinstance(value, kind):
+        return False
+    return integer or math.isfinite(float(value))  # type: ignore[arg-type]  # numbers.Real converts to float
+
+
+@dataclass(frozen=True)
+class Interval:
+    """A finite number of ``kind`` (``int``: whole numbers only; ``float``: any real) in [left, right].
+
+    ``None`` for an end leaves it open-ended; ``closed`` says which ends belong to the interval.
+    """
+
+    kind: type
+    left: float | None
+    right: float | None
+    closed: Literal["both", "left", "right", "neither"] = "both"
+
+    def accepts(self, value: Any) -> bool:
+        if not is_number(value, integer=self.kind is int):
+            return False
+        v = float(value)
+        lo_ok = self.left is None or v > self.left or (v == self.left and self.closed in ("both", "left"))
+        hi_ok = self.right is None or v < self.right or (v == self.right and self.closed in ("both", "right"))
+        return lo_ok and hi_ok
+
+    def describe(self) -> str:
+        what = "a whole number" if self.kind is int else "a finite number"
+        if self.left is not None and self.right is None:
+            return f"{what} {'≥' if self.closed in ('both', 'left') else '>'} {self.left:g}"
+        if self.left is None and self.right is not None:
+            return f"{what} {'≤' if self.closed in ('both', 'right') else '<'} {self.right:g}"
+        if self.left is None:
+            return what
+        lb = "[" if self.closed in ("both", "left") else "("
+        rb = "]" if self.closed in ("both", "right") else ")"
+        return f"{what} in {lb}{self.left:g}, {self.right:g}{rb}"
+
+
+@dataclass(frozen=True, init=False)
+class Options:
+    """One of a fixed set of strings."""
+
+    values: tuple[str, ...]
+
+    def __init__(self, *values: str) -> None:
+        object.__setattr__(self, "values", tuple(values))
+
+    def accepts(self, value: Any) -> bool:
+        return isinstance(value, str) and value in self.values
+
+    def describe(self) -> str:
+        return f"one of {', '.join(self.values)}"
+
+
+Constraint = Interval | Options | None | tuple[Any, ...]
+
+
+def _alternatives(constraint: Constraint) -> tuple[Any, ...]:
+    return constraint if isinstance(constraint, tuple) else (constraint,)
+
+
+def check_param(name: str, value: Any, constraint: Constraint, error: type[Exception] = ValidationError) -> Any:
+    """``value`` unchanged if it meets ``constraint``; else ``error`` naming ``name``, what it must be and what it
+    got (one line, the same wherever the setting is given)."""
+    alts = _alternatives(constraint)
+    for c in alts:
+        if (value is None and c is None) or (c is not None and value is not None and c.accepts(value)):
+            return value
+    what = " or ".join("None" if c is None else c.describe() for c in alts)
+    raise error(f"{name} must be {what}, got {value!r}")
+
+
+def check_params(
+    params: Mapping[str, Any],
+    constraints: Mapping[str, Constraint],
+    error: type[Exception] = ValidationError,
+    rename: Any = None,
+) -> None:
+    """Check every parameter that has a constraint; ``rename(name)`` spells the name for the user (e.g. the CLI's
+    ``--cal-frac`` for ``cal_frac``)."""
+    for name, constraint in constraints.items():
+        if name in params:
+            check_param(rename(name) if rename else name, params[name], constraint, error)

@@ -1,0 +1,180 @@
+"""Selective answering on a scored run: coverage and realised risk of the guaranteed threshold per estimator.
+
+`run_selective` re-scores a run's tasks with its stored labels (`tracecal.analysis.learning_curve.load_stored_tasks`)
+under the split protocol, choosing on each calibration split the Learn-then-Test threshold of `tracecal.stats.selective`
+(error rate among answered ≤ α with probability ≥ 1 − δ) and applying it to the evaluation split. Per task and
+estimator: mean coverage and realised risk over the splits, the share of splits whose realised risk exceeds α
+(which should stay ≤ δ up to the noise of a finite evaluation split), and the threshold to deploy — chosen on
+*all* of the task's answers, on the estimator's raw score. A fitted estimator (TRACE+) is fitted on a random
+1 − ``holdout`` of the answers and its threshold chosen on the other ``holdout`` (`tracecal.stats.selective.threshold_split`:
+its score must not have seen the answers the threshold is tested on); deploy that fitted model with it. The
+document is written to ``RUN/selective.json``.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from tracecal.analysis.learning_curve import load_stored_tasks
+from tracecal.estimators import REGISTRY, get_estimator, resolve_estimators
+from tracecal.evaluation.protocol import ScoreConfig, TaskStats, sanitize, score_tasks
+from tracecal.evaluation.runstore import RunStore
+from tracecal.stats.metrics import SingleClassWarning
+from tracecal.stats.selective import check_alpha_delta, check_holdout, ltt_threshold, threshold_split
+
+__all__ = ["run_selective", "deployment_threshold", "deployed_threshold", "ARTEFACT"]
+
+ARTEFACT = "selective"
+
+
+def deployment_threshold(
+    data: TaskStats, estimator: str, alpha: float, delta: float, holdout: float = 0.5, seed: int = 0
+) -> dict[str, Any]:
+    """The Learn-then-Test threshold of ``estimator``'s raw score chosen on the task's answers: all of them for a
+    label-free score; for a fitted one, the ``holdout`` share its fit (on the rest) has not seen (0: all, no
+    guarantee). ``n_fit``: the answers the estimator was fitted on (0 for a label-free one)."""
+    est = get_estimator(estimator)
+    fit, thr = np.arange(0), np.arange(len(data))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        if REGISTRY[estimator].needs_fit:
+            fit, thr = threshold_split(data.y, holdout, seed) if holdout > 0 else (thr, thr)
+            est = est.fit(data.inputs.select(fit), data.y[fit])
+        raw, _ = sanitize(est.score(data.inputs.select(thr)))
+    t = ltt_threshold(raw, data.y[thr], alpha, delta)
+    return {
+        "threshold": t.threshold,
+        "n_answered": t.n_answered,
+        "n_errors": t.n_errors,
+        "coverage": t.coverage,
+        "n_fit": len(fit),
+        "n_threshold": len(thr),
+    }
+
+
+def run_selective(
+    run_dir: str | os.PathLike[str] | RunStore,
+    alpha: float = 0.1,
+    delta: float = 0.1,
+    estimators: Sequence[str] | None = None,
+    tasks: Sequence[str] | None = None,
+    n_splits: int | None = None,
+    write: bool = True,
+    holdout: float | None = None,
+) -> dict[str, Any]:
+    """Selective answering per task × estimator (module docstring); the JSON document (also written into the run
+    as ``selective.json`` unless ``write`` is false). Defaults come from the run: its estimators, splits,
+    calibration share, calibrator and ``sel_holdout`` (0.5 when it has none): the share of the answers a fitted
+    estimator's threshold is chosen on."""
+    check_alpha_delta(alpha, delta)
+    store = run_dir if isinstance(run_dir, RunStore) else RunStore(run_dir)
+    conf = store.config()["config"]
+    names = resolve_estimators(list(estimators) if estimators else conf.get("estimators") or "all")
+    data = load_stored_tasks(store, names, tasks)
+    n_seeds = n_splits or int(conf.get("n_seeds", 20))
+    holdout = float(conf.get("sel_holdout", 0.5)) if holdout is None else holdout
+    check_holdout(holdout)
+    cfg = ScoreConfig(
+        names,
+        n_seeds=n_seeds,
+        cal_frac=float(conf.get("cal_frac", 0.35)),
+        calibrator=conf.get("calibrator", "platt"),
+        seed=int(conf.get("seed", 0)),
+        n_boot=0,
+        sel_alpha=alpha,
+        sel_delta=delta,
+        sel_holdout=holdout,
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SingleClassWarning)
+        res = score_tasks(data, cfg)
+    doc: dict[str, Any] = {
+        "alpha": alpha,
+        "delta": delta,
+        "holdout": holdout,
+        "n_splits": cfg.n_seeds,
+        "cal_frac": cfg.cal_frac,
+        "score": "raw",
+        "tasks": {},
+    }
+    for d in data:
+        per = res.metrics[d.task]
+        doc["tasks"][d.task] = {
+            e: {
+                "coverage": per[e]["sel_coverage"],
+                "risk": per[e]["sel_risk"],
+                "violation_share": per[e]["sel_violation"]["mean"],
+                "base_rate": res.tasks[d.task]["accuracy"],
+                "deploy": None
+                if e in res.tasks[d.task]["not_run"]
+                else deployment_threshold(d, e, alpha, delta, holdout, cfg.seed),
+            }
+            for e in names
+        }
+    if write:
+        store.write_artefact(ARTEFACT, doc)
+    return doc
+
+
+def deployed_threshold(
+    path: str | os.PathLike[str], estimator: str = "trace", task: str | None = None
+) -> dict[str, Any]:
+    """The threshold to deploy from a ``selective.json`` that `run_selective` wrote (e.g. for the gateway's
+    ``abstain``): ``{"threshold", "estimator", "task", "alpha", "delta", "n_threshold", "coverage", "path",
+    "sha256", "model", "dtype"}`` (model and dtype from the run's ``config.json`` beside it, None without one).
+
+    ``task`` may be left out when the file holds one task. ValueError with what to fix for a file that is not a
+    selective document, an unknown task or estimator, or a threshold that certifies nothing (+∞: at that α no
+    answer may be given; rerun with a larger α).
+    """
+    import hashlib
+    import json
+    import math
+    from pathlib import Path
+
+    p = Path(path)
+    try:
+        raw = p.read_bytes()
+        doc = json.loads(raw)
+    except (OSError, ValueError) as e:
+        raise ValueError(f"cannot read {p} as the JSON `tracecal selective` writes: {e}") from e
+    if not isinstance(doc, dict) or not isinstance(doc.get("tasks"), dict) or not {"alpha", "delta"} <= set(doc):
+        raise ValueError(f"{p} is not a selective.json (written by `tracecal selective RUN`)")
+    tasks = sorted(doc["tasks"])
+    if task is None and len(tasks) != 1:
+        raise ValueError(f"{p} holds the tasks {', '.join(tasks)}: name one")
+    task = tasks[0] if task is None else task
+    if task not in doc["tasks"]:
+        raise ValueError(f"{p} has no task {task!r}; it holds {', '.join(tasks)}")
+    entry = doc["tasks"][task].get(estimator)
+    deploy = entry.get("deploy") if isinstance(entry, dict) else None
+    if not isinstance(deploy, dict):
+        raise ValueError(f"{p} has no deployable threshold of {estimator!r} for {task!r}")
+    thr = float(deploy["threshold"])
+    if not math.isfinite(thr):
+        raise ValueError(
+            f"{p}: no threshold of {estimator!r} on {task!r} keeps the error rate ≤ α = {doc['alpha']:g} "
+            f"with probability ≥ 1 − δ = {1 - doc['delta']:g}: every answer would abstain. Rerun "
+            "`tracecal selective` with a larger --alpha"
+        )
+    run_cfg: dict[str, Any] = {}
+    if (p.parent / "config.json").is_file():
+        run_cfg = json.loads((p.parent / "config.json").read_text()).get("config", {})
+    return {
+        "threshold": thr,
+        "estimator": estimator,
+        "task": task,
+        "alpha": doc["alpha"],
+        "delta": doc["delta"],
+        "n_threshold": deploy.get("n_threshold"),
+        "coverage": deploy.get("coverage"),
+        "path": str(p.resolve()),
+        "sha256": hashlib.sha256(raw).hexdigest(),
+        "model": run_cfg.get("model"),
+        "dtype": run_cfg.get("dtype"),
+    }

@@ -1,0 +1,336 @@
+"""The one JSON artefact format of every tracecal calibrator, and their base class `Calibrator`.
+
+``cal.save(path)`` writes, and ``Cls.load(path)`` reads, one envelope (never pickle) ::
+
+    {"format": "tracecal.calibrator", "format_version": 2, "class": "PlattCalibrator",
+     "params": {...}, "state": {...}, "versions": {"tracecal": ..., "numpy": ..., "sklearn": ...}}
+
+``params`` are the ``__init__`` arguments (``get_params(deep=False)``), ``state`` the learned attributes
+(each class's ``_get_state``). The class is looked up by name in a fixed registry of classes (never
+imported by name): `tracecal.calibrators.scalar.SCALAR_CLASSES` for the scalar calibrators, and
+`tracecal.calibrators.traceplus.CALIBRATOR_CLASSES` (`tracecal.calibrators.traceplus.load_calibrator`) for all, TRACE+ included.
+Every value is checked on load — probabilities in [0, 1], finite weights and means, positive scales,
+lengths consistent with the feature names, known kernels, bounded file size and nesting — and anything
+else raises `CalibratorFileError` (a ``ValueError``) naming the file and what to fix. The older layouts
+(TracePlus ``"format": "tracecal.TracePlus"`` version 1; scalar ``{"kind", "format_version": 1}``) still load.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from sklearn.base import BaseEstimator
+from sklearn.utils.validation import check_is_fitted
+
+from tracecal.traces.trace import atomic_write
+from tracecal.version import __version__
+
+__all__ = [
+    "CalibratorFileError",
+    "Calibrator",
+    "read_calibrator_json",
+    "check_number",
+    "json_float",
+    "json_array",
+    "upgrade_legacy",
+    "versions",
+    "FORMAT",
+    "FORMAT_VERSION",
+    "MAX_DEPTH",
+    "MAX_FILE_BYTES",
+    "fit_labels",
+    "finite_fit_rows",
+    "logit",
+]
+
+FORMAT = "tracecal.calibrator"
+FORMAT_VERSION = 2
+"""Version of the envelope layout (1 was the per-class layouts that `upgrade_legacy` still reads)."""
+MAX_FILE_BYTES = 256 << 20
+MAX_DEPTH = 8
+"""Deepest JSON nesting a calibrator file may have (the envelope needs 4: envelope → state → list)."""
+_LEGACY_KINDS = {"platt": "PlattCalibrator", "isotonic": "IsotonicCalibrator", "temperature": "TemperatureCalibrator"}
+_REFIT = "refit the calibrator and save it again (the file was edited or corrupted)"
+
+
+class CalibratorFileError(ValueError):
+    """A saved calibrator (JSON file or dict) is malformed, holds invalid values, or is of another kind or
+    an unsupported version; the message says what to fix."""
+
+
+def versions() -> dict[str, str]:
+    """Versions of tracecal, numpy and scikit-learn, written into every calibrator file."""
+    import sklearn
+
+    return {"tracecal": __version__, "numpy": np.__version__, "sklearn": sklearn.__version__}
+
+
+# ---------------------------------------------------------------------------------------- JSON values
+
+
+def check_number(
+    value: Any,
+    what: str,
+    lo: float = -math.inf,
+    hi: float = math.inf,
+    *,
+    open_lo: bool = False,
+    open_hi: bool = False,
+    integer: bool = False,
+    error: type[ValueError] = ValueError,
+) -> float:
+    """``value`` as a float if it is a finite real number (an integer with ``integer``) in [lo, hi] (ends
+    excluded with ``open_lo`` / ``open_hi``); else ``error`` saying what ``what`` must be. Booleans are refused."""
+    kinds = (int, np.integer) if integer else (int, float, np.integer, np.floating)
+    if isinstance(value, bool | np.bool_) or not isinstance(value, kinds):
+        raise error(f"{what} must be {'an integer' if integer else 'a number'}, got {value!r}")
+    out = float(value)
+    if not math.isfinite(out):
+        raise error(f"{what} must be finite, got {value!r}")
+    if out < lo or out > hi or (open_lo and out == lo) or (open_hi and out == hi):
+        left, right = "(" if open_lo else "[", ")" if open_hi else "]"
+        raise error(f"{what} must lie in {left}{lo:g}, {hi:g}{right}, got {value!r}")
+    return out
+
+
+def json_float(value: Any, what: str, lo: float = -math.inf, hi: float = math.inf, open_lo: bool = False) -> float:
+    """A finite JSON number in [lo, hi] (or (lo, hi] with ``open_lo``); else `CalibratorFileError`."""
+    return check_number(value, what, lo, hi, open_lo=open_lo, error=CalibratorFileError)
+
+
+def json_array(value: Any, what: str, n: int | None = None, dtype: type = np.float64) -> np.ndarray:
+    """A JSON list of finite numbers (or booleans, ``dtype=bool``) of length ``n``, as a 1-D array."""
+    try:
+        arr = np.asarray(value) if isinstance(value, list) else None
+    except (ValueError, TypeError, OverflowError):  # ragged nesting, odd objects
+        arr = None
+    kinds = "b" if dtype is bool else "iuf"
+    if arr is None or arr.ndim != 1 or (arr.size and arr.dtype.kind not in kinds):
+        kind = "true/false values" if dtype is bool else "numbers"
+        raise CalibratorFileError(f"{what} must be a flat list of {kind}, got {str(value)[:80]}")
+    arr = arr.astype(dtype)
+    if dtype is not bool and not np.all(np.isfinite(arr)):
+        raise CalibratorFileError(f"{what} must hold finite numbers (no NaN / Infinity)")
+    if n is not None and arr.size != n:
+        raise CalibratorFileError(f"{what} must have {n} entries (one per feature), got {arr.size}")
+    return arr
+
+
+def _too_deep(obj: Any, limit: int) -> bool:
+    stack = [(obj, 1)]
+    while stack:
+        x, depth = stack.pop()
+        children = x.values() if isinstance(x, dict) else x
+        if depth > limit:
+            return True
+        stack.extend((c, depth + 1) for c in children if isinstance(c, dict | list))
+    return False
+
+
+def read_calibrator_json(path: str | os.PathLike[str]) -> Any:
+    """Parse a calibrator file: `CalibratorFileError` for an unreadable, oversized, non-JSON or too deeply
+    nested file (``FileNotFoundError`` passes through). Only plain JSON is read: never pickle."""
+    path = Path(path)
+    try:
+        if path.stat().st_size > MAX_FILE_BYTES:
+            raise CalibratorFileError(f"{path}: not a calibrator file: larger than {MAX_FILE_BYTES >> 20} MiB")
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise
+    except (OSError, UnicodeDecodeError) as e:
+        raise CalibratorFileError(f"{path}: cannot read calibrator file ({e}); expected a JSON file") from e
+    try:
+        d = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise CalibratorFileError(f"{path}: not valid JSON ({e}); expected a file written by save()") from e
+    except RecursionError as e:
+        raise CalibratorFileError(f"{path}: not a calibrator file: nested too deeply") from e
+    if isinstance(d, dict | list) and _too_deep(d, MAX_DEPTH):
+        raise CalibratorFileError(f"{path}: not a calibrator file: nested too deeply (more than {MAX_DEPTH} levels)")
+    return d
+
+
+def _jsonable(params: Mapping[str, Any]) -> dict[str, Any]:
+    def plain(v: Any) -> Any:
+        if isinstance(v, tuple | list | np.ndarray):
+            return [plain(x) for x in v]
+        return v.item() if isinstance(v, np.generic) else v
+
+    return {k: plain(v) for k, v in params.items()}
+
+
+def upgrade_legacy(d: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The version-2 envelope for a dict in an older layout (TracePlus v1 files, scalar ``kind`` dicts)."""
+    if d.get("format") == "tracecal.TracePlus":  # TracePlus.save before format_version 2: flat keys
+        if d.get("version") != 1:
+            raise CalibratorFileError(f"unsupported TRACE+ calibrator version {d.get('version')!r} (reads 1)")
+        keys = ("feature_names", "means", "sds", "kept", "weights", "bias", "constant", "n_train", "base_rate")
+        state = {k: d[k] for k in keys if k in d}
+        old = {"tracecal": d.get("tracecal_version"), "sklearn": d.get("sklearn_version")}
+        return {
+            "format": FORMAT,
+            "format_version": FORMAT_VERSION,
+            "class": "TracePlus",
+            "params": d.get("params"),
+            "state": state,
+            "versions": old,
+        }
+    if "format" not in d and "kind" in d:  # ScalarCalibrator.to_dict before format_version 2
+        if d["kind"] not in _LEGACY_KINDS:
+            raise CalibratorFileError(f"unknown calibrator kind {d['kind']!r}; valid kinds: {sorted(_LEGACY_KINDS)}")
+        if d.get("format_version") != 1:
+            raise CalibratorFileError(f"unsupported format_version {d.get('format_version')!r} for a 'kind' dict")
+        return {**d, "format": FORMAT, "format_version": FORMAT_VERSION, "class": _LEGACY_KINDS[d["kind"]]}
+    return d
+
+
+# ---------------------------------------------------------------------------------------- the base class
+
+
+class Calibrator(BaseEstimator):
+    """Base of every tracecal calibrator: the sklearn conventions and the one JSON artefact format.
+
+    Subclasses implement ``fit`` / ``predict_proba`` and the persistence hooks ``_get_state`` (plain JSON
+    of the learned state) and ``_set_state`` (the inverse, checking every value and raising
+    `CalibratorFileError`); ``_check_params`` validates hyper-parameters (``ValueError``) and
+    ``_params_from_json`` undoes JSON's type changes (a tuple comes back as a list).
+    """
+
+    def _check_params(self) -> None:
+        """Raise ``ValueError`` saying which hyper-parameter is invalid (called by ``fit`` and on load)."""
+
+    @classmethod
+    def _params_from_json(cls, params: dict[str, Any]) -> dict[str, Any]:
+        return params
+
+    def _get_state(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def _set_state(self, state: Mapping[str, Any]) -> None:
+        raise NotImplementedError
+
+    @classmethod
+    def _loadable(cls) -> Mapping[str, type[Calibrator]]:
+        """The classes ``cls.load`` accepts, by class name: ``cls`` itself unless overridden."""
+        return {cls.__name__: cls}
+
+    def _check_fitted(self) -> None:
+        msg = "this %(name)s is not fitted yet: call fit(...) first, or load a fitted one with %(name)s.load(path)"
+        check_is_fitted(self, msg=msg)
+
+    # ---- persistence -----------------------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON envelope ``{"format", "format_version", "class", "params", "state", "versions"}``."""
+        self._check_fitted()
+        return {
+            "format": FORMAT,
+            "format_version": FORMAT_VERSION,
+            "class": type(self).__name__,
+            "params": _jsonable(self.get_params(deep=False)),
+            "state": self._get_state(),
+            "versions": versions(),
+        }
+
+    @classmethod
+    def from_dict(
+        cls, d: Any, source: str = "calibrator", registry: Mapping[str, type[Calibrator]] | None = None
+    ) -> Calibrator:
+        """Rebuild a fitted calibrator from `to_dict` output (or an older layout, see `upgrade_legacy`).
+
+        The class named in ``d["class"]`` is looked up in ``registry`` (default ``cls._loadable()``:
+        ``cls`` itself, or the fixed registry of a base class); every parameter and state value is checked.
+        Predictions of the result are bit-identical to the saved calibrator's. Raises
+        `CalibratorFileError` whose message starts with ``source`` (e.g. the file name).
+        """
+        try:
+            if not isinstance(d, Mapping):
+                raise CalibratorFileError(f"expected a JSON object (a dict), got {type(d).__name__}")
+            return cls._from_envelope(upgrade_legacy(d), cls._loadable() if registry is None else registry)
+        except CalibratorFileError as e:
+            raise CalibratorFileError(f"{source}: {e}") from e
+
+    @classmethod
+    def _from_envelope(cls, d: Mapping[str, Any], registry: Mapping[str, type[Calibrator]]) -> Calibrator:
+        if d.get("format") != FORMAT:
+            raise CalibratorFileError(f"not a calibrator file (format={d.get('format')!r}, expected {FORMAT!r})")
+        version = d.get("format_version")
+        if version != FORMAT_VERSION:
+            hint = "upgrade tracecal" if isinstance(version, int) and version > FORMAT_VERSION else "refit and save"
+            raise CalibratorFileError(
+                f"unsupported calibrator format_version {version!r} (this tracecal reads {FORMAT_VERSION}): {hint}"
+            )
+        name = d.get("class")
+        if not isinstance(name, str) or name not in registry:
+            raise CalibratorFileError(
+                f"the file holds a {name!r} calibrator; {cls.__name__}.load reads {sorted(registry)} "
+                "(tracecal.load_calibrator(path) reads every calibrator class)"
+            )
+        klass = registry[name]
+        params, state = d.get("params"), d.get("state")
+        if not isinstance(params, Mapping) or not isinstance(state, Mapping):
+            raise CalibratorFileError(f"'params' and 'state' must be JSON objects; {_REFIT}")
+        try:
+            obj = klass(**klass._params_from_json(dict(params)))
+            obj._check_params()
+        except (TypeError, ValueError) as exc:
+            raise CalibratorFileError(f"bad params for {name}: {exc}; {_REFIT}") from exc
+        try:
+            obj._set_state(state)
+        except (TypeError, ValueError, KeyError) as exc:  # CalibratorFileError is a ValueError
+            raise CalibratorFileError(f"invalid {name} state: {exc}; {_REFIT}") from exc
+        return obj
+
+    def save(self, path: str | os.PathLike[str]) -> Path:
+        """Write the fitted calibrator as JSON (`to_dict`), atomically; returns the path."""
+        text = json.dumps(self.to_dict(), indent=2, allow_nan=False)
+        path = Path(path)
+        atomic_write(path, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
+        return path
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str], registry: Mapping[str, type[Calibrator]] | None = None) -> Calibrator:
+        """Read a calibrator written by `save` (see `from_dict`); corrupt or foreign files raise
+        `CalibratorFileError` naming the file and what to fix; a missing file raises ``FileNotFoundError``."""
+        return cls.from_dict(read_calibrator_json(path), str(path), registry)
+
+
+# ------------------------------------------------------------------ shared by the fitted TRACE+ calibrators
+def fit_labels(y: Any, n: int, who: str) -> np.ndarray:
+    """``y`` checked as n labels in {0, 1} (int64); ValueError naming ``who`` (the calibrator class) otherwise."""
+    if y is None:
+        raise ValueError(f"{who} requires y to be passed, but the target y is None")
+    y = np.asarray(y)
+    if y.shape != (n,):
+        raise ValueError(f"labels y must have shape ({n},) — one per answer — got {y.shape}")
+    if not np.all(np.isin(y, (0, 1))):
+        raise ValueError("labels y must be 0 (incorrect) or 1 (correct)")
+    return y.astype(np.int64)
+
+
+def finite_fit_rows(M: np.ndarray, y: np.ndarray, who: str) -> tuple[np.ndarray, np.ndarray]:
+    """The rows of a feature matrix (and their labels) with finite features: zero-token answers (NaN rows) are
+    left out with a warning; ValueError when none is left."""
+    import warnings
+
+    ok = np.all(np.isfinite(M), axis=1)
+    if not ok.all():
+        warnings.warn(
+            f"{who}.fit: {int((~ok).sum())} of {len(M)} answers have non-finite features "
+            "(zero-token answers) and were left out of the fit",
+            stacklevel=3,
+        )
+        M, y = M[ok], y[ok]
+    if len(y) == 0:
+        raise ValueError(f"{who}.fit: every answer has zero tokens (NaN features): nothing to fit on")
+    return M, y
+
+
+def logit(p: float) -> float:
+    """log(p / (1 − p)); ±∞ at 1 and 0."""
+    return math.log(p / (1.0 - p)) if 0.0 < p < 1.0 else math.copysign(math.inf, p - 0.5)

@@ -1,0 +1,171 @@
+"""`tracecal selective RUN_DIR` and `tracecal learning-curve RUN_DIR`: the command functions, registered by the
+main app as ``app.command("selective")(selective_command)`` and ``app.command("learning-curve")(...)``.
+
+Both read a scored run through its `RunStore` with the labels it was scored with (no data files needed) and write
+their result into it (``selective.json``; ``learning_curve.json`` / ``.csv`` / ``_<task>.svg``). Bad input (not
+a scored run, an unknown task or estimator, a size too large for a task, α or δ outside (0, 1)) ends the command
+with exit status 2 and one line saying what is wrong, never a traceback.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+__all__ = ["selective_command", "learning_curve_command"]
+
+_err = Console(stderr=True)
+_out = Console(width=160)
+
+RunArg = Annotated[Path, typer.Argument(help="a scored run directory (tracecal evaluate --run-dir)")]
+TasksOpt = Annotated[str | None, typer.Option("--tasks", help="comma-separated tasks of the run (default: all)")]
+
+
+def _fail(err: Exception) -> None:
+    _err.print(f"[bold red]error:[/] {escape(str(err))}", soft_wrap=True, markup=True, highlight=False)
+    raise typer.Exit(2) from err
+
+
+def _names(spec: str | None) -> list[str] | None:
+    return [x.strip() for x in spec.split(",") if x.strip()] if spec else None
+
+
+def _f(v: Any, digits: int = 3) -> str:
+    return f"{v:.{digits}f}" if isinstance(v, int | float) and math.isfinite(v) else "—"
+
+
+def selective_command(
+    run_dir: RunArg,
+    alpha: Annotated[float, typer.Option(help="error rate allowed among answered questions")] = 0.1,
+    delta: Annotated[float, typer.Option(help="allowed probability that the error rate exceeds alpha")] = 0.1,
+    estimators: Annotated[str | None, typer.Option(help="comma-separated estimators (default: the run's)")] = None,
+    tasks: TasksOpt = None,
+    splits: Annotated[int | None, typer.Option(help="calibration / evaluation splits (default: the run's)")] = None,
+) -> None:
+    """Selective answering with a guarantee: per estimator the threshold with risk ≤ alpha w.p. ≥ 1 − delta
+    (Learn-then-Test on each calibration split), its coverage and realised risk on the evaluation splits."""
+    from tracecal.analysis.selective import run_selective
+
+    t0 = time.perf_counter()
+    try:
+        if splits is not None and splits < 1:
+            raise ValueError(f"--splits must be ≥ 1, got {splits}")
+        doc = run_selective(run_dir, alpha, delta, _names(estimators), _names(tasks), splits)
+    except (OSError, ValueError) as err:
+        _fail(err)
+    for task, per in doc["tasks"].items():
+        base = next(iter(per.values()), {}).get("base_rate", math.nan)
+        table = Table(
+            title=f"{task}: answer iff confidence ≥ t, risk ≤ {alpha:g} with probability ≥ {1 - delta:g} "
+            f"(base error rate {_f(1 - base)}; mean over {doc['n_splits']} splits)"
+        )
+        for c in ("estimator", "coverage", "realised risk", "splits with risk > α", "deploy: t", "coverage (all)"):
+            table.add_column(c, justify="left" if c == "estimator" else "right")
+        for est, v in per.items():
+            dep = v["deploy"] or {}
+            table.add_row(
+                est,
+                _f(v["coverage"]["mean"]),
+                _f(v["risk"]["mean"]),
+                _f(v["violation_share"], 2),
+                _f(dep.get("threshold"), 4),
+                _f(dep.get("coverage")),
+            )
+        _out.print(table)
+    path = Path(run_dir) / "selective.json"
+    _err.print(f"selective: [bold]{escape(str(path))}[/] ({time.perf_counter() - t0:.1f} s)", highlight=False)
+
+
+MARK = {"better": "▲", "worse": "▼", "n.s.": "", "n/a": ""}
+
+
+def _focus_table(task: str, focus: str, lc: dict[str, Any]) -> Table:
+    """``focus`` − each other method per size: AUROC and Brier differences with their paired intervals."""
+    level = f"{lc['level']:.0%}"
+    table = Table(title=f"{task}: {focus} − other, AUROC / Brier [{level} paired interval] (▲ better, ▼ worse)")
+    table.add_column("against")
+    for s in lc["sizes"]:
+        table.add_column(f"{s}", justify="right")
+    pts = lc["estimators"][focus]
+    for other in lc["estimators"]:
+        if other == focus or not all(other in p.get("vs", {}) for p in pts):
+            continue
+        cells = []
+        for p in pts:
+            a, b = p["vs"][other]["auroc"], p["vs"][other]["brier"]
+            cells.append(
+                f"{a['diff']:+.3f} [{_f(a['lo'])}, {_f(a['hi'])}]{MARK[a['verdict']]}\n"
+                f"{b['diff']:+.4f} [{_f(b['lo'], 4)}, {_f(b['hi'], 4)}]{MARK[b['verdict']]}"
+            )
+        table.add_row(other, *cells)
+    return table
+
+
+def learning_curve_command(
+    run_dir: RunArg,
+    sizes: Annotated[str, typer.Option(help="comma-separated calibration-set sizes")] = "100,200,400,800,1600",
+    splits: Annotated[int, typer.Option(help="random calibration sets per size")] = 20,
+    estimators: Annotated[str, typer.Option(help="comma-separated estimators")] = "trace,trace_plus,trace_plus_prior",
+    tasks: TasksOpt = None,
+    n_boot: Annotated[int, typer.Option("--n-boot", help="bootstrap resamples of the questions")] = 1000,
+    level: Annotated[float, typer.Option(help="level of the bootstrap intervals")] = 0.95,
+    seed: Annotated[int, typer.Option(help="random seed")] = 0,
+    focus: Annotated[
+        str | None, typer.Option(help="comma-separated methods compared (paired bootstrap) with every other one")
+    ] = None,
+) -> None:
+    """Learning curves: AUROC and Brier of each method against the number of calibration answers (mean over
+    splits ± bootstrap interval) → RUN/learning_curve.json, .csv and an SVG figure per task; with --focus, each
+    focus method's paired differences against the others at every size (▲ / ▼ significantly better / worse)."""
+    from tracecal.analysis.learning_curve import run_learning_curve
+
+    t0 = time.perf_counter()
+    try:
+        try:
+            size_list = [int(s) for s in sizes.split(",") if s.strip()]
+        except ValueError:
+            raise ValueError(f"--sizes must be comma-separated whole numbers, got {sizes!r}") from None
+        kw = {
+            "sizes": size_list,
+            "n_splits": splits,
+            "n_boot": n_boot,
+            "level": level,
+            "seed": seed,
+            "focus": _names(focus) or [],
+        }
+        doc = run_learning_curve(run_dir, _names(tasks), _names(estimators), **kw)
+    except (OSError, ValueError) as err:
+        _fail(err)
+    for task in _names(tasks) or list(doc["tasks"]):
+        lc = doc["tasks"][task]
+        table = Table(
+            title=f"{task}: {lc['n']} answers, {lc['n_correct']} correct — AUROC / Brier, mean over "
+            f"{lc['n_splits']} splits [{lc['level']:.0%} bootstrap interval]"
+        )
+        table.add_column("estimator")
+        for s in lc["sizes"]:
+            table.add_column(f"{s}", justify="right")
+        for est, pts in lc["estimators"].items():
+            table.add_row(
+                est,
+                *[
+                    f"{_f(p['auroc']['mean'])} [{_f(p['auroc']['lo'])}, {_f(p['auroc']['hi'])}]\n"
+                    f"{_f(p['brier']['mean'], 4)}"
+                    for p in pts
+                ],
+            )
+        _out.print(table)
+        for f in _names(focus) or []:
+            _out.print(_focus_table(task, f, lc))
+    _err.print(
+        f"learning curves: [bold]{escape(str(Path(run_dir) / 'learning_curve.json'))}[/], .csv, "
+        f"learning_curve_<task>.svg ({time.perf_counter() - t0:.1f} s)",
+        highlight=False,
+    )

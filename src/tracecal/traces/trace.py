@@ -1,0 +1,500 @@
+"""Decoding traces: one answer (`Trace`) and a batch over ragged arrays (`TraceBatch`).
+
+A trace holds O(T) numbers per answer, recorded during the single decoding pass that produced it
+(METHOD §1):
+
+* ``surprisal[t] = -log p_t`` in nats, where ``p_t`` is the probability of the chosen token;
+* ``entropy[t] = -sum_v P_t(v) log P_t(v)`` in nats over the full vocabulary (``entropy_kind="exact"``),
+  or the truncated top-k estimate with a uniform tail (``entropy_kind="topk"``, HTTP backends).
+
+Stop tokens (EOS / end-of-turn) are never part of the answer. Traces persist losslessly as Parquet
+(one row per answer) and export to JSONL.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from tracecal.traces.segments import NEGATIVE_TOLERANCE, Segments, check_token_values
+
+__all__ = [
+    "Trace",
+    "TraceBatch",
+    "TraceFileError",
+    "save_traces",
+    "load_traces",
+    "load_trace_batch",
+    "export_jsonl",
+    "import_jsonl",
+    "atomic_write",
+    "check_token_values",
+    "NEGATIVE_TOLERANCE",
+    "TRACE_SCHEMA_VERSION",
+]
+
+TRACE_SCHEMA_VERSION = 1
+ENTROPY_KINDS = ("exact", "topk")
+STOP_REASONS = ("eos", "length", "stop_string", "unknown")
+
+
+class TraceFileError(ValueError):
+    """A traces file that cannot be read: not Parquet, wrong schema, inconsistent rows or invalid values."""
+
+
+def _f64(x: Any) -> np.ndarray:
+    return np.ascontiguousarray(np.asarray(x, dtype=np.float64).reshape(-1))
+
+
+def _i64(x: Any) -> np.ndarray:
+    return np.ascontiguousarray(np.asarray(x, dtype=np.int64).reshape(-1))
+
+
+@dataclass(eq=False)
+class Trace:
+    """One generated answer and its per-token decoding statistics.
+
+    Attributes:
+        text: the answer text (stop tokens excluded).
+        token_ids: answer token ids, shape ``(T,)``, int64.
+        surprisal: ``s_t = -log p_t`` per answer token, nats, float64, shape ``(T,)``.
+        entropy: ``H_t`` per answer token, nats, float64, shape ``(T,)``.
+        token_strings: the text of each token as it appears in ``text`` (may be ``""`` for a token that
+            only completes a multi-byte character).
+        offsets: start character offset of each token in ``text``, int64, shape ``(T,)``.
+        prompt: the prompt as the user gave it (before any chat template).
+        prompt_ids: exactly the ids fed to the model (after the chat template).
+        entropy_kind: ``"exact"`` (full vocabulary) or ``"topk"`` (truncated estimate, METHOD §1).
+        stop_reason: ``"eos"`` (a stop token ended the answer), ``"length"`` (max_new_tokens reached).
+        model_id: the model that produced the answer.
+        decoding: decoding settings (greedy / temperature / top-p ..., and which logits were recorded).
+        topk_ids, topk_logprobs: optional top-k alternatives per step, shape ``(T, k)``.
+        id: a caller-chosen identifier (e.g. the task row id).
+        meta: free-form JSON-serialisable metadata.
+    """
+
+    text: str
+    token_ids: np.ndarray
+    surprisal: np.ndarray
+    entropy: np.ndarray
+    token_strings: list[str] = field(default_factory=list)
+    offsets: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    prompt: str = ""
+    prompt_ids: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    entropy_kind: str = "exact"
+    stop_reason: str = "unknown"
+    model_id: str = ""
+    decoding: dict[str, Any] = field(default_factory=dict)
+    topk_ids: np.ndarray | None = None
+    topk_logprobs: np.ndarray | None = None
+    id: str = ""
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.token_ids = _i64(self.token_ids)
+        self.surprisal = _f64(self.surprisal)
+        self.entropy = _f64(self.entropy)
+        self.prompt_ids = _i64(self.prompt_ids)
+        self.offsets = _i64(self.offsets) if len(self.offsets) else np.zeros(len(self.token_ids), np.int64)
+        n = len(self.token_ids)
+        if not self.token_strings:
+            self.token_strings = [""] * n
+        for name, arr in (("surprisal", self.surprisal), ("entropy", self.entropy), ("offsets", self.offsets)):
+            if len(arr) != n:
+                raise ValueError(f"Trace.{name} has {len(arr)} values but the answer has {n} tokens")
+        if len(self.token_strings) != n:
+            raise ValueError(f"Trace.token_strings has {len(self.token_strings)} items but the answer has {n} tokens")
+        if self.entropy_kind not in ENTROPY_KINDS:
+            raise ValueError(f"entropy_kind must be one of {ENTROPY_KINDS}, got {self.entropy_kind!r}")
+        if self.topk_ids is not None:
+            self.topk_ids = np.asarray(self.topk_ids, dtype=np.int64).reshape(n, -1)
+            self.topk_logprobs = np.asarray(self.topk_logprobs, dtype=np.float64).reshape(n, -1)
+
+    # ------------------------------------------------------------------ derived views
+    @property
+    def length(self) -> int:
+        """T, the number of answer tokens (0 for an empty answer)."""
+        return int(len(self.token_ids))
+
+    @property
+    def is_empty(self) -> bool:
+        """True when the model emitted a stop token first (T = 0): TRACE is undefined (NaN)."""
+        return self.length == 0
+
+    @property
+    def probs(self) -> np.ndarray:
+        """p_t = exp(-s_t)."""
+        return np.exp(-self.surprisal)
+
+    def __len__(self) -> int:
+        return self.length
+
+    def __repr__(self) -> str:
+        return f"Trace(T={self.length}, text={self.text[:40]!r}, stop={self.stop_reason}, model={self.model_id!r})"
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-serialisable dict (floats kept exactly: JSON floats round-trip via repr)."""
+        return {
+            "id": self.id,
+            "text": self.text,
+            "prompt": self.prompt,
+            "prompt_ids": self.prompt_ids.tolist(),
+            "token_ids": self.token_ids.tolist(),
+            "token_strings": list(self.token_strings),
+            "offsets": self.offsets.tolist(),
+            "surprisal": self.surprisal.tolist(),
+            "entropy": self.entropy.tolist(),
+            "entropy_kind": self.entropy_kind,
+            "stop_reason": self.stop_reason,
+            "model_id": self.model_id,
+            "decoding": self.decoding,
+            "topk_ids": None if self.topk_ids is None else self.topk_ids.tolist(),
+            "topk_logprobs": None if self.topk_logprobs is None else self.topk_logprobs.tolist(),
+            "meta": self.meta,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Trace:
+        n = len(d["token_ids"])
+        tk_ids = d.get("topk_ids")
+        tk_lp = d.get("topk_logprobs")
+        return cls(
+            text=d["text"],
+            token_ids=np.asarray(d["token_ids"], dtype=np.int64),
+            surprisal=np.asarray(d["surprisal"], dtype=np.float64),
+            entropy=np.asarray(d["entropy"], dtype=np.float64),
+            token_strings=list(d.get("token_strings") or [""] * n),
+            offsets=np.asarray(d.get("offsets") or np.zeros(n), dtype=np.int64),
+            prompt=d.get("prompt", ""),
+            prompt_ids=np.asarray(d.get("prompt_ids") or [], dtype=np.int64),
+            entropy_kind=d.get("entropy_kind", "exact"),
+            stop_reason=d.get("stop_reason", "unknown"),
+            model_id=d.get("model_id", ""),
+            decoding=dict(d.get("decoding") or {}),
+            topk_ids=None if tk_ids is None else np.asarray(tk_ids, dtype=np.int64).reshape(n, -1),
+            topk_logprobs=None if tk_lp is None else np.asarray(tk_lp, dtype=np.float64).reshape(n, -1),
+            id=str(d.get("id", "")),
+            meta=dict(d.get("meta") or {}),
+        )
+
+
+@dataclass(eq=False)
+class TraceBatch:
+    """Many traces as ragged arrays: values of answer ``i`` are ``x[offsets[i]:offsets[i+1]]``.
+
+    Attributes:
+        surprisal, entropy: concatenated per-token values, float64, shape ``(N,)``, nats.
+        offsets: int64, shape ``(B+1,)``, ``offsets[0] = 0``, ``offsets[-1] = N``.
+        token_ids: concatenated token ids (optional, int64).
+    """
+
+    surprisal: np.ndarray
+    entropy: np.ndarray
+    offsets: np.ndarray
+    token_ids: np.ndarray | None = None
+    values_checked: bool = field(default=False, repr=False)
+    """True once `checked` validated the values (set by the boundary constructors; never by hand)."""
+
+    def __post_init__(self) -> None:
+        self.surprisal = _f64(self.surprisal)
+        self.entropy = _f64(self.entropy)
+        self.offsets = _i64(self.offsets)
+        if len(self.offsets) == 0 or self.offsets[0] != 0:
+            raise ValueError("offsets must start at 0")
+        if np.any(np.diff(self.offsets) < 0):
+            raise ValueError("offsets must be non-decreasing")
+        n = int(self.offsets[-1])
+        if len(self.surprisal) != n or len(self.entropy) != n:
+            raise ValueError(
+                f"offsets end at {n} but surprisal has {len(self.surprisal)} and entropy {len(self.entropy)} values"
+            )
+
+    @property
+    def lengths(self) -> np.ndarray:
+        """T per answer, int64, shape ``(B,)``."""
+        return np.diff(self.offsets)
+
+    @cached_property
+    def segments(self) -> Segments:
+        """The ragged layout with cached per-token index arrays (shared by all operators)."""
+        return Segments(self.offsets)
+
+    def checked(self) -> TraceBatch:
+        """This batch with surprisal and entropy checked finite and ≥ 0 (`check_token_values`): ``self``, or a
+        copy with float round-off clipped to 0; ``ValueError`` naming the answer and the bad value otherwise.
+        One vectorised check per batch, remembered in ``values_checked`` (inherited by `chunks` / `select`)."""
+        if self.values_checked:
+            return self
+        s, h = check_token_values(self.surprisal, self.entropy, self.offsets)
+        if s is self.surprisal and h is self.entropy:
+            self.values_checked = True
+            return self
+        return TraceBatch(s, h, self.offsets, self.token_ids, values_checked=True)
+
+    def __len__(self) -> int:
+        return len(self.offsets) - 1
+
+    @classmethod
+    def from_traces(cls, traces: Sequence[Trace] | TraceBatch) -> TraceBatch:
+        """Concatenate traces, validating the values (`check_token_values`; a `TraceBatch` goes to `checked`):
+        ``ValueError`` naming the answer index and id for a negative or non-finite value (traces unmodified)."""
+        if isinstance(traces, TraceBatch):
+            return traces.checked()
+        traces = list(traces)
+        offsets = _offsets_of(traces)
+        if traces:
+            s = np.concatenate([t.surprisal for t in traces])
+            h = np.concatenate([t.entropy for t in traces])
+            ids = np.concatenate([t.token_ids for t in traces])
+        else:
+            s = h = np.zeros(0)
+            ids = np.zeros(0, np.int64)
+        s, h = check_token_values(s, h, offsets, lambda i: _describe(traces[i], f"answer {i}"))
+        return cls(surprisal=s, entropy=h, offsets=offsets, token_ids=ids, values_checked=True)
+
+    @classmethod
+    def from_lists(cls, surprisal: Sequence[Sequence[float]], entropy: Sequence[Sequence[float]]) -> TraceBatch:
+        """Build from per-answer lists of s_t and H_t in nats (handy in tests and for users with their own
+        logprobs); the values are validated like `from_traces` (finite, ≥ 0), errors name the answer index."""
+        if len(surprisal) != len(entropy):
+            raise ValueError("surprisal and entropy must hold the same number of answers")
+        lengths = np.array([len(x) for x in surprisal], dtype=np.int64)
+        if not np.array_equal(lengths, [len(x) for x in entropy]):
+            raise ValueError("each answer needs as many entropy values as surprisal values")
+        offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+        cat = lambda xs: np.concatenate([np.asarray(x, float) for x in xs]) if len(xs) else np.zeros(0)  # noqa: E731
+        return cls(surprisal=cat(surprisal), entropy=cat(entropy), offsets=offsets).checked()
+
+    def chunks(self, max_tokens: int = 1 << 18) -> Iterator[tuple[int, int, TraceBatch]]:
+        """Contiguous zero-copy sub-batches ``(i0, i1, batch[i0:i1])`` of about ``max_tokens`` tokens each.
+
+        Operators run chunk by chunk so that their temporaries stay in cache (several times faster on large
+        batches than one pass over the whole batch).
+        """
+        B = len(self)
+        if B == 0:
+            return
+        cuts = np.searchsorted(self.offsets, np.arange(max_tokens, int(self.offsets[-1]), max_tokens), side="right") - 1
+        bounds = np.unique(np.concatenate([[0], np.clip(cuts, 1, B), [B]]))
+        for i0, i1 in zip(bounds[:-1], bounds[1:], strict=True):
+            a, z = int(self.offsets[i0]), int(self.offsets[i1])
+            ids = None if self.token_ids is None else self.token_ids[a:z]
+            sub = TraceBatch(self.surprisal[a:z], self.entropy[a:z], self.offsets[i0 : i1 + 1] - a, ids)
+            sub.values_checked = self.values_checked
+            yield int(i0), int(i1), sub
+
+    def select(self, idx: np.ndarray | Sequence[int]) -> TraceBatch:
+        """A new batch holding answers ``idx`` in that order (vectorised gather)."""
+        idx = np.asarray(idx, dtype=np.int64)
+        lengths = self.lengths[idx]
+        new_off = np.zeros(len(idx) + 1, dtype=np.int64)
+        np.cumsum(lengths, out=new_off[1:])
+        starts = self.offsets[:-1][idx]
+        gather = np.repeat(starts - new_off[:-1], lengths) + np.arange(new_off[-1])
+        ids = None if self.token_ids is None else self.token_ids[gather]
+        return TraceBatch(self.surprisal[gather], self.entropy[gather], new_off, ids, self.values_checked)
+
+
+def _offsets_of(traces: Sequence[Trace]) -> np.ndarray:
+    lengths = np.fromiter((t.length for t in traces), dtype=np.int64, count=len(traces))
+    offsets = np.zeros(len(traces) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    return offsets
+
+
+def _describe(t: Trace, where: str) -> str:
+    return f"{where} (id {t.id!r})" if t.id else where
+
+
+def _check_traces(traces: list[Trace], describe: Callable[[int], str]) -> None:
+    """Validate traces read from a file (one vectorised check over all tokens); clip round-off in place."""
+    if not traces:
+        return
+    offsets = _offsets_of(traces)
+    s = np.concatenate([t.surprisal for t in traces])
+    h = np.concatenate([t.entropy for t in traces])
+    s2, h2 = check_token_values(s, h, offsets, describe, TraceFileError)
+    if s2 is not s or h2 is not h:  # rare: some values were float round-off below 0
+        for t, a, z in zip(traces, offsets[:-1], offsets[1:], strict=True):
+            t.surprisal, t.entropy = s2[a:z].copy(), h2[a:z].copy()
+
+
+# ---------------------------------------------------------------------------------------------- Parquet I/O
+
+_LIST_F64 = pa.list_(pa.float64())
+_LIST_I64 = pa.list_(pa.int64())
+SCHEMA = pa.schema(
+    [
+        ("id", pa.string()),
+        ("text", pa.string()),
+        ("prompt", pa.string()),
+        ("prompt_ids", _LIST_I64),
+        ("token_ids", _LIST_I64),
+        ("token_strings", pa.list_(pa.string())),
+        ("offsets", _LIST_I64),
+        ("surprisal", _LIST_F64),
+        ("entropy", _LIST_F64),
+        ("entropy_kind", pa.string()),
+        ("stop_reason", pa.string()),
+        ("model_id", pa.string()),
+        ("decoding", pa.string()),  # JSON
+        ("topk_ids", pa.list_(_LIST_I64)),
+        ("topk_logprobs", pa.list_(_LIST_F64)),
+        ("meta", pa.string()),  # JSON
+    ],
+    metadata={b"tracecal_schema_version": str(TRACE_SCHEMA_VERSION).encode()},
+)
+
+
+ENUMS = ("entropy_kind", "stop_reason", "model_id")
+
+
+def traces_to_table(traces: Iterable[Trace]) -> pa.Table:
+    """Traces → an Arrow table with `SCHEMA` (one row per answer)."""
+    traces = list(traces)
+    plain = ("id", "text", "prompt", "prompt_ids", "token_ids", "offsets", "surprisal", "entropy")
+    cols: dict[str, list[Any]] = {n: [getattr(t, n) for t in traces] for n in plain + ENUMS}
+    cols["token_strings"] = [list(t.token_strings) for t in traces]
+    cols["decoding"] = [json.dumps(t.decoding, sort_keys=True) for t in traces]
+    cols["topk_ids"] = [None if t.topk_ids is None else list(t.topk_ids) for t in traces]
+    cols["topk_logprobs"] = [None if t.topk_logprobs is None else list(t.topk_logprobs) for t in traces]
+    cols["meta"] = [json.dumps(t.meta, sort_keys=True, default=str) for t in traces]
+    return pa.Table.from_pydict(cols, schema=SCHEMA)
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+FILE_MODE = 0o666 & ~_umask()  # umask read once at import (process-wide; never toggled while threads write)
+"""Permissions of the files tracecal writes: 0o666 less the process umask (read once at import)."""
+
+
+def atomic_write(path: Path, write: Callable[[str], object]) -> None:
+    """Call ``write(tmp)`` on a temporary file next to ``path``, then rename it over ``path`` (atomic on
+    POSIX: a crash never leaves a half-written file); the file gets the usual permissions `FILE_MODE`."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    try:
+        write(tmp)
+        os.chmod(tmp, FILE_MODE)  # mkstemp makes 0600; give the file the usual permissions
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def save_traces(traces: Iterable[Trace], path: str | os.PathLike[str]) -> Path:
+    """Write traces to a Parquet file atomically (a crash never leaves a half-written file)."""
+    path = Path(path)
+    table = traces_to_table(traces)
+    atomic_write(path, lambda tmp: pq.write_table(table, tmp, compression="zstd"))
+    return path
+
+
+def _read_table(path: Path) -> pa.Table:
+    if not path.exists():
+        raise FileNotFoundError(f"traces file not found: {path}")
+    try:
+        table = pq.read_table(path)
+    except (pa.ArrowInvalid, OSError) as e:
+        raise TraceFileError(f"{path} is not a readable Parquet traces file ({e})") from e
+    missing = [n for n in ("text", "token_ids", "surprisal", "entropy") if n not in table.column_names]
+    if missing:
+        raise TraceFileError(f"{path} is Parquet but not a tracecal traces file: missing columns {missing}")
+    version = (table.schema.metadata or {}).get(b"tracecal_schema_version", b"1")
+    if int(version) > TRACE_SCHEMA_VERSION:
+        raise TraceFileError(
+            f"{path} was written by a newer tracecal (schema {int(version)} > {TRACE_SCHEMA_VERSION}); upgrade tracecal"
+        )
+    return table
+
+
+def load_traces(path: str | os.PathLike[str]) -> list[Trace]:
+    """Read traces written by `save_traces` (or a directory of such shards, read in name order).
+
+    Raises `TraceFileError` for a foreign or corrupt file, and for a row whose surprisal or entropy is
+    negative or not finite (the message names the file, the row and its id; see `check_token_values`).
+    """
+    path = Path(path)
+    if path.is_dir():
+        out: list[Trace] = []
+        for shard in sorted(path.glob("*.parquet")):
+            out.extend(load_traces(shard))
+        return out
+    table = _read_table(path)
+    rows = table.to_pylist()
+    traces = []
+    for i, r in enumerate(rows):
+        try:
+            r["decoding"] = json.loads(r.get("decoding") or "{}")
+            r["meta"] = json.loads(r.get("meta") or "{}")
+            traces.append(Trace.from_dict(r))
+        except (ValueError, TypeError, KeyError) as e:
+            raise TraceFileError(f"{path}: row {i} is inconsistent: {e}") from e
+    _check_traces(traces, lambda i: _describe(traces[i], f"{path}: row {i}"))
+    return traces
+
+
+def load_trace_batch(path: str | os.PathLike[str]) -> TraceBatch:
+    """Read only the numeric columns of a traces file straight into a `TraceBatch` (no Python objects).
+
+    The values are validated like `load_traces` (`TraceFileError` naming the row of a bad value).
+    """
+    table = _read_table(Path(path))
+
+    def flat(name: str) -> tuple[np.ndarray, np.ndarray]:
+        col = table.column(name).combine_chunks()
+        offsets = col.offsets.to_numpy().astype(np.int64)
+        values = col.values.to_numpy(zero_copy_only=False)
+        return values[offsets[0] : offsets[-1]], offsets - offsets[0]
+
+    s, off = flat("surprisal")
+    h, _ = flat("entropy")
+    ids, _ = flat("token_ids")
+    s, h = check_token_values(s, h, off, lambda i: f"{path}: row {i}", TraceFileError)
+    return TraceBatch(s, h, off, ids.astype(np.int64), values_checked=True)
+
+
+def export_jsonl(traces: Iterable[Trace], path: str | os.PathLike[str]) -> Path:
+    """Write one JSON object per trace (floats round-trip exactly; NaN written as NaN)."""
+    path = Path(path)
+
+    def write(tmp: str) -> None:
+        with open(tmp, "w", encoding="utf-8") as f:
+            for t in traces:
+                f.write(json.dumps(t.to_dict(), ensure_ascii=False) + "\n")
+
+    atomic_write(path, write)
+    return path
+
+
+def import_jsonl(path: str | os.PathLike[str]) -> list[Trace]:
+    """Read traces written by `export_jsonl`; a malformed line, or a surprisal / entropy that is negative
+    or not finite, raises `TraceFileError` naming ``path:line`` (and the trace id)."""
+    out, lines = [], []
+    with open(path, encoding="utf-8") as f:
+        for lineno, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                out.append(Trace.from_dict(json.loads(line)))
+            except (ValueError, KeyError, TypeError, RecursionError) as e:
+                why = "nested too deeply" if isinstance(e, RecursionError) else e
+                raise TraceFileError(f"{path}:{lineno}: not a trace ({why})") from e
+            lines.append(lineno)
+    _check_traces(out, lambda i: _describe(out[i], f"{path}:{lines[i]}"))
+    return out
