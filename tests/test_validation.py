@@ -1,0 +1,68 @@
+"""The one vocabulary of parameter constraints (`tracecal._validation`)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from tracecal._validation import Interval, Options, check_param, check_params, is_number
+from tracecal.errors import TracecalError, ValidationError
+
+
+@pytest.mark.parametrize("value", [True, False, "1", None, [1], math.nan, math.inf, -math.inf])
+def test_non_numbers_and_non_finite_values_are_refused(value: object) -> None:
+    with pytest.raises(ValidationError, match=r"^x must be a finite number ≥ 0, got "):
+        check_param("x", value, Interval(float, 0, None))
+
+
+def test_integers_only_where_the_kind_is_int() -> None:
+    assert check_param("n", 3, Interval(int, 1, None)) == 3
+    assert check_param("n", np.int64(3), Interval(int, 1, None)) == 3
+    with pytest.raises(ValidationError, match="n must be a whole number ≥ 1, got 2.5"):
+        check_param("n", 2.5, Interval(int, 1, None))
+    with pytest.raises(ValidationError, match="got 0"):
+        check_param("n", 0, Interval(int, 1, None))
+
+
+@given(st.floats(allow_nan=False, allow_infinity=False, width=64))
+def test_interval_ends_follow_closed(v: float) -> None:
+    for closed in ("both", "left", "right", "neither"):
+        i = Interval(float, 0.0, 1.0, closed=closed)  # type: ignore[arg-type]  # every literal value is tried
+        inside = 0.0 < v < 1.0 or (v == 0.0 and closed in ("both", "left")) or (v == 1.0 and closed in ("both", "right"))
+        assert i.accepts(v) == inside
+
+
+def test_descriptions_name_the_interval() -> None:
+    assert Interval(float, 0, 1, closed="neither").describe() == "a finite number in (0, 1)"
+    assert Interval(float, 0, 1, closed="left").describe() == "a finite number in [0, 1)"
+    assert Interval(float, None, 5).describe() == "a finite number ≤ 5"
+    assert Interval(int, 2, None, closed="neither").describe() == "a whole number > 2"
+
+
+def test_options_alternatives_and_none() -> None:
+    c = (Options("platt", "isotonic"), None)
+    assert check_param("calibrator", None, c) is None
+    assert check_param("calibrator", "platt", c) == "platt"
+    with pytest.raises(ValidationError, match="calibrator must be one of platt, isotonic or None, got 'x'"):
+        check_param("calibrator", "x", c)
+    with pytest.raises(ValidationError):
+        check_param("calibrator", 3, Options("a"))
+
+
+def test_check_params_renames_and_uses_the_callers_error() -> None:
+    class ConfigError(TracecalError, ValueError):
+        pass
+
+    cons = {"cal_frac": Interval(float, 0, 1, closed="neither"), "unused": Options("a")}
+    check_params({"cal_frac": 0.35}, cons)
+    with pytest.raises(ConfigError, match="--cal-frac must be"):
+        check_params({"cal_frac": 1.0}, cons, ConfigError, rename=lambda n: "--" + n.replace("_", "-"))
+
+
+def test_is_number() -> None:
+    assert is_number(1) and is_number(1.5) and is_number(np.float32(2)) and not is_number(True)
+    assert is_number(3, integer=True) and not is_number(3.0, integer=True) and not is_number(math.nan)
