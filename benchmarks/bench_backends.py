@@ -40,8 +40,10 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from tracecal.backends.hf import default_gguf_path, load_model  # noqa: E402
-from tracecal.backends.llamacpp import LlamaCppModel, serve_gguf  # noqa: E402
+from tracecal.backends import load_model  # noqa: E402
+from tracecal.backends.hf import default_gguf_path  # noqa: E402
+from tracecal.backends.llamacpp import LlamaCppModel  # noqa: E402
+from tracecal.backends.llamacpp_server import serve_gguf  # noqa: E402
 from tracecal.tasks import get_task  # noqa: E402
 
 

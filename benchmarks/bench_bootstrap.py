@@ -1,4 +1,5 @@
-"""Bootstrap AUROC: all resamples at once (`tracecal.stats.bootstrap.weighted_auroc`) against a loop of per-resample calls.
+"""Bootstrap AUROC: all resamples at once (`tracecal.stats.bootstrap.weighted_auroc`) against a loop of per-resample
+calls.
 
     python benchmarks/bench_bootstrap.py [--n 1950] [--boot 1000] [--rate 0.1] [--task 3000]
 

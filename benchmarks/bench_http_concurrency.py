@@ -25,7 +25,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import httpx  # noqa: E402
 
 from tracecal.backends.http import HTTPModel  # noqa: E402
-from tracecal.backends.llamacpp import serve_gguf  # noqa: E402
+from tracecal.backends.llamacpp_server import serve_gguf  # noqa: E402
 from tracecal.backends.vllm import serve_vllm  # noqa: E402
 from tracecal.tasks import get_task  # noqa: E402
 

@@ -88,7 +88,7 @@ def ragged(flat: np.ndarray, offsets: np.ndarray, a: int, b: int) -> pa.Array:
 
 
 def config(n_per_task: int, shard_size: int) -> Any:
-    from tracecal.evaluation.run import EvalConfig
+    from tracecal.evaluation.config import EvalConfig
     from tracecal.testing import SYNTHETIC_ESTIMATORS
 
     return EvalConfig(
@@ -132,7 +132,7 @@ def stage_score(run: Path, n: int, shard_size: int) -> dict[str, Any]:
     secs = time.perf_counter() - t0
     auroc = res.metrics["average"]["trace"]["auroc"]["mean"]
     tables = {t: (run / f"{t}.parquet").stat().st_size for t in ("rows", "scores", "predictions")}
-    n_boot = cfg.score_config().n_boot
+    n_boot = cfg.score.n_boot
     return {
         "seconds": secs,
         "n": sum(v["n"] for v in res.tasks.values()),

@@ -49,7 +49,7 @@ def collect(task_name: str, n: int, store_k: int, batch_size: int, cache: Path) 
     if cache.exists():
         with np.load(cache) as z:
             return {k: z[k] for k in z.files}
-    from tracecal.backends.hf import load_model
+    from tracecal.backends import load_model
     from tracecal.tasks import get_task
 
     task = get_task(task_name)

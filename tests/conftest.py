@@ -91,7 +91,8 @@ def model(tokenizer):
 def real_run(tmp_path_factory, model):
     """One small end-to-end evaluation with the real model, shared by the tests that read a real run:
     TriviaQA, 16 questions (16 new tokens), the trace-only estimators and P(True)/verbalised, 3 splits."""
-    from tracecal.evaluation.run import EvalConfig, evaluate
+    from tracecal.evaluation.config import EvalConfig
+    from tracecal.evaluation.run import evaluate
 
     run = tmp_path_factory.mktemp("real") / "run"
     cfg = EvalConfig(

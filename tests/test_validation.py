@@ -32,7 +32,8 @@ def test_integers_only_where_the_kind_is_int() -> None:
 def test_interval_ends_follow_closed(v: float) -> None:
     for closed in ("both", "left", "right", "neither"):
         i = Interval(float, 0.0, 1.0, closed=closed)  # type: ignore[arg-type]  # every literal value is tried
-        inside = 0.0 < v < 1.0 or (v == 0.0 and closed in ("both", "left")) or (v == 1.0 and closed in ("both", "right"))
+        on_left, on_right = v == 0.0 and closed in ("both", "left"), v == 1.0 and closed in ("both", "right")
+        inside = 0.0 < v < 1.0 or on_left or on_right
         assert i.accepts(v) == inside
 
 

@@ -10,31 +10,21 @@ Public API::
     tracecal.save_traces(traces, "run.parquet"); tracecal.load_traces("run.parquet")
 """
 
+from typing import Any
+
+from tracecal.backends import load_model
+from tracecal.errors import TracecalError, ValidationError
 from tracecal.signals.operators import TraceConfig, trace_confidence, trace_risk
-from tracecal.traces.trace import (
-    Trace,
-    TraceBatch,
-    TraceFileError,
-    export_jsonl,
-    import_jsonl,
-    load_traces,
-    save_traces,
-)
+from tracecal.traces.io import TraceFileError, export_jsonl, import_jsonl, load_traces, save_traces
+from tracecal.traces.trace import Trace, TraceBatch
 from tracecal.version import __version__
 
 
-def load_model(name_or_path=None, backend: str = "auto", **kwargs):  # type: ignore[no-untyped-def]
-    """Load a tracing model: a HF id, local dir or .gguf (HF backend), or a server URL (HTTP backend); lazy import."""
-    from tracecal.backends.hf import load_model as _load
-
-    return _load(name_or_path, backend=backend, **kwargs)
-
-
-def __getattr__(name: str):  # type: ignore[no-untyped-def]
+def __getattr__(name: str) -> Any:
     if name in ("TracePlus", "CalibratorFileError", "load_calibrator"):
-        from tracecal.calibrators import traceplus
+        from tracecal import calibrators
 
-        return getattr(traceplus, name)
+        return getattr(calibrators, name)
     raise AttributeError(f"module 'tracecal' has no attribute {name!r}")
 
 
@@ -43,6 +33,8 @@ __all__ = [
     "TraceBatch",
     "TraceConfig",
     "TraceFileError",
+    "TracecalError",
+    "ValidationError",
     "TracePlus",
     "CalibratorFileError",
     "export_jsonl",

@@ -36,7 +36,7 @@ def is_number(value: Any, integer: bool = False) -> bool:
     kind = numbers.Integral if integer else numbers.Real
     if isinstance(value, bool) or not isinstance(value, kind):
         return False
-    return integer or math.isfinite(float(value))  # type: ignore[arg-type]  # numbers.Real converts to float
+    return integer or math.isfinite(float(value))
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """A synthetic scored run directory in the format `tracecal.evaluation.run` writes (no model needed).
 
-For the report's tests, its benchmark and demos. Everything goes through `RunStore`, as evaluate writes it:
-the settings and identity of an `EvalConfig` (`RunStore.open`), the generation pass shard by shard
+For tests, benchmarks and demos only: no library module imports it. Everything goes through `RunStore`, as
+evaluate writes it: the settings and identity of an `EvalConfig` (`RunStore.open`), the generation pass shard by shard
 (`RunStore.write_traces`), the per-answer tables ``rows``, ``scores`` and ``predictions``
 (`RunStore.write_table`), and the results with their CSV and Markdown (`RunStore.write_results`,
 `tracecal.evaluation.results`). Scores carry a real signal (correct answers score higher on average), probabilities come
@@ -20,37 +20,18 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from tracecal.estimators.baselines import PAPER_BASELINES
+from tracecal.evaluation.config import EvalConfig
+from tracecal.evaluation.results import Results, results_csv, results_markdown
 from tracecal.evaluation.runstore import TRACES, RunStore
+from tracecal.stats.metrics import compute_all
 from tracecal.traces.trace import Trace
 
 __all__ = ["write_synthetic_run", "SYNTHETIC_ESTIMATORS"]
 
-SYNTHETIC_ESTIMATORS = (
-    "trace",
-    "trace_plus",
-    "trace_plus_seqlik",
-    "first_token_prob",
-    "mean_prob",
-    "norm_seq_prob",
-    "seq_likelihood",
-    "min_prob",
-    "high_prob_rate",
-    "neg_mean_entropy",
-    "neg_max_entropy",
-    "neg_first3_entropy",
-    "neg_last3_entropy",
-    "neg_window_entropy",
-    "neg_entropy_var",
-    "neg_entropy_slope",
-    "prob_slope",
-    "beam_ratio",
-    "beam_tail_thinness",
-    "beam_neg_entropy",
-    "tokensar",
-    "mars",
-    "p_true",
-    "verbalized",
-)
+SYNTHETIC_ESTIMATORS = ("trace", "trace_plus", "trace_plus_seqlik", *PAPER_BASELINES, "p_true", "verbalized")
+"""The estimators of a synthetic run by default: TRACE, TRACE+ (and its ablation), the 19 baselines, P(True) and
+verbalised confidence — the 24 of the paper's tables."""
 
 WORDS = (
     "the",
@@ -95,6 +76,7 @@ WORDS = (
     "gold",
 )
 CAL_FRAC = 0.35
+SYNTHETIC_INFO: dict[str, Any] = {"family": "synthetic", "stats": [], "passes": [TRACES], "self_calibrated": False}
 
 Overrides = dict[tuple[str, int], dict[str, Any]]
 
@@ -141,8 +123,6 @@ def _scores(
     rng: np.random.Generator, y: np.ndarray, cal: np.ndarray, estimators: Sequence[str], n_seeds: int
 ) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
     """Raw scores (``scores`` columns), seed-0 ``raw:`` / ``prob:`` predictions and metrics per estimator."""
-    from tracecal.stats.metrics import compute_all
-
     scores: dict[str, Any] = {}
     preds: dict[str, Any] = {}
     metrics: dict[str, Any] = {}
@@ -222,9 +202,6 @@ def write_synthetic_run(
         overrides: ``{(task, row index): {"question": ..., "answer": ..., "tokens": [...], "golds": [...]}}``
             to plant specific content (e.g. markup for escaping tests); ``tokens`` sets the answer's tokens.
     """
-    from tracecal.evaluation.results import Results, results_csv, results_markdown
-    from tracecal.evaluation.run import EvalConfig
-
     rng = np.random.default_rng(seed)
     cfg = EvalConfig(
         tasks=list(tasks),
@@ -242,35 +219,35 @@ def write_synthetic_run(
     info: dict[str, Any] = {}
     metrics: dict[str, Any] = {}
     for task in tasks:
-        t0 = time.perf_counter()
-        y = (rng.random(n_per_task) < 0.2 + 0.6 * rng.random()).astype(np.int64)
-        traces, rows = _answers(rng, task, y, max_tokens, overrides or {})
-        for k in range(0, n_per_task, shard_size):
-            store.write_traces(task, k // shard_size, traces[k : k + shard_size])
-        store.add_time(f"generate/{task}", time.perf_counter() - t0)
-        cal = np.zeros(n_per_task, dtype=bool)
-        cal[rng.permutation(n_per_task)[: int(round(CAL_FRAC * n_per_task))]] = True
-        scores, preds, metrics[task] = _scores(rng, y, cal, estimators, n_seeds)
-        key = {"task": rows["task"], "id": rows["id"]}
-        tables["rows"].append(pa.table(rows))
-        tables["scores"].append(pa.table(key | scores))
-        split = {"split": np.where(cal, "cal", "eval").tolist(), "correct": y}
-        tables["predictions"].append(pa.table(key | split | preds))
-        info[task] = _task_info(task, y, cal, rows["n_tokens"])
+        parts, info[task], metrics[task] = _task(store, rng, task, cfg, max_tokens, overrides or {})
+        for name, table in parts.items():
+            tables[name].append(table)
     if len(tasks) > 1:
         metrics["average"] = _average(metrics, tasks, estimators)
-    for name, parts in tables.items():
-        store.write_table(name, pa.concat_tables(parts, promote_options="default"))
-    est_info = {
-        e: {
-            "family": "synthetic",
-            "stats": [],
-            "passes": [TRACES],
-            "description": f"synthetic {e}",
-            "self_calibrated": False,
-        }
-        for e in estimators
-    }
+    for name, parts_of in tables.items():
+        store.write_table(name, pa.concat_tables(parts_of, promote_options="default"))
+    est_info = {e: dict(SYNTHETIC_INFO, description=f"synthetic {e}") for e in estimators}
     res = Results(cfg.to_dict(), info, metrics, est_info, [], store.timings())
     store.write_results(res.to_json(), results_csv(res), results_markdown(res))
     return store.path
+
+
+def _task(
+    store: RunStore, rng: np.random.Generator, task: str, cfg: EvalConfig, max_tokens: int, overrides: Overrides
+) -> tuple[dict[str, pa.Table], dict[str, Any], dict[str, Any]]:
+    """One synthetic task: its traces written shard by shard, and its (rows / scores / predictions tables, task
+    info, metrics per estimator)."""
+    n, size = int(cfg.limit or 0), cfg.shard_size
+    t0 = time.perf_counter()
+    y = (rng.random(n) < 0.2 + 0.6 * rng.random()).astype(np.int64)
+    traces, rows = _answers(rng, task, y, max_tokens, overrides)
+    for k in range(0, n, size):
+        store.write_traces(task, k // size, traces[k : k + size])
+    store.add_time(f"generate/{task}", time.perf_counter() - t0)
+    cal = np.zeros(n, dtype=bool)
+    cal[rng.permutation(n)[: int(round(CAL_FRAC * n))]] = True
+    scores, preds, metrics = _scores(rng, y, cal, cfg.estimators, cfg.n_seeds)
+    key = {"task": rows["task"], "id": rows["id"]}
+    split = {"split": np.where(cal, "cal", "eval").tolist(), "correct": y}
+    tables = {"rows": pa.table(rows), "scores": pa.table(key | scores), "predictions": pa.table(key | split | preds)}
+    return tables, _task_info(task, y, cal, rows["n_tokens"]), metrics

@@ -33,11 +33,12 @@ import numpy as np
 
 from tracecal.calibrators import TracePlus, make_calibrator
 from tracecal.estimators import MissingStatError, get_estimator
-from tracecal.evaluation.protocol import TaskStats, sanitize, stratified_split
+from tracecal.evaluation.protocol import TaskStats, sanitize
 from tracecal.evaluation.runstore import RunStore
 from tracecal.signals.features import feature_names, trace_plus_features
 from tracecal.signals.operators import TraceConfig, decayed_mean, length_norm_sum, window_peak
 from tracecal.stats.metrics import auroc, brier, ece
+from tracecal.stats.splits import stratified_split
 from tracecal.traces.trace import TraceBatch
 
 __all__ = [
@@ -84,7 +85,10 @@ PAPER_SWEEP_BAND = {"brier": (0.152, 0.160), "auroc": (0.763, 0.775)}
 
 @dataclass(frozen=True)
 class Variant:
-    """One ablation: ``make(task_stats)`` gives a score per answer, a raw probability or a feature matrix."""
+    """One ablation: ``make(task_stats)`` gives a score per answer, a raw probability or a feature matrix.
+
+    ``kind`` says which (``score``, ``raw``, ``features``) and so how it is calibrated; ``group`` names its table.
+    """
 
     group: str
     name: str
@@ -145,6 +149,16 @@ def _feature_matrix(columns: Sequence[str]) -> Callable[[TaskStats], np.ndarray]
     return lambda d: trace_plus_features(d.inputs.batch, seq_likelihood=True)[:, idx]
 
 
+def _operator_score(i: int) -> Callable[[TaskStats], np.ndarray]:
+    """The score −(operator i) of `operator_values` (0: D_λ(H), 1: M^(w)(H), 2: L_ρ(s))."""
+    return lambda d: -operator_values(d.inputs.batch)[:, i]
+
+
+def _swept(cfg: TraceConfig) -> Callable[[TaskStats], np.ndarray]:
+    """c_TRACE under the TRACE configuration ``cfg`` (one point of the sweep)."""
+    return lambda d: _trace_conf(d.inputs.batch, cfg)
+
+
 def _estimator_score(name: str) -> Callable[[TaskStats], np.ndarray]:
     return lambda d: np.asarray(get_estimator(name).score(d.inputs), dtype=np.float64)
 
@@ -163,12 +177,12 @@ def ablation_variants(seed: int = 0) -> list[Variant]:
         Variant("ladder", "TRACE+", "features", _feature_matrix(FEATURE_SETS["TRACE+ (8 features)"])),
     ]
     for i, op in enumerate(("D", "M", "L")):
-        v.append(Variant("operators", f"{op} only", "score", lambda d, i=i: -operator_values(d.inputs.batch)[:, i]))
+        v.append(Variant("operators", f"{op} only", "score", _operator_score(i)))
     v += [Variant("features", name, "features", _feature_matrix(cols)) for name, cols in FEATURE_SETS.items()]
     shuffled: Callable[[TaskStats], TraceBatch] = lambda d: shuffle_positions(d.inputs.batch, seed)  # noqa: E731
     v.append(Variant("shuffle", "TRACE, shuffled", "score", lambda d: _trace_conf(shuffled(d), cfg)))
     v.append(Variant("shuffle", "TRACE+, shuffled", "features", lambda d: trace_plus_features(shuffled(d))))
-    v += [Variant("sweep", name, "score", lambda d, c=c: _trace_conf(d.inputs.batch, c)) for name, c in sweep_configs()]
+    v += [Variant("sweep", name, "score", _swept(c)) for name, c in sweep_configs()]
     v.append(Variant("fusion", "MARS", "score", _estimator_score("mars"), needs="mars"))
     v.append(Variant("fusion", "MARS + TRACE", "features", _fused, needs="mars"))
     return v
@@ -266,7 +280,7 @@ def run_ablations(
     """Every ablation on a scored run's stored traces (and its MARS pass where present); written into the run
     as ``ablations.json`` and ``ablations.md`` and returned. ``groups`` restricts to some groups (default: all,
     ``transfer`` included)."""
-    from tracecal.analysis.learning_curve import load_stored_tasks
+    from tracecal.evaluation.stored import load_stored_tasks
 
     store = run_dir if isinstance(run_dir, RunStore) else RunStore(run_dir)
     data = load_stored_tasks(store, ["trace", "mars"], tasks)

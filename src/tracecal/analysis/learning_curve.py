@@ -8,32 +8,30 @@ the mean over splits and sd, and a percentile bootstrap interval of that mean fr
 questions (`tracecal.stats.bootstrap.split_draws`: one resample applied to every split; none — NaN bounds — for a task
 with fewer than `tracecal.stats.bootstrap.MIN_PER_CLASS` answers of a class).
 
-`load_stored_tasks` reads a scored run through its `RunStore` with the labels the run was scored with (the
-``rows`` table), so it needs no data files and works on any scored run directory; `run_learning_curve` writes
-``RUN/learning_curve.json`` (merged by task), ``learning_curve.csv`` and ``learning_curve_<task>.svg``.
+`run_learning_curve` reads a scored run with the labels it was scored with
+(`tracecal.evaluation.stored.load_stored_tasks`: no data files needed) and writes ``RUN/learning_curve.json``
+(merged by task) and ``learning_curve.csv``; it returns the document, which `tracecal.report.learning_curve`
+draws (``learning_curve_<task>.svg``).
 """
 
 from __future__ import annotations
 
 import csv
 import io
-import json
 import math
 import os
 import warnings
 import zlib
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from types import SimpleNamespace
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
+from tracecal._validation import Interval, check_param
 from tracecal.estimators import REGISTRY, get_estimator, needs_of, resolve_estimators
-from tracecal.evaluation.protocol import ScoreConfig, TaskStats, one_split, sanitize
-from tracecal.evaluation.run import load_task_stats
-from tracecal.evaluation.runstore import NotARunError, RunStore
-from tracecal.report.svg import learning_curve_svg, safe_name
+from tracecal.evaluation.protocol import Progress, ScoreConfig, TaskStats, one_split, sanitize
+from tracecal.evaluation.runstore import RunStore
+from tracecal.evaluation.stored import load_stored_tasks
 from tracecal.stats.bootstrap import (
     bootstrap_counts,
     check_boot_params,
@@ -43,12 +41,12 @@ from tracecal.stats.bootstrap import (
     split_draws,
 )
 from tracecal.stats.metrics import SingleClassWarning
+from tracecal.stats.splits import stratified_draw
 
 __all__ = [
     "learning_curve",
     "run_learning_curve",
-    "load_stored_tasks",
-    "stratified_draw",
+    "curves_csv",
     "DEFAULT_ESTIMATORS",
     "LC_METRICS",
     "ARTEFACT",
@@ -57,57 +55,6 @@ __all__ = [
 DEFAULT_ESTIMATORS = ("trace", "trace_plus", "trace_plus_prior")
 LC_METRICS = ("auroc", "brier")
 ARTEFACT = "learning_curve"
-Progress = Callable[[str, int, int], None]
-
-
-@dataclass
-class StoredLabels:
-    """A task whose labels are the ones stored in the run's ``rows`` table (for `load_task_stats`)."""
-
-    name: str
-    label_rule: str
-
-    def label(self, example: Any, text: str) -> int:
-        return int(example.correct)
-
-
-def load_stored_tasks(
-    run_dir: str | os.PathLike[str] | RunStore, estimators: Sequence[str], tasks: Sequence[str] | None = None
-) -> list[TaskStats]:
-    """Each task's stats and stored labels from a scored run (the passes the ``estimators`` need, if complete)."""
-    store = run_dir if isinstance(run_dir, RunStore) else RunStore(run_dir)
-    store.config()  # NotARunError for a folder that is not a run
-    rows = store.read_table("rows", ["task", "id", "question", "golds", "correct"])
-    if rows is None:
-        raise NotARunError(f"{store.path} is not scored yet (no rows table): run `tracecal evaluate` on it first")
-    cols = rows.to_pydict()
-    names = list(dict.fromkeys(cols["task"]))
-    unknown = [t for t in tasks or () if t not in names]
-    if unknown:
-        raise ValueError(f"task {unknown[0]!r} is not in {store.path}; it holds {', '.join(names)}")
-    info = store.read_results().get("tasks", {})
-    passes = needs_of(estimators)
-    out = []
-    for t in tasks or names:
-        rows_t = zip(cols["task"], cols["id"], cols["question"], cols["golds"], cols["correct"], strict=True)
-        exs = [
-            SimpleNamespace(id=i, question=q, golds=json.loads(g) if g else [], correct=c)
-            for task, i, q, g, c in rows_t
-            if task == t
-        ]
-        rule = str(info.get(t, {}).get("label_rule", "stored labels"))
-        out.append(load_task_stats(store, StoredLabels(t, rule), exs, passes, allow_missing=True))
-    return out
-
-
-def stratified_draw(y: np.ndarray, size: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-    """(calibration, evaluation) indices: ``size`` answers, round(size·n₁/n) of them correct (≥ 1, < n₁)."""
-    pos, neg = np.flatnonzero(y == 1), np.flatnonzero(y == 0)
-    k = int(min(max(round(size * pos.size / y.size), 1), pos.size - 1))
-    cal = np.concatenate([rng.choice(pos, k, replace=False), rng.choice(neg, size - k, replace=False)])
-    mask = np.zeros(y.size, dtype=bool)
-    mask[cal] = True
-    return np.flatnonzero(mask), np.flatnonzero(~mask)
 
 
 def _check_sizes(data: TaskStats, sizes: Sequence[int]) -> list[int]:
@@ -232,8 +179,7 @@ def learning_curve(
     if unknown := [f for f in focus if f not in names]:
         raise ValueError(f"focus methods {', '.join(unknown)} are not among the estimators ({', '.join(names)})")
     sizes = _check_sizes(data, sizes)
-    if isinstance(n_splits, bool) or not isinstance(n_splits, int) or n_splits < 1:
-        raise ValueError(f"splits must be a whole number ≥ 1, got {n_splits!r}")
+    check_param("splits", n_splits, Interval(int, 1, None))
     cfg = ScoreConfig(names, n_seeds=n_splits, calibrator=calibrator, seed=seed, n_boot=n_boot, level=level)
     enough = n_boot > 0 and enough_per_class(data.y)  # else no interval (NaN bounds)
     counts = bootstrap_counts(data.y, n_boot, seed=(seed, zlib.crc32(data.task.encode()))) if enough else None
@@ -303,16 +249,14 @@ def run_learning_curve(
     **kw: Any,
 ) -> dict[str, Any]:
     """Learning curves of a scored run's tasks, written into the run (``learning_curve.json`` merged by task,
-    ``learning_curve.csv``, ``learning_curve_<task>.svg``); returns the whole JSON document. ``kw``: the
-    settings of `learning_curve` (sizes, n_splits, n_boot, level, calibrator, seed)."""
+    ``learning_curve.csv``); returns the whole JSON document (`tracecal.report.learning_curve` draws its
+    figures). ``kw``: the settings of `learning_curve` (sizes, n_splits, n_boot, level, calibrator, seed)."""
     store = run_dir if isinstance(run_dir, RunStore) else RunStore(run_dir)
     names = list(estimators or DEFAULT_ESTIMATORS)
     data = load_stored_tasks(store, resolve_estimators(names), tasks)
     doc = store.read_artefact(ARTEFACT) or {"tasks": {}}
     for d in data:
-        lc = _plain(learning_curve(d, names, progress=progress, **kw))
-        doc["tasks"][d.task] = lc
-        store.write_text(f"learning_curve_{safe_name(d.task)}.svg", learning_curve_svg(lc))
+        doc["tasks"][d.task] = _plain(learning_curve(d, names, progress=progress, **kw))
     store.write_artefact(ARTEFACT, doc)
     store.write_text("learning_curve.csv", curves_csv(doc))
     return doc

@@ -1,14 +1,14 @@
 """Selective answering on a scored run: coverage and realised risk of the guaranteed threshold per estimator.
 
-`run_selective` re-scores a run's tasks with its stored labels (`tracecal.analysis.learning_curve.load_stored_tasks`)
+`run_selective` re-scores a run's tasks with its stored labels (`tracecal.evaluation.stored.load_stored_tasks`)
 under the split protocol, choosing on each calibration split the Learn-then-Test threshold of `tracecal.stats.selective`
 (error rate among answered ≤ α with probability ≥ 1 − δ) and applying it to the evaluation split. Per task and
 estimator: mean coverage and realised risk over the splits, the share of splits whose realised risk exceeds α
 (which should stay ≤ δ up to the noise of a finite evaluation split), and the threshold to deploy — chosen on
 *all* of the task's answers, on the estimator's raw score. A fitted estimator (TRACE+) is fitted on a random
-1 − ``holdout`` of the answers and its threshold chosen on the other ``holdout`` (`tracecal.stats.selective.threshold_split`:
-its score must not have seen the answers the threshold is tested on); deploy that fitted model with it. The
-document is written to ``RUN/selective.json``.
+1 − ``holdout`` of the answers and its threshold chosen on the other ``holdout``
+(`tracecal.stats.splits.threshold_split`: its score must not have seen the answers the threshold is tested on);
+deploy that fitted model with it. The document is written to ``RUN/selective.json``.
 """
 
 from __future__ import annotations
@@ -20,12 +20,14 @@ from typing import Any
 
 import numpy as np
 
-from tracecal.analysis.learning_curve import load_stored_tasks
 from tracecal.estimators import REGISTRY, get_estimator, resolve_estimators
 from tracecal.evaluation.protocol import ScoreConfig, TaskStats, sanitize, score_tasks
+from tracecal.evaluation.results import Results
 from tracecal.evaluation.runstore import RunStore
+from tracecal.evaluation.stored import load_stored_tasks
 from tracecal.stats.metrics import SingleClassWarning
-from tracecal.stats.selective import check_alpha_delta, check_holdout, ltt_threshold, threshold_split
+from tracecal.stats.selective import check_alpha_delta, check_holdout, ltt_threshold
+from tracecal.stats.splits import threshold_split
 
 __all__ = ["run_selective", "deployment_threshold", "deployed_threshold", "ARTEFACT"]
 
@@ -55,6 +57,34 @@ def deployment_threshold(
         "n_fit": len(fit),
         "n_threshold": len(thr),
     }
+
+
+def _document(data: Sequence[TaskStats], res: Results, cfg: ScoreConfig) -> dict[str, Any]:
+    """The selective document of scored tasks: per task × estimator, the split means of coverage and risk, the
+    share of splits whose risk exceeds α, the base rate, and the threshold to deploy (None where not run)."""
+    alpha, delta, holdout = cfg.sel_alpha, cfg.sel_delta, cfg.sel_holdout
+    doc: dict[str, Any] = {
+        "alpha": alpha,
+        "delta": delta,
+        "holdout": holdout,
+        "n_splits": cfg.n_seeds,
+        "cal_frac": cfg.cal_frac,
+        "score": "raw",
+        "tasks": {},
+    }
+    for d in data:
+        per, info = res.metrics[d.task], res.tasks[d.task]
+        doc["tasks"][d.task] = {
+            e: {
+                "coverage": per[e]["sel_coverage"],
+                "risk": per[e]["sel_risk"],
+                "violation_share": per[e]["sel_violation"]["mean"],
+                "base_rate": info["accuracy"],
+                "deploy": None if e in info["not_run"] else deployment_threshold(d, e, alpha, delta, holdout, cfg.seed),
+            }
+            for e in cfg.estimators
+        }
+    return doc
 
 
 def run_selective(
@@ -93,29 +123,7 @@ def run_selective(
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", SingleClassWarning)
         res = score_tasks(data, cfg)
-    doc: dict[str, Any] = {
-        "alpha": alpha,
-        "delta": delta,
-        "holdout": holdout,
-        "n_splits": cfg.n_seeds,
-        "cal_frac": cfg.cal_frac,
-        "score": "raw",
-        "tasks": {},
-    }
-    for d in data:
-        per = res.metrics[d.task]
-        doc["tasks"][d.task] = {
-            e: {
-                "coverage": per[e]["sel_coverage"],
-                "risk": per[e]["sel_risk"],
-                "violation_share": per[e]["sel_violation"]["mean"],
-                "base_rate": res.tasks[d.task]["accuracy"],
-                "deploy": None
-                if e in res.tasks[d.task]["not_run"]
-                else deployment_threshold(d, e, alpha, delta, holdout, cfg.seed),
-            }
-            for e in names
-        }
+    doc = _document(data, res, cfg)
     if write:
         store.write_artefact(ARTEFACT, doc)
     return doc

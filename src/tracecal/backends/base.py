@@ -3,29 +3,47 @@
 A backend turns prompts into `Trace` objects recorded during its own decoding pass. Nothing downstream
 knows which backend produced a trace; what differs is written in the trace (``entropy_kind``,
 ``decoding``, ``model_id``).
+
+>>> from tracecal.backends.base import check_generate_args, stop_string_hit
+>>> check_generate_args("Hi", 8, None, 16)
+GenerateArgs(prompts=['Hi'], max_new_tokens=8, batch_size=16, top_logprobs=0)
+>>> stop_string_hit(" ", [" "]), stop_string_hit(" Paris. Question", ["Question"])
+(False, True)
 """
 
 from __future__ import annotations
 
 import numbers
-from collections.abc import Sequence
-from typing import Any, Protocol, runtime_checkable
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 import numpy as np
 
-from tracecal.backends.topk import topk_entropy as _topk_entropy
+from tracecal._validation import Interval, is_number
+from tracecal.backends.topk import topk_entropy as topk_entropy_of
+from tracecal.errors import TracecalError, ValidationError
 from tracecal.traces.trace import Trace
 
 __all__ = [
+    "POSITIVE_INT",
     "Backend",
     "BackendUnsupportedError",
+    "GenerateArgs",
     "LocalBackend",
     "Prompt",
     "PromptTooLongError",
     "char_offsets",
     "check_batch_size",
+    "check_generate_args",
     "check_positive_int",
+    "check_prompt_lengths",
     "check_prompts",
+    "decoded_prefixes",
+    "local_trace",
+    "name_trace",
+    "prompt_ids",
+    "prompt_text",
+    "stop_string_hit",
     "supports_on_step",
     "topk_entropy",
 ]
@@ -62,18 +80,24 @@ class Backend(Protocol):
         """Prompt + answer tokens the model accepts (None when unknown, e.g. a server)."""
         ...
 
-    def generate(self, prompts: Sequence[Prompt], max_new_tokens: int = 32, **kwargs: Any) -> list[Trace]:
-        """Decode one answer per prompt and return its trace (same order as ``prompts``).
-
-        Common keywords: ``stop_strings``, ``ids`` (stored in the traces), ``batch_size``, ``progress``.
-        A backend that can report each decoding step also takes ``on_step`` (the HF backend:
-        `tracecal.backends.recorder.StepHook`); callers check for it with :func:`supports_on_step`.
-        """
+    def generate(
+        self,
+        prompts: Sequence[Prompt],
+        max_new_tokens: int = 32,
+        *,
+        top_logprobs: int = 0,
+        stop_strings: Sequence[str] = (),
+        batch_size: int | None = None,
+        ids: Sequence[str] | None = None,
+        progress: Callable[[int], None] | None = None,
+    ) -> list[Trace]:
+        """Decode one answer per prompt and return its trace (same order as ``prompts``). Every backend takes these
+        keywords (``ids`` are stored in the traces); backends take more (the HF backend's sampling keywords), and one
+        that reports each decoding step takes ``on_step`` (HF: `tracecal.backends.recorder.StepHook`), which callers
+        check for with :func:`supports_on_step`."""
         ...
 
-    def beam_scores(
-        self, prompts: Sequence[Prompt], num_beams: int = 5, max_new_tokens: int = 32, **kwargs: Any
-    ) -> np.ndarray:
+    def beam_scores(self, prompts: Sequence[Prompt], num_beams: int = 5, max_new_tokens: int = 32) -> np.ndarray:
         """Length-normalised log-scores of the final ``num_beams`` beams per prompt, best first: (B, num_beams)."""
         ...
 
@@ -120,11 +144,11 @@ class LocalBackend(Backend, Protocol):
         ...
 
 
-class PromptTooLongError(ValueError):
+class PromptTooLongError(TracecalError, ValueError):
     """A prompt that does not fit the model's context window together with max_new_tokens."""
 
 
-class BackendUnsupportedError(ValueError, NotImplementedError):
+class BackendUnsupportedError(TracecalError, ValueError, NotImplementedError):
     """A backend cannot do what was asked (e.g. beam search on an OpenAI-compatible server)."""
 
 
@@ -138,12 +162,17 @@ def supports_on_step(model: Any) -> bool:
         return False
 
 
+POSITIVE_INT = Interval(int, 1, None)
+"""The constraint of every count setting of a backend (``max_new_tokens``, ``batch_size``, ``top_logprobs``, …)."""
+
+
 def check_positive_int(value: Any, name: str) -> int:
-    """``value`` as an int if it is a positive integer (not a bool, not a float, not a string), else ValueError."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise ValueError(f"{name} must be a positive integer, got {value!r} ({type(value).__name__})")
-    if value < 1:
-        raise ValueError(f"{name} must be a positive integer (≥ 1), got {value}")
+    """``value`` as an int if it meets `POSITIVE_INT` (a whole number ≥ 1; not a bool, a float or a string),
+    else `ValidationError` (a ValueError) naming ``name``, the value and its type."""
+    if not is_number(value, integer=True):
+        raise ValidationError(f"{name} must be a positive integer, got {value!r} ({type(value).__name__})")
+    if not POSITIVE_INT.accepts(value):
+        raise ValidationError(f"{name} must be a positive integer (≥ 1), got {value}")
     return int(value)
 
 
@@ -154,10 +183,10 @@ def check_batch_size(value: Any, default: int) -> int:
 
 def _check_messages(messages: Any, where: str) -> None:
     if not isinstance(messages, list) or not messages:
-        raise ValueError(f"{where}: chat messages must be a non-empty list of {{'role': ..., 'content': ...}}")
+        raise ValidationError(f"{where}: chat messages must be a non-empty list of {{'role': ..., 'content': ...}}")
     for j, m in enumerate(messages):
         if not isinstance(m, dict) or not isinstance(m.get("role"), str) or not isinstance(m.get("content"), str):
-            raise ValueError(f"{where}, message {j}: expected {{'role': str, 'content': str}}, got {m!r:.80}")
+            raise ValidationError(f"{where}, message {j}: expected {{'role': str, 'content': str}}, got {m!r:.80}")
 
 
 def _check_prompt(p: Any, where: str) -> None:
@@ -167,7 +196,7 @@ def _check_prompt(p: Any, where: str) -> None:
         _check_messages(p, where)
         return
     if not isinstance(p, dict):
-        raise ValueError(f"{where} has type {type(p).__name__}; expected a str, a list of chat messages or a dict")
+        raise ValidationError(f"{where} has type {type(p).__name__}; expected a str, a list of chat messages or a dict")
     if p.get("prompt_ids") is not None:
         ids = p["prompt_ids"]
         if (
@@ -175,23 +204,23 @@ def _check_prompt(p: Any, where: str) -> None:
             or isinstance(ids, str)
             or not all(isinstance(i, numbers.Integral) and not isinstance(i, bool) for i in ids)
         ):
-            raise ValueError(f"{where}: 'prompt_ids' must be a list of token ids (ints)")
+            raise ValidationError(f"{where}: 'prompt_ids' must be a list of token ids (ints)")
     elif p.get("messages") is not None:
         _check_messages(p["messages"], where)
     elif not isinstance(p.get("prompt"), str):
-        raise ValueError(f"{where}: a dict prompt needs 'prompt' (str), 'messages' (list) or 'prompt_ids'")
+        raise ValidationError(f"{where}: a dict prompt needs 'prompt' (str), 'messages' (list) or 'prompt_ids'")
 
 
 def check_prompts(prompts: Sequence[Prompt]) -> list[Prompt]:
     """Validate the prompt list at the boundary; ValueError with the prompt's index and what is wrong."""
     if isinstance(prompts, str | dict):
-        prompts = [prompts]  # type: ignore[list-item]
+        prompts = [prompts]
     try:
         prompts = list(prompts)
     except TypeError:
-        raise ValueError(f"prompts must be a list of prompts, got {type(prompts).__name__}") from None
+        raise ValidationError(f"prompts must be a list of prompts, got {type(prompts).__name__}") from None
     if not prompts:
-        raise ValueError("generate() got an empty prompt list: pass at least one prompt")
+        raise ValidationError("generate() got an empty prompt list: pass at least one prompt")
     for i, p in enumerate(prompts):
         _check_prompt(p, f"prompt {i}")
     return prompts
@@ -202,18 +231,17 @@ def topk_entropy(topk_logprobs: np.ndarray, vocab_size: int, estimator: str = "u
 
     The default is METHOD §1's truncated estimate: H ≈ −Σ_{top-k} p log p − r log(r / (|V| − k)),
     r = 1 − Σ_{top-k} p, the tail mass spread uniformly over the |V| − k remaining tokens (an upper bound).
-    ``estimator`` picks another one of `tracecal.backends.topk.TOPK_ESTIMATORS` (the same as `tracecal.backends.topk.topk_entropy`).
+    ``estimator`` picks another one of `tracecal.backends.topk.TOPK_ESTIMATORS` (the same as
+    `tracecal.backends.topk.topk_entropy`).
     """
-    return _topk_entropy(topk_logprobs, vocab_size, estimator)
+    return topk_entropy_of(topk_logprobs, vocab_size, estimator)
 
 
 def char_offsets(prefix_texts: Sequence[str], text: str) -> tuple[np.ndarray, list[str]]:
     """Start offsets of each token in ``text`` and the token strings, from decoded prefixes.
-
     ``prefix_texts[i]`` is the decode of the first ``i`` tokens (``prefix_texts[0] == ""``), length T+1.
     A prefix that ends inside a multi-byte character decodes with a replacement character; its offset is
-    the longest common prefix with ``text``, so offsets stay monotone and token strings tile ``text``.
-    """
+    the longest common prefix with ``text``, so offsets stay monotone and token strings tile ``text``."""
     T = len(prefix_texts) - 1
     starts = np.zeros(T + 1, dtype=np.int64)
     for i, pre in enumerate(prefix_texts):
@@ -235,10 +263,8 @@ def char_offsets(prefix_texts: Sequence[str], text: str) -> tuple[np.ndarray, li
 def prompt_ids(tokenizer: Any, prompt: Prompt, chat: bool, system_prompt: str | None = None) -> list[int]:
     """The token ids fed to the model for ``prompt``, the one chat-template path of every local backend
     (`HFModel.encode_prompt` and the llama.cpp backend call it, so both feed the model the same ids).
-
     A dict with ``prompt_ids`` is taken as already encoded; message lists (and plain strings when ``chat``)
-    go through the tokenizer's chat template with the generation prompt; plain text otherwise.
-    """
+    go through the tokenizer's chat template with the generation prompt; plain text otherwise."""
     if isinstance(prompt, dict) and prompt.get("prompt_ids") is not None:
         return [int(i) for i in prompt["prompt_ids"]]
     if isinstance(prompt, dict):
@@ -284,14 +310,89 @@ def check_prompt_lengths(
     prompt_ids: Sequence[Sequence[int]], max_new_tokens: int, context: int, where: str, remedy: str
 ) -> None:
     """Every prompt has ≥ 1 token and fits ``context`` together with ``max_new_tokens`` (`PromptTooLongError`).
-
-    ``where`` names the limit in the message (e.g. "the model's context"), ``remedy`` says what to do.
-    """
+    ``where`` names the limit in the message (e.g. "the model's context"), ``remedy`` says what to do."""
     for i, ids in enumerate(prompt_ids):
         if len(ids) == 0:
-            raise ValueError(f"prompt {i} encodes to zero tokens")
+            raise ValidationError(f"prompt {i} encodes to zero tokens")
         if len(ids) + max_new_tokens > context:
             raise PromptTooLongError(
                 f"prompt {i} has {len(ids)} tokens; with max_new_tokens={max_new_tokens} it exceeds {where} of "
                 f"{context} tokens. {remedy}"
             )
+
+
+class GenerateArgs(NamedTuple):
+    """The checked common arguments of ``generate`` (`check_generate_args`)."""
+
+    prompts: list[Prompt]
+    max_new_tokens: int
+    batch_size: int
+    top_logprobs: int
+
+
+def check_generate_args(
+    prompts: Sequence[Prompt],
+    max_new_tokens: Any,
+    batch_size: Any,
+    default_batch_size: int,
+    ids: Sequence[str] | None = None,
+    top_logprobs: Any = 0,
+) -> GenerateArgs:
+    """The arguments every backend's ``generate`` shares, checked at the boundary (`ValidationError` naming the
+    argument): the prompts (`check_prompts`), ``max_new_tokens`` and ``batch_size`` (`POSITIVE_INT`; None: the
+    backend's ``default_batch_size``), ``top_logprobs`` (0 = off, else `POSITIVE_INT`) and one id per prompt."""
+    prompts = check_prompts(prompts)
+    max_new_tokens = check_positive_int(max_new_tokens, "max_new_tokens")
+    batch = check_batch_size(batch_size, default_batch_size)
+    if top_logprobs != 0:
+        top_logprobs = check_positive_int(top_logprobs, "top_logprobs")
+    if ids is not None and len(ids) != len(prompts):
+        raise ValidationError(f"ids must have one entry per prompt: {len(ids)} ids for {len(prompts)} prompts")
+    return GenerateArgs(prompts, max_new_tokens, batch, int(top_logprobs))
+
+
+def name_trace(trace: Trace, prompt: Prompt, index: int, ids: Sequence[str] | None) -> Trace:
+    """``trace`` with the user's prompt text (`prompt_text`) and its id (``ids[index]``, else the position)."""
+    trace.prompt = prompt_text(prompt)
+    trace.id = str(ids[index]) if ids is not None else str(index)
+    return trace
+
+
+def decoded_prefixes(tokenizer: Any, answer_ids: Sequence[int] | np.ndarray) -> list[str]:
+    """``[decode(ids[:0]), …, decode(ids[:T])]``: the text of every prefix of an answer (for `char_offsets`)."""
+    T = len(answer_ids)
+    return list(tokenizer.batch_decode([answer_ids[:i] for i in range(T + 1)])) if T else [""]
+
+
+def local_trace(
+    prefixes: Sequence[str],
+    answer_ids: Any,
+    s: Any,
+    h: Any,
+    prompt_ids: Sequence[int],
+    stop_reason: str,
+    model_id: str,
+    decoding: dict[str, Any],
+    topk: tuple[np.ndarray | None, np.ndarray | None] = (None, None),
+) -> Trace:
+    """The trace of one answer decoded in this process (exact full-vocabulary H_t, ``entropy_kind="exact"``).
+    ``prefixes`` are the decoded prefixes of the T answer tokens (`decoded_prefixes`); ``s`` / ``h`` hold
+    s_t and H_t in nats (at least T values: the first T are kept); ``topk`` the optional (ids, log-probs)."""
+    T = len(prefixes) - 1
+    text = prefixes[T]
+    offsets, strings = char_offsets(prefixes, text)
+    return Trace(
+        text=text,
+        token_ids=np.asarray(answer_ids, dtype=np.int64)[:T],
+        surprisal=np.asarray(s, dtype=np.float64)[:T],
+        entropy=np.asarray(h, dtype=np.float64)[:T],
+        token_strings=strings,
+        offsets=offsets,
+        prompt_ids=np.asarray(prompt_ids, dtype=np.int64),
+        entropy_kind="exact",
+        stop_reason=stop_reason,
+        model_id=model_id,
+        decoding=dict(decoding),
+        topk_ids=topk[0],
+        topk_logprobs=topk[1],
+    )

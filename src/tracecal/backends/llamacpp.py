@@ -13,6 +13,7 @@ the GGUF and its chat template), so both backends feed identical ids; llama.cpp'
 used. Prompts run one at a time; consecutive prompts reuse the KV cache of their common prefix (the chat
 template's system prompt), which changes no number: without llama.cpp's extra buffer types (off by default,
 see `LlamaCppModel.load`) its CPU kernels are batch-invariant. Extra: ``pip install 'tracecal[llamacpp]'``.
+llama-cpp-python's OpenAI-compatible server (for the HTTP backend): `tracecal.backends.llamacpp_server`.
 """
 
 from __future__ import annotations
@@ -21,8 +22,6 @@ import contextlib
 import importlib.metadata
 import math
 import os
-import subprocess
-import sys
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -32,27 +31,37 @@ import numpy as np
 from tracecal.backends.base import (
     BackendUnsupportedError,
     Prompt,
-    char_offsets,
-    check_batch_size,
+    check_generate_args,
     check_positive_int,
     check_prompt_lengths,
-    check_prompts,
+    decoded_prefixes,
+    local_trace,
+    name_trace,
     prompt_ids,
-    prompt_text,
     stop_string_hit,
 )
 from tracecal.backends.defaults import (
     DEFAULT_MODEL,
-    END_OF_TURN_TOKENS,
     NAMED_MODELS,
-    default_gguf_path,
     gguf_checkpoint,
     named_gguf_path,
+    tokenizer_stop_ids,
 )
-from tracecal.backends.servers import free_port, served_process
+from tracecal.errors import TracecalError, ValidationError
 from tracecal.traces.trace import Trace
 
-__all__ = ["LlamaCppModel", "logits_stats", "prompt_ids", "run_server", "serve_gguf"]
+__all__ = [
+    "LlamaCppMissingError",
+    "LlamaCppModel",
+    "import_llama_cpp",
+    "llama_model_params",
+    "logits_stats",
+    "prompt_ids",
+]
+
+
+class LlamaCppMissingError(TracecalError, ImportError):
+    """llama-cpp-python is not installed (the extra ``tracecal[llamacpp]``)."""
 
 
 def logits_stats(x: np.ndarray) -> tuple[float, float]:
@@ -69,13 +78,13 @@ def logits_stats(x: np.ndarray) -> tuple[float, float]:
 
 
 @contextlib.contextmanager
-def _llama_model_params(extra_buffers: bool) -> Iterator[None]:
+def llama_model_params(extra_buffers: bool) -> Iterator[None]:
     """While ``Llama(...)`` is built: llama.cpp's ``use_extra_bufts`` (repacked / AMX weight layouts) set.
 
     llama-cpp-python 0.3.16 has no argument for it, so its default-params function is wrapped for the block
     (process-wide: do not build other ``Llama`` objects in other threads meanwhile).
     """
-    lib = _import_llama_cpp().llama_cpp
+    lib = import_llama_cpp().llama_cpp
     orig = lib.llama_model_default_params
 
     def params() -> Any:
@@ -90,20 +99,11 @@ def _llama_model_params(extra_buffers: bool) -> Iterator[None]:
         lib.llama_model_default_params = orig
 
 
-def run_server(argv: Sequence[str], extra_buffers: bool = False) -> None:
-    """``python -m llama_cpp.server ARGV`` with llama.cpp's extra buffer types on or off (see `LlamaCppModel.load`)."""
-    from llama_cpp.server.__main__ import main
-
-    sys.argv = ["llama_cpp.server", *argv]
-    with _llama_model_params(extra_buffers):
-        main()
-
-
-def _import_llama_cpp() -> Any:
+def import_llama_cpp() -> Any:
     try:
         import llama_cpp
     except ImportError as e:
-        raise ImportError(
+        raise LlamaCppMissingError(
             "the llama.cpp backend needs llama-cpp-python: pip install 'tracecal[llamacpp]' "
             "(it compiles llama.cpp, a few minutes)"
         ) from e
@@ -141,7 +141,7 @@ class LlamaCppModel:
         self.system_prompt = system_prompt
         self.batch_size = check_positive_int(batch_size, "batch_size")
         self.reuse_prefix = reuse_prefix
-        self._lib = _import_llama_cpp()
+        self._lib = import_llama_cpp()
         self.stop_ids = self._stop_token_ids()
         self._stop_set = frozenset(self.stop_ids)
 
@@ -169,14 +169,14 @@ class LlamaCppModel:
         """
         for key, value in (("dtype", dtype), ("device", device)):
             if value not in ("auto", None):
-                raise ValueError(f"{key}={value!r} does not apply to llama.cpp (the GGUF decides): use auto")
+                raise ValidationError(f"{key}={value!r} does not apply to llama.cpp (the GGUF decides): use auto")
         model_id = DEFAULT_MODEL if path is None else str(path)
         p = named_gguf_path(model_id) if model_id in NAMED_MODELS else Path(model_id)  # a named model: defaults.py
         if p.suffix != ".gguf":
-            raise ValueError(f"the llama.cpp backend loads .gguf files, got {str(p)!r}")
+            raise ValidationError(f"the llama.cpp backend loads .gguf files, got {str(p)!r}")
         if not p.exists():
             raise FileNotFoundError(f"GGUF file not found: {p}")
-        llama_cpp = _import_llama_cpp()
+        llama_cpp = import_llama_cpp()
         if tokenizer is None or isinstance(tokenizer, str | os.PathLike):
             from transformers import AutoTokenizer
 
@@ -185,7 +185,7 @@ class LlamaCppModel:
                 if tokenizer is None
                 else AutoTokenizer.from_pretrained(str(tokenizer))
             )
-        with _llama_model_params(extra_buffers):
+        with llama_model_params(extra_buffers):
             llm = llama_cpp.Llama(
                 model_path=str(p),
                 n_ctx=check_positive_int(n_ctx, "n_ctx"),
@@ -208,12 +208,8 @@ class LlamaCppModel:
 
     def _stop_token_ids(self) -> list[int]:
         """The HF backend's stop set: the tokenizer's EOS, end-of-turn tokens of the vocabulary, the GGUF's EOS."""
-        ids = {int(self.llm.token_eos())} if self.llm.token_eos() >= 0 else set()
-        if self.tokenizer.eos_token_id is not None:
-            ids.add(int(self.tokenizer.eos_token_id))
-        vocab = self.tokenizer.get_vocab()
-        ids.update(int(vocab[t]) for t in END_OF_TURN_TOKENS if t in vocab)
-        return sorted(ids)
+        eos = int(self.llm.token_eos())
+        return tokenizer_stop_ids(self.tokenizer, [eos] if eos >= 0 else [])
 
     def encode_prompt(self, prompt: Prompt) -> list[int]:
         """The exact ids fed to llama.cpp: the HF backend's chat template / tokenizer (:func:`prompt_ids`)."""
@@ -291,14 +287,11 @@ class LlamaCppModel:
         """
         if do_sample:
             raise BackendUnsupportedError("the llama.cpp backend decodes greedily; sample with backend='hf'")
-        prompts = check_prompts(prompts)
-        max_new_tokens = check_positive_int(max_new_tokens, "max_new_tokens")
-        check_batch_size(batch_size, self.batch_size)
-        if top_logprobs != 0:
-            top_logprobs = min(check_positive_int(top_logprobs, "top_logprobs"), self.vocab_size)
+        prompts, max_new_tokens, _batch, top_logprobs = check_generate_args(
+            prompts, max_new_tokens, batch_size, self.batch_size, ids, top_logprobs
+        )
+        top_logprobs = min(top_logprobs, self.vocab_size)
         stop_strings = [stop_strings] if isinstance(stop_strings, str) else list(stop_strings)
-        if ids is not None and len(ids) != len(prompts):
-            raise ValueError(f"ids must have one entry per prompt: {len(ids)} ids for {len(prompts)} prompts")
         encoded = [self.encode_prompt(p) for p in prompts]
         self._check_length(encoded, max_new_tokens)
         decoding = {
@@ -317,10 +310,7 @@ class LlamaCppModel:
         out = []
         for i, (p, pids) in enumerate(zip(prompts, encoded, strict=True)):
             new, s, h, top, hit = self._decode(pids, max_new_tokens, top_logprobs, stop_strings)
-            t = self._make_trace(pids, new, s, h, top, hit, decoding)
-            t.prompt = prompt_text(p)
-            t.id = str(ids[i]) if ids is not None else str(i)
-            out.append(t)
+            out.append(name_trace(self._make_trace(pids, new, s, h, top, hit, decoding), p, i, ids))
             if progress is not None:
                 progress(1)
         return out
@@ -343,28 +333,15 @@ class LlamaCppModel:
         elif hit_stop_string:
             T, stop_reason = T - 1, "stop_string"
         answer = new[:T]
-        prefixes = self.tokenizer.batch_decode([answer[:i] for i in range(T + 1)]) if T else [""]
-        offsets, strings = char_offsets(prefixes, prefixes[T])
-        return Trace(
-            text=prefixes[T],
-            token_ids=np.asarray(answer, dtype=np.int64),
-            surprisal=np.asarray(s[:T]),
-            entropy=np.asarray(h[:T]),
-            token_strings=strings,
-            offsets=offsets,
-            prompt_ids=np.asarray(prompt_ids, dtype=np.int64),
-            entropy_kind="exact",
-            stop_reason=stop_reason,
-            model_id=self.model_id,
-            decoding=dict(decoding),
-            topk_ids=np.stack([t[0] for t in top[:T]]) if top and T else None,
-            topk_logprobs=np.stack([t[1] for t in top[:T]]) if top and T else None,
-        )
+        stacked = (np.stack([t[0] for t in top[:T]]), np.stack([t[1] for t in top[:T]])) if top and T else None
+        topk = stacked or (None, None)
+        prefixes = decoded_prefixes(self.tokenizer, answer)
+        return local_trace(prefixes, answer, s, h, prompt_ids, stop_reason, self.model_id, decoding, topk)
 
     def teacher_forced(self, prompt_ids: Sequence[int], answer_ids: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
         """(s_t, H_t) of ``answer_ids`` after ``prompt_ids``, nats: llama.cpp fed one answer token per step."""
         if not len(prompt_ids):
-            raise ValueError("teacher_forced needs at least one prompt token")
+            raise ValidationError("teacher_forced needs at least one prompt token")
         self._feed([int(i) for i in prompt_ids])
         s, h = np.zeros(len(answer_ids)), np.zeros(len(answer_ids))
         for t, a in enumerate(answer_ids):
@@ -384,7 +361,7 @@ class LlamaCppModel:
         out = np.zeros((len(prompt_ids), len(tok)))
         for i, p in enumerate(prompt_ids):
             if not len(p):
-                raise ValueError(f"prompt {i} has no tokens")
+                raise ValidationError(f"prompt {i} has no tokens")
             self._feed([int(t) for t in p])
             x = self._logits()
             out[i] = x[tok] - logits_stats(x)[0]
@@ -396,30 +373,3 @@ class LlamaCppModel:
             "beam search scores (beam_scores) are not available from the llama.cpp backend: it decodes one "
             "sequence at a time and llama-cpp-python has no beam search. Use the Hugging Face backend (backend='hf')."
         )
-
-
-@contextlib.contextmanager
-def serve_gguf(
-    path: str | os.PathLike[str] | None = None,
-    alias: str = "smollm2",
-    n_threads: int = 1,
-    n_ctx: int = 2048,
-    port: int | None = None,
-    timeout: float = 180.0,
-    log: Any = subprocess.DEVNULL,
-    extra_buffers: bool = False,
-) -> Iterator[str]:
-    """Run llama-cpp-python's OpenAI-compatible server on 127.0.0.1 for the ``with`` block; yields its ``/v1`` URL.
-
-    ``python -m llama_cpp.server`` with ``--logits_all true`` (needed for log-probs); ``extra_buffers=False``
-    runs it through :func:`run_server` so that it uses the kernels of the in-process backend's default. Ready
-    when ``GET /v1/models`` lists ``alias`` (polled until ``timeout`` s); terminated when the block ends.
-    """
-    gguf = default_gguf_path() if path is None else Path(path)
-    port = free_port() if port is None else port
-    opts = f"--host 127.0.0.1 --port {port} --n_threads {n_threads} --logits_all true --n_ctx {n_ctx}".split()
-    code = f"import sys, {__name__} as m; m.run_server(sys.argv[1:])"
-    launch = ["-m", "llama_cpp.server"] if extra_buffers else ["-c", code]
-    cmd = [sys.executable, *launch, "--model", str(gguf), "--model_alias", alias, *opts]
-    with served_process(cmd, port, alias, what="llama.cpp server", timeout=timeout, log=log) as url:
-        yield url

@@ -109,7 +109,9 @@ class StepHook(StoppingCriteria):
     answer ``b`` keeps (−1 for answers it never ended).
     """
 
-    def __init__(self, recorder: TraceRecorder, on_step: StepCallback, rows: Sequence[int], stop_ids: Sequence[int]):
+    def __init__(
+        self, recorder: TraceRecorder, on_step: StepCallback, rows: Sequence[int] | np.ndarray, stop_ids: Sequence[int]
+    ):
         self.recorder, self.on_step = recorder, on_step
         self.rows = np.asarray(rows, dtype=np.int64)
         self.stop_ids = np.asarray(list(stop_ids), dtype=np.int64)

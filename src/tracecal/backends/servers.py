@@ -18,9 +18,19 @@ import urllib.request
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-__all__ = ["free_port", "served_process"]
+from tracecal.errors import TracecalError
+
+__all__ = ["ServerExitedError", "ServerTimeoutError", "free_port", "served_process"]
 
 POLL_S = 0.2  # readiness poll interval (s)
+
+
+class ServerExitedError(TracecalError, RuntimeError):
+    """A server process exited before it was ready."""
+
+
+class ServerTimeoutError(TracecalError, TimeoutError):
+    """A server process did not become ready within its timeout."""
 
 
 def free_port() -> int:
@@ -52,7 +62,8 @@ def served_process(
     """Start ``cmd`` (which must serve on 127.0.0.1:``port``); yield ``http://127.0.0.1:PORT/v1`` once
     ``GET /v1/models`` lists ``name``.
 
-    Raises RuntimeError if the process exits first (with its exit code and the command) and TimeoutError if
+    Raises `ServerExitedError` (a RuntimeError) if the process exits first (with its exit code and the command)
+    and `ServerTimeoutError` (a TimeoutError) if
     it is not ready within ``timeout`` seconds; the process is stopped in every case. ``env`` is added to
     this process's environment.
     """
@@ -62,9 +73,9 @@ def served_process(
         deadline = time.monotonic() + timeout
         while not _lists(url, name):
             if proc.poll() is not None:
-                raise RuntimeError(f"the {what} exited with code {proc.returncode}: {' '.join(cmd)}")
+                raise ServerExitedError(f"the {what} exited with code {proc.returncode}: {' '.join(cmd)}")
             if time.monotonic() > deadline:
-                raise TimeoutError(f"the {what} did not answer GET {url}/models within {timeout:.0f} s")
+                raise ServerTimeoutError(f"the {what} did not answer GET {url}/models within {timeout:.0f} s")
             time.sleep(POLL_S)
         yield url
     finally:

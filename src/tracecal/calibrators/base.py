@@ -8,32 +8,45 @@
 ``params`` are the ``__init__`` arguments (``get_params(deep=False)``), ``state`` the learned attributes
 (each class's ``_get_state``). The class is looked up by name in a fixed registry of classes (never
 imported by name): `tracecal.calibrators.scalar.SCALAR_CLASSES` for the scalar calibrators, and
-`tracecal.calibrators.traceplus.CALIBRATOR_CLASSES` (`tracecal.calibrators.traceplus.load_calibrator`) for all, TRACE+ included.
+`tracecal.calibrators.CALIBRATOR_CLASSES` (`tracecal.calibrators.load_calibrator`) for all, TRACE+ included.
 Every value is checked on load — probabilities in [0, 1], finite weights and means, positive scales,
 lengths consistent with the feature names, known kernels, bounded file size and nesting — and anything
 else raises `CalibratorFileError` (a ``ValueError``) naming the file and what to fix. The older layouts
 (TracePlus ``"format": "tracecal.TracePlus"`` version 1; scalar ``{"kind", "format_version": 1}``) still load.
+
+Hyper-parameters are declared once per class in ``_parameter_constraints`` (`tracecal._validation`'s
+`Interval` / `Options`, plus `Flag` and `ListOf` for booleans and lists) and checked by one call,
+`check_constraints`, in ``fit`` and on load; a bad value raises `tracecal.errors.ValidationError` (a
+``ValueError``) naming the parameter, what it must be and what it got.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import numbers
 import os
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted
 
-from tracecal.traces.trace import atomic_write
+from tracecal._validation import Constraint, Interval, Options, check_param
+from tracecal.errors import TracecalError, ValidationError
+from tracecal.traces.io import atomic_write
 from tracecal.version import __version__
 
 __all__ = [
     "CalibratorFileError",
     "Calibrator",
+    "Flag",
+    "ListOf",
+    "ParamConstraint",
+    "check_constraints",
     "read_calibrator_json",
     "check_number",
     "json_float",
@@ -44,9 +57,6 @@ __all__ = [
     "FORMAT_VERSION",
     "MAX_DEPTH",
     "MAX_FILE_BYTES",
-    "fit_labels",
-    "finite_fit_rows",
-    "logit",
 ]
 
 FORMAT = "tracecal.calibrator"
@@ -59,7 +69,7 @@ _LEGACY_KINDS = {"platt": "PlattCalibrator", "isotonic": "IsotonicCalibrator", "
 _REFIT = "refit the calibrator and save it again (the file was edited or corrupted)"
 
 
-class CalibratorFileError(ValueError):
+class CalibratorFileError(TracecalError, ValueError):
     """A saved calibrator (JSON file or dict) is malformed, holds invalid values, or is of another kind or
     an unsupported version; the message says what to fix."""
 
@@ -190,6 +200,84 @@ def upgrade_legacy(d: Mapping[str, Any]) -> Mapping[str, Any]:
     return d
 
 
+# ---------------------------------------------------------------------------------------- parameter constraints
+
+
+@dataclass(frozen=True)
+class Flag:
+    """True or false (``bool`` or ``numpy.bool_``; 0 / 1 are not flags)."""
+
+    def accepts(self, value: Any) -> bool:
+        return isinstance(value, bool | np.bool_)
+
+    def describe(self) -> str:
+        return "true or false"
+
+    def problem(self, name: str, value: Any) -> str:
+        return ""
+
+
+def _flat_list(value: Any) -> bool:
+    return isinstance(value, list | tuple) or (isinstance(value, np.ndarray) and value.ndim == 1)
+
+
+def _is_pos_inf(value: Any) -> bool:
+    return isinstance(value, numbers.Real) and not isinstance(value, bool) and value == math.inf
+
+
+@dataclass(frozen=True)
+class ListOf:
+    """A non-empty list, tuple or 1-D array whose every item meets ``item`` (or is +inf, with ``allow_inf``),
+    with no item twice (``unique``); ``what`` names the items in messages."""
+
+    item: Interval | Options
+    what: str
+    allow_inf: bool = False
+    unique: bool = False
+
+    def _bad_item(self, value: Any) -> int | None:
+        for i, v in enumerate(value):
+            if not (self.item.accepts(v) or (self.allow_inf and _is_pos_inf(v))):
+                return i
+        return None
+
+    def accepts(self, value: Any) -> bool:
+        if not _flat_list(value) or len(value) == 0:
+            return False
+        return self._bad_item(value) is None and (not self.unique or len(set(value)) == len(value))
+
+    def describe(self) -> str:
+        return f"a non-empty list of {self.what}"
+
+    def problem(self, name: str, value: Any) -> str:
+        """What is wrong with the items of a list that `accepts` refuses ("" when the list itself is wrong)."""
+        if not _flat_list(value):
+            return ""
+        i = self._bad_item(value)
+        if i is not None:
+            return f"; {name}[{i}] = {value[i]!r} is not {self.item.describe()}{' or inf' if self.allow_inf else ''}"
+        repeated = [v for j, v in enumerate(value) if v in list(value)[:j]]
+        return f"; {repeated[0]!r} is given twice" if repeated else ""
+
+
+ParamConstraint = Constraint | Flag | ListOf
+"""A hyper-parameter's constraint: `tracecal._validation`'s (`Interval`, `Options`, None, a tuple), `Flag`, `ListOf`."""
+
+
+def check_constraints(params: Mapping[str, Any], constraints: Mapping[str, ParamConstraint]) -> None:
+    """Check every parameter that has a constraint, in the order declared; `ValidationError` (a ``ValueError``)
+    ``"<name> must be <what>, got <value>"`` for the first that fails."""
+    for name, constraint in constraints.items():
+        if name not in params:
+            continue
+        value = params[name]
+        if not isinstance(constraint, Flag | ListOf):
+            check_param(name, value, constraint)
+        elif not constraint.accepts(value):
+            detail = constraint.problem(name, value)
+            raise ValidationError(f"{name} must be {constraint.describe()}, got {value!r}{detail}")
+
+
 # ---------------------------------------------------------------------------------------- the base class
 
 
@@ -198,12 +286,16 @@ class Calibrator(BaseEstimator):
 
     Subclasses implement ``fit`` / ``predict_proba`` and the persistence hooks ``_get_state`` (plain JSON
     of the learned state) and ``_set_state`` (the inverse, checking every value and raising
-    `CalibratorFileError`); ``_check_params`` validates hyper-parameters (``ValueError``) and
-    ``_params_from_json`` undoes JSON's type changes (a tuple comes back as a list).
+    `CalibratorFileError`); ``_parameter_constraints`` declares each hyper-parameter's constraint (checked by
+    ``_check_params``: ``ValueError`` naming the parameter) and ``_params_from_json`` undoes JSON's type
+    changes (a tuple comes back as a list).
     """
+
+    _parameter_constraints: ClassVar[dict[str, ParamConstraint]] = {}
 
     def _check_params(self) -> None:
         """Raise ``ValueError`` saying which hyper-parameter is invalid (called by ``fit`` and on load)."""
+        check_constraints(self.get_params(deep=False), self._parameter_constraints)
 
     @classmethod
     def _params_from_json(cls, params: dict[str, Any]) -> dict[str, Any]:
@@ -298,39 +390,3 @@ class Calibrator(BaseEstimator):
         """Read a calibrator written by `save` (see `from_dict`); corrupt or foreign files raise
         `CalibratorFileError` naming the file and what to fix; a missing file raises ``FileNotFoundError``."""
         return cls.from_dict(read_calibrator_json(path), str(path), registry)
-
-
-# ------------------------------------------------------------------ shared by the fitted TRACE+ calibrators
-def fit_labels(y: Any, n: int, who: str) -> np.ndarray:
-    """``y`` checked as n labels in {0, 1} (int64); ValueError naming ``who`` (the calibrator class) otherwise."""
-    if y is None:
-        raise ValueError(f"{who} requires y to be passed, but the target y is None")
-    y = np.asarray(y)
-    if y.shape != (n,):
-        raise ValueError(f"labels y must have shape ({n},) — one per answer — got {y.shape}")
-    if not np.all(np.isin(y, (0, 1))):
-        raise ValueError("labels y must be 0 (incorrect) or 1 (correct)")
-    return y.astype(np.int64)
-
-
-def finite_fit_rows(M: np.ndarray, y: np.ndarray, who: str) -> tuple[np.ndarray, np.ndarray]:
-    """The rows of a feature matrix (and their labels) with finite features: zero-token answers (NaN rows) are
-    left out with a warning; ValueError when none is left."""
-    import warnings
-
-    ok = np.all(np.isfinite(M), axis=1)
-    if not ok.all():
-        warnings.warn(
-            f"{who}.fit: {int((~ok).sum())} of {len(M)} answers have non-finite features "
-            "(zero-token answers) and were left out of the fit",
-            stacklevel=3,
-        )
-        M, y = M[ok], y[ok]
-    if len(y) == 0:
-        raise ValueError(f"{who}.fit: every answer has zero tokens (NaN features): nothing to fit on")
-    return M, y
-
-
-def logit(p: float) -> float:
-    """log(p / (1 − p)); ±∞ at 1 and 0."""
-    return math.log(p / (1.0 - p)) if 0.0 < p < 1.0 else math.copysign(math.inf, p - 0.5)

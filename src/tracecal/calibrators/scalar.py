@@ -34,11 +34,14 @@ from scipy.special import expit
 from sklearn.exceptions import NotFittedError
 from sklearn.isotonic import IsotonicRegression
 from sklearn.linear_model import LogisticRegression
+from sklearn.utils import Tags
 
+from tracecal._validation import Interval
 from tracecal.calibrators.base import (
     FORMAT_VERSION,
     Calibrator,
     CalibratorFileError,
+    ParamConstraint,
     check_number,
     json_array,
     json_float,
@@ -54,7 +57,6 @@ __all__ = [
     "TemperatureCalibrator",
     "CALIBRATORS",
     "SCALAR_CLASSES",
-    "make_calibrator",
     "calibrator_from_dict",
     "FORMAT_VERSION",
 ]
@@ -74,7 +76,7 @@ class ScalarCalibrator(Calibrator):
     kind: ClassVar[str] = ""
     _STATE_KEYS: ClassVar[tuple[str, ...]] = ()
 
-    def __sklearn_tags__(self):  # type: ignore[no-untyped-def]
+    def __sklearn_tags__(self) -> Tags:
         tags = super().__sklearn_tags__()
         tags.input_tags.one_d_array, tags.input_tags.two_d_array = True, False  # X is a 1-D array of scores
         tags.target_tags.required = True
@@ -101,6 +103,11 @@ class ScalarCalibrator(Calibrator):
         raise NotImplementedError
 
     # ---- public API -----------------------------------------------------------------------------
+    def prepare_scores(self, cal_scores: ArrayLike, *scores: ArrayLike) -> tuple[NDArray[np.float64], ...]:
+        """The calibration scores and each of ``scores`` as this calibrator expects them, by a map learnt on the
+        calibration scores alone: unchanged here; `TemperatureCalibrator` maps them into [0, 1] (`min_max`)."""
+        return tuple(np.asarray(x, dtype=np.float64) for x in (cal_scores, *scores))
+
     def fit(self, scores: ArrayLike, y: ArrayLike) -> ScalarCalibrator:
         """Fit on raw confidence ``scores`` (1-D, finite) and correctness labels ``y`` ∈ {0, 1}.
 
@@ -172,18 +179,24 @@ class PlattCalibrator(ScalarCalibrator):
     1e6 is effectively unregularised) of y on the standardised score; standardising keeps the solver
     well conditioned for scores on any scale. A constant score gets ``scale_ = 1``. Works for any
     real-valued score. Fitted: ``mean_``, ``scale_``, ``coef_`` (w), ``intercept_`` (b).
+
+    >>> from tracecal.calibrators import PlattCalibrator
+    >>> cal = PlattCalibrator().fit([0.1, 0.3, 0.4, 0.6, 0.7, 0.9], [0, 0, 1, 0, 1, 1])
+    >>> p = cal.predict_proba([0.1, 0.5, 0.9])
+    >>> bool(p[0] < p[1] < p[2]), cal.coef_ > 0
+    (True, True)
     """
 
     kind: ClassVar[str] = "platt"
     _STATE_KEYS: ClassVar[tuple[str, ...]] = ("mean_", "scale_", "coef_", "intercept_")
+    _parameter_constraints: ClassVar[dict[str, ParamConstraint]] = {
+        "C": Interval(float, 0, None, closed="neither"),
+        "max_iter": Interval(int, 1, None),
+    }
 
     def __init__(self, C: float = 1e6, max_iter: int = 1000) -> None:
         self.C = C
         self.max_iter = max_iter
-
-    def _check_params(self) -> None:
-        check_number(self.C, "C (inverse L2 strength)", 0.0, open_lo=True)
-        check_number(self.max_iter, "max_iter", 1, integer=True)
 
     def _fit(self, s: NDArray[np.float64], y: NDArray[np.int64]) -> None:
         mean, sd = float(s.mean()), float(s.std())
@@ -256,6 +269,10 @@ class TemperatureCalibrator(ScalarCalibrator):
 
     kind: ClassVar[str] = "temperature"
     _STATE_KEYS: ClassVar[tuple[str, ...]] = ("temperature_",)
+    _parameter_constraints: ClassVar[dict[str, ParamConstraint]] = {
+        "eps": Interval(float, 0, 0.5, closed="neither"),
+        "max_log_t": Interval(float, 0, None, closed="neither"),
+    }
 
     def __init__(self, eps: float = 1e-6, max_log_t: float = 7.0) -> None:
         self.eps = eps
@@ -269,9 +286,19 @@ class TemperatureCalibrator(ScalarCalibrator):
                 f"(min={s.min():.6g}, max={s.max():.6g}); use 'platt' or 'isotonic' for unbounded scores"
             )
 
-    def _check_params(self) -> None:
-        check_number(self.eps, "eps", 0.0, 0.5, open_lo=True, open_hi=True)
-        check_number(self.max_log_t, "max_log_t", 0.0, open_lo=True)
+    @staticmethod
+    def min_max(cal_scores: ArrayLike, *scores: ArrayLike) -> tuple[NDArray[np.float64], ...]:
+        """``cal_scores`` and each of ``scores`` mapped into [0, 1] by the min-max map of the calibration scores:
+        x ↦ clip((x − lo) / span, 0, 1), lo / hi the least / largest calibration score, span = hi − lo (1 when
+        hi = lo). Temperature scaling expects scores in [0, 1]; this is how an unbounded score gets there."""
+        cal = np.asarray(cal_scores, dtype=np.float64)
+        lo, hi = cal.min(), cal.max()
+        span = hi - lo if hi > lo else 1.0
+        return tuple(np.clip((np.asarray(x, dtype=np.float64) - lo) / span, 0, 1) for x in (cal, *scores))
+
+    def prepare_scores(self, cal_scores: ArrayLike, *scores: ArrayLike) -> tuple[NDArray[np.float64], ...]:
+        """The scores in [0, 1] by `min_max` of the calibration scores (temperature scaling needs them there)."""
+        return self.min_max(cal_scores, *scores)
 
     def _logit(self, s: NDArray[np.float64]) -> NDArray[np.float64]:
         c = np.clip(s, self.eps, 1.0 - self.eps)
@@ -308,18 +335,8 @@ SCALAR_CLASSES: dict[str, type[Calibrator]] = {cls.__name__: cls for cls in CALI
 """The fixed registry `ScalarCalibrator.load` / `calibrator_from_dict` dispatch on (by class name)."""
 
 
-def make_calibrator(name: str, **kw: Any) -> ScalarCalibrator:
-    """A new, unfitted scalar calibrator by registry name, with hyper-parameters ``kw``."""
-    try:
-        cls = CALIBRATORS[name]
-    except (KeyError, TypeError):
-        valid = ", ".join(repr(k) for k in CALIBRATORS)
-        raise ValueError(f"unknown calibrator {name!r}; valid names: {valid}") from None
-    return cls(**kw)
-
-
 def calibrator_from_dict(d: Mapping[str, Any], source: str = "calibrator") -> Calibrator:
     """Rebuild any scalar calibrator from `Calibrator.to_dict` output (or a legacy ``kind`` dict),
     dispatching on ``d["class"]`` through `SCALAR_CLASSES`. For every class, TRACE+ included, use
-    ``Calibrator.from_dict(d, registry=tracecal.calibrators.traceplus.CALIBRATOR_CLASSES)``."""
+    ``Calibrator.from_dict(d, registry=tracecal.calibrators.CALIBRATOR_CLASSES)``."""
     return ScalarCalibrator.from_dict(d, source)

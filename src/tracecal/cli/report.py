@@ -13,14 +13,14 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.markup import escape
+
+from tracecal.cli.common import console, user_errors
 
 __all__ = ["report_command"]
 
-_console = Console(stderr=True)
 
-
+@user_errors
 def report_command(
     run_dir: Annotated[Path, typer.Argument(help="a scored run directory (tracecal evaluate --run-dir)")],
     out: Annotated[
@@ -41,13 +41,9 @@ def report_command(
     from tracecal.report import write_report
 
     t0 = time.perf_counter()
-    try:
-        path = write_report(run_dir, out=out, figures_dir=figures, estimators=estimators, max_examples=max_examples)
-    except (OSError, ValueError) as err:  # RunStoreError / NotARunError, estimator selection, I/O
-        _console.print(f"[bold red]error:[/] {escape(str(err))}", soft_wrap=True, markup=True, highlight=False)
-        raise typer.Exit(2) from err
+    path = write_report(run_dir, out=out, figures_dir=figures, estimators=estimators, max_examples=max_examples)
     size = path.stat().st_size / 1e6
     secs = time.perf_counter() - t0
-    _console.print(f"report: [bold]{escape(str(path))}[/] ({size:.1f} MB, {secs:.1f} s)", highlight=False)
+    console.print(f"report: [bold]{escape(str(path))}[/] ({size:.1f} MB, {secs:.1f} s)", highlight=False)
     if figures is not None:
-        _console.print(f"figures: [bold]{escape(str(figures))}[/] (SVG)", highlight=False)
+        console.print(f"figures: [bold]{escape(str(figures))}[/] (SVG)", highlight=False)

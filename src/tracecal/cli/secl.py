@@ -12,22 +12,41 @@ and model skip it. ``--set key=value`` overrides any other `SECLConfig` field (e
 
 from __future__ import annotations
 
-import math
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import fields
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
-__all__ = ["secl_command", "print_result", "parse_overrides", "frozen_for"]
+from tracecal.cli.common import DataDirOpt, ModelOpt, console, fmt_num, note, out_console, split_names, user_errors
+from tracecal.errors import ValidationError
 
-_err = Console(stderr=True)
-_out = Console()
+__all__ = ["secl_command", "print_result", "parse_overrides"]
+
+_TRUE, _FALSE = ("true", "1", "yes"), ("false", "0", "no")
+
+
+def _typed(key: str, raw: str, default: Any) -> Any:
+    """``raw`` as the type of the field's ``default`` (bool, int, float, a comma-separated tuple, str)."""
+    if isinstance(default, bool):
+        if raw.lower() not in _TRUE + _FALSE:
+            raise ValidationError(f"{key} expects true/false, got {raw!r}")
+        return raw.lower() in _TRUE
+    try:
+        if isinstance(default, int):
+            return int(raw)
+        if isinstance(default, float):
+            return float(raw)
+    except ValueError:
+        kind = "a whole number" if isinstance(default, int) else "a number"
+        raise ValidationError(f"{key} expects {kind}, got {raw!r}") from None
+    if isinstance(default, list):
+        return tuple(split_names(raw))
+    return raw
 
 
 def parse_overrides(pairs: list[str] | None) -> dict[str, Any]:
@@ -35,43 +54,41 @@ def parse_overrides(pairs: list[str] | None) -> dict[str, Any]:
     from tracecal.secl.config import SECLConfig
 
     defaults = SECLConfig().to_dict()
-    types = {f.name for f in fields(SECLConfig)}
+    known = {f.name for f in fields(SECLConfig)}
     out: dict[str, Any] = {}
     for pair in pairs or []:
         if "=" not in pair:
-            raise ValueError(f"--set expects key=value, got {pair!r}")
+            raise ValidationError(f"--set expects key=value, got {pair!r}")
         key, raw = (s.strip() for s in pair.split("=", 1))
-        if key not in types:
-            raise ValueError(f"unknown SECLConfig field {key!r}; known: {', '.join(sorted(types))}")
-        d = defaults[key]
-        if isinstance(d, bool):
-            if raw.lower() not in ("true", "false", "1", "0", "yes", "no"):
-                raise ValueError(f"{key} expects true/false, got {raw!r}")
-            out[key] = raw.lower() in ("true", "1", "yes")
-        elif isinstance(d, int):
-            out[key] = int(raw)
-        elif isinstance(d, float):
-            out[key] = float(raw)
-        elif isinstance(d, list):
-            out[key] = tuple(s.strip() for s in raw.split(",") if s.strip())
-        else:
-            out[key] = raw
+        if key not in known:
+            raise ValidationError(f"unknown SECLConfig field {key!r}; known: {', '.join(sorted(known))}")
+        out[key] = _typed(key, raw, defaults[key])
     return out
 
 
-def _f(x: float, pct: bool = False) -> str:
-    if x is None or (isinstance(x, float) and not math.isfinite(x)):
-        return "nan"
-    return f"{100 * x:.1f}%" if pct else f"{x:.4f}"
+#: The options that are `SECLConfig` fields of the same name.
+CONFIG_OPTIONS = (
+    "gate",
+    "accumulate",
+    "loss",
+    "lora_targets",
+    "lora_layers",
+    "seed",
+    "scope",
+    "lr",
+    "burst_size",
+    "batch_size",
+)
+
+METHOD_NAMES = {"frozen_v": "frozen v", "tau": "τ (NormPTrue)", "secl_v": "SECL v"}
 
 
-def print_result(result: Any, console: Console | None = None) -> None:
-    """The per-domain / overall table of frozen v, τ and SECL v, then trained share and cost."""
-    if console is None:  # not a terminal (logs, CliRunner): wide enough for the table on one line per row
-        console = _out if sys.stdout.isatty() else Console(width=160)
+def _result_table(result: Any) -> Table:
+    """Per domain (and overall) and per confidence (frozen v, τ, SECL v): n, ECE, Brier, AUROC, accuracy, mean
+    confidence, and the share of the domain SECL trained on."""
     cfg = result.config
     table = Table(
-        title=(
+        title=escape(
             f"SECL on {result.model_id} — gate={cfg.gate}, {'accumulate' if cfg.accumulate else 'reset'}, "
             f"loss={cfg.loss}, LoRA {','.join(cfg.lora_targets)} × top-{cfg.lora_layers or 'all'} layers, "
             f"scope={cfg.scope}, seed={cfg.seed}"
@@ -79,97 +96,79 @@ def print_result(result: Any, console: Console | None = None) -> None:
     )
     for col in ("domain", "confidence", "n", "ECE", "Brier", "AUROC", "acc", "mean conf", "trained"):
         table.add_column(col, justify="left" if col in ("domain", "confidence") else "right")
-    names = {"frozen_v": "frozen v", "tau": "τ (NormPTrue)", "secl_v": "SECL v"}
-    metrics = result.metrics()
-    for dom, per in metrics.items():
+    for dom, per in result.metrics().items():
         for k, (method, m) in enumerate(per.items()):
             table.add_row(
-                dom if k == 0 else "",
-                names[method],
+                escape(dom) if k == 0 else "",
+                METHOD_NAMES[method],
                 str(m["n"]),
-                _f(m["ece"]),
-                _f(m["brier"]),
-                _f(m["auroc"]),
-                _f(m["acc"]),
-                _f(m["mean_conf"]),
-                _f(result.trained_share(dom), pct=True) if method == "secl_v" else "",
+                *[fmt_num(m[key], 4) for key in ("ece", "brier", "auroc", "acc", "mean_conf")],
+                fmt_num(result.trained_share(dom), 1, pct=True) if method == "secl_v" else "",
                 end_section=k == len(per) - 1,
             )
-    console.print(table)
-    s = result.summary()
-    console.print(
-        f"ECE frozen v {_f(s['ece_frozen_v'])} → SECL v {_f(s['ece_secl_v'])} "
-        f"(reduction {_f(s['ece_reduction'], pct=True)}; τ itself {_f(s['ece_tau'])}); "
-        f"trained on {s['updates']}/{s['n']} = {_f(s['trained_share'], pct=True)} of the stream "
-        f"(gate open on {_f(s['gated_share'], pct=True)}, {s['bursts']} burst(s), alarms at {s['alarms']}). "
-        "Published target: 56–78% ECE reduction training on 6–26% of the stream.",
-        soft_wrap=True,
+    return table
+
+
+def _summary_lines(s: dict[str, Any]) -> tuple[str, str]:
+    """The ECE reduction and training share, then the cost of SECL against τ on every question."""
+
+    def pct(x: Any) -> str:
+        return fmt_num(x, 1, pct=True)
+
+    ece = (
+        f"ECE frozen v {fmt_num(s['ece_frozen_v'], 4)} → SECL v {fmt_num(s['ece_secl_v'], 4)} "
+        f"(reduction {pct(s['ece_reduction'])}; τ itself {fmt_num(s['ece_tau'], 4)}); "
+        f"trained on {s['updates']}/{s['n']} = {pct(s['trained_share'])} of the stream "
+        f"(gate open on {pct(s['gated_share'])}, {s['bursts']} burst(s), alarms at {s['alarms']}). "
+        "Published target: 56–78% ECE reduction training on 6–26% of the stream."
     )
-    console.print(
+    cost = (
         f"cost: SECL overhead (τ in bursts + backward + re-reads) = {s['overhead_vs_tau_all']:.3f}× the cost of "
         f"τ on every question in token-forwards ({s['overhead_vs_base_pipeline']:.3f}× answering + v); "
         f"measured time {s['overhead_seconds']:.1f}s vs {s['tau_all_seconds']:.1f}s for τ on all "
         f"({s['overhead_time_vs_tau_all']:.2f}×; τ-all is batched, updates are sequential). "
-        f"Wall: frozen pass {s['seconds']['frozen_pass']:.0f}s, SECL pass {s['seconds']['secl_pass']:.0f}s.",
-        soft_wrap=True,
+        f"Wall: frozen pass {s['seconds']['frozen_pass']:.0f}s, SECL pass {s['seconds']['secl_pass']:.0f}s."
     )
+    return ece, cost
+
+
+def print_result(result: Any, console: Console | None = None) -> None:
+    """The per-domain / overall table of frozen v, τ and SECL v, then trained share and cost."""
+    if console is None:  # not a terminal (logs, CliRunner): wide enough for the table on one line per row
+        console = out_console if sys.stdout.isatty() else Console(width=160)
+    console.print(_result_table(result))
+    for line in _summary_lines(result.summary()):
+        console.print(line, soft_wrap=True, markup=False)
 
 
 def _progress(stage: str, done: int, total: int) -> None:
     if done == total or done % 50 == 0:
-        _err.print(f"  {stage}: {done}/{total}", highlight=False)
-
-
-def frozen_for(lm: Any, items: list[Any], cache: Path | None, batch_size: int) -> Any:
-    """The frozen pass of ``items``: from ``cache`` when it holds this model and stream (or a super-stream of
-    it), else computed — and written to ``cache`` when that file does not exist yet."""
-    from tracecal.secl.frozen import FrozenPass, frozen_pass
-
-    if cache is not None and cache.is_file():
-        frozen = FrozenPass.load(cache)
-        try:
-            if frozen.model_id != lm.model_id:
-                raise ValueError(f"computed with {frozen.model_id!r}, not {lm.model_id!r}")
-            frozen = frozen.select(items)  # the same stream, or a sub-stream of the cached one
-            _err.print(f"reusing the frozen pass from {cache}")
-            return frozen
-        except ValueError as e:
-            _err.print(f"[yellow]{cache} does not match ({e}); recomputing[/]")
-    _err.print(f"frozen pass over {len(items)} questions…")
-    frozen = frozen_pass(lm, items, batch_size, _progress)
-    if cache is not None and not cache.exists():  # never overwrite another stream's cache
-        frozen.save(cache)
-    return frozen
-
-
-@contextmanager
-def _user_errors() -> Iterator[None]:
-    """Print a user's error (bad option, missing data, unusable cache or model) and exit with status 2."""
-    try:
-        yield
-    except (ValueError, FileNotFoundError, RuntimeError) as e:
-        _err.print(f"[bold red]error:[/] {e}")
-        raise typer.Exit(2) from None
+        note(f"  {stage}: {done}/{total}")
 
 
 def _run(
     model: str | None, items: list[Any], cfg: Any, cache: Path | None, threads: int | None, save_adapter: Path | None
 ) -> Any:
     """Load the model, get the frozen pass (from ``cache`` or computed), run SECL."""
-    from tracecal.backends.hf import load_model
+    from tracecal.backends import load_model
+    from tracecal.backends.hf import HFModel
+    from tracecal.secl.cache import frozen_for
     from tracecal.secl.run import run_secl
 
     if threads:
         import torch
 
         torch.set_num_threads(threads)
-    with _err.status("loading model…"):
+    with console.status("loading model…"):
         lm = load_model(model, batch_size=cfg.batch_size)
-    frozen = frozen_for(lm, items, cache, cfg.batch_size)
-    _err.print("SECL pass…")
+    if not isinstance(lm, HFModel):
+        raise ValidationError(f"SECL adapts the model with LoRA and needs an HF model, not a {type(lm).__name__}")
+    frozen = frozen_for(lm, items, cache, cfg.batch_size, progress=_progress, report=note)
+    note("SECL pass…")
     return run_secl(lm, items, cfg, frozen=frozen, progress=_progress, save_adapter=save_adapter)
 
 
+@user_errors
 def secl_command(
     stream: Annotated[
         str, typer.Option("--stream", "-s", help="comma-separated task names, in stream order")
@@ -189,14 +188,8 @@ def secl_command(
     save_adapter: Annotated[
         Path | None, typer.Option("--save-adapter", help="save the final LoRA adapter (safetensors) to this folder")
     ] = None,
-    model: Annotated[
-        str | None,
-        typer.Option("--model", "-m", help="HF model id, local dir or .gguf path (default: offline SmolLM2-135M)"),
-    ] = None,
-    data_dir: Annotated[
-        Path | None,
-        typer.Option("--data-dir", help="evaluation data folder (default: $TRACECAL_DATA or ../shared/data)"),
-    ] = None,
+    model: ModelOpt = None,
+    data_dir: DataDirOpt = None,
     cache: Annotated[
         Path | None, typer.Option("--cache", help="frozen-pass cache (JSON): reused if it matches, else written")
     ] = None,
@@ -216,29 +209,17 @@ def secl_command(
     from tracecal.secl.config import SECLConfig
     from tracecal.secl.stream import build_stream
 
-    with _user_errors():
-        options = dict(
-            gate=gate,
-            accumulate=accumulate,
-            loss=loss,
-            lora_targets=tuple(t.strip() for t in lora_targets.split(",") if t.strip()),
-            lora_layers=lora_layers,
-            seed=seed,
-            scope=scope,
-            lr=lr,
-            burst_size=burst_size,
-            batch_size=batch_size,
-        )
-        cfg = SECLConfig(**(options | parse_overrides(set_)))  # --set wins over the option of the same field
-        items = build_stream(stream, per_domain, data_dir=data_dir, sample_seed=sample_seed)
-    with _user_errors():
-        result = _run(model, items, cfg, cache, threads, save_adapter)
+    options = {k: v for k, v in locals().items() if k in CONFIG_OPTIONS}
+    options["lora_targets"] = tuple(split_names(lora_targets))
+    cfg = SECLConfig(**(options | parse_overrides(set_)))  # --set wins over the option of the same field
+    items = build_stream(stream, per_domain, data_dir=data_dir, sample_seed=sample_seed)
+    result = _run(model, items, cfg, cache, threads, save_adapter)
     print_result(result)
     if out is not None:
         result.to_json(out)
-        _err.print(f"wrote {out}")
+        note(f"wrote {out}")
     if save_adapter is not None:
-        _err.print(f"saved the LoRA adapter to {save_adapter}")
+        note(f"saved the LoRA adapter to {save_adapter}")
 
 
 if __name__ == "__main__":  # python -m tracecal.cli.secl --stream ... (until registered as `tracecal secl`)

@@ -7,21 +7,42 @@ message and status 2, never a traceback.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
-from rich.console import Console
+
+from tracecal._validation import Interval
+from tracecal.cli.common import check_option, user_errors
+from tracecal.errors import ValidationError
 
 __all__ = ["serve_command"]
 
-console = Console(stderr=True)
+#: The options that are `ServeConfig` fields of the same name (the abstain_* fields come from `_abstain_from`).
+CONFIG_OPTIONS = (
+    "max_batch",
+    "batch_wait_ms",
+    "batch_wait_share",
+    "max_queue",
+    "retry_after",
+    "max_body_bytes",
+    "max_prompt_tokens",
+    "max_tokens",
+    "default_max_tokens",
+    "max_prompts",
+    "request_timeout",
+    "stop_on_risk",
+    "risk_min_tokens",
+    "auth_token_env",
+    "drift_statistic",
+    "drift_delta",
+    "drift_threshold",
+    "drift_min_samples",
+    "drift_direction",
+)
+DTYPES = ("auto", "float32", "bfloat16", "float16")
 
 
-def _fail(msg: str) -> None:
-    console.print(f"[bold red]error:[/] {msg}", soft_wrap=True, markup=True)
-    raise typer.Exit(2)
-
-
+@user_errors
 def serve_command(
     model: Annotated[
         str | None, typer.Option("--model", "-m", help="HF id, local dir or .gguf (default: SmolLM2)")
@@ -66,75 +87,62 @@ def serve_command(
 ) -> None:
     """Run the OpenAI-compatible confidence gateway: /v1/chat/completions, /v1/completions, /v1/models, /score,
     /health, /metrics (docs/gateway.md)."""
-    from tracecal.serve.config import ServeConfig
-
-    try:
-        abstain = _abstain_from(abstain_from, abstain_task, abstain_below, model, dtype, upstream, backend)
-        abstain_below = abstain.get("abstain_below", abstain_below)
-        cfg = ServeConfig(
-            max_batch=max_batch,
-            batch_wait_ms=batch_wait_ms,
-            batch_wait_share=batch_wait_share,
-            max_queue=max_queue,
-            retry_after=retry_after,
-            max_body_bytes=max_body_bytes,
-            max_prompt_tokens=max_prompt_tokens,
-            max_tokens=max_tokens,
-            default_max_tokens=default_max_tokens,
-            max_prompts=max_prompts,
-            request_timeout=request_timeout,
-            abstain_below=abstain_below,
-            stop_on_risk=stop_on_risk,
-            risk_min_tokens=risk_min_tokens,
-            auth_token_env=auth_token_env,
-            drift_statistic=drift_statistic,
-            drift_delta=drift_delta,
-            drift_threshold=drift_threshold,
-            drift_min_samples=drift_min_samples,
-            drift_direction=drift_direction,
-            abstain_on=abstain.get("abstain_on", "auto"),
-            abstain_source=abstain.get("abstain_source"),
-        )
-        if threads is not None and threads < 1:
-            raise ValueError(f"--threads must be ≥ 1, got {threads}")
-        if upstream and (no_model or model):
-            raise ValueError("--upstream proxies a server: leave out --model and --no-model")
-        if backend not in ("hf", "llamacpp"):
-            raise ValueError(f"--backend must be hf or llamacpp, got {backend!r}")
-        if dtype not in ("auto", "float32", "bfloat16", "float16"):
-            raise ValueError(f"--dtype must be auto, float32, bfloat16 or float16, got {dtype!r}")
-        if dtype != "auto" and (upstream or backend != "hf"):
-            raise ValueError("--dtype applies to the in-process HF backend only")
-        app = _build_app(
-            cfg,
-            model,
-            calibrator,
-            no_model,
-            backend,
-            upstream,
-            upstream_model,
-            vocab_size,
-            top_logprobs,
-            threads,
-            dtype,
-        )
-    except (ValueError, FileNotFoundError, RuntimeError, ImportError) as e:
-        _fail(str(e))
+    app = serve_app(dict(locals()))
     import uvicorn
 
     uvicorn.run(app, host=host, port=port)
 
 
-def _abstain_from(path, task, below, model, dtype, upstream, backend) -> dict:  # type: ignore[no-untyped-def]
+def _check_backend_options(o: dict[str, Any]) -> None:
+    """Refuse options that contradict each other or name no backend (before any model or server is touched)."""
+    check_option("--threads", o["threads"], Interval(int, 1, None))
+    if o["upstream"] and (o["no_model"] or o["model"]):
+        raise ValidationError("--upstream proxies a server: leave out --model and --no-model")
+    if o["backend"] not in ("hf", "llamacpp"):
+        raise ValidationError(f"--backend must be hf or llamacpp, got {o['backend']!r}")
+    if o["dtype"] not in DTYPES:
+        raise ValidationError(f"--dtype must be auto, float32, bfloat16 or float16, got {o['dtype']!r}")
+    if o["dtype"] != "auto" and (o["upstream"] or o["backend"] != "hf"):
+        raise ValidationError("--dtype applies to the in-process HF backend only")
+
+
+def serve_app(o: dict[str, Any]) -> Any:
+    """The gateway app of the `serve` command's options ``o`` (by parameter name): the validated `ServeConfig`
+    (with the ``--abstain-from`` threshold), the calibrator and the backend(s)."""
+    from tracecal.serve.config import ServeConfig
+
+    below = o["abstain_below"]
+    abstain = _abstain_from(
+        o["abstain_from"], o["abstain_task"], below, o["model"], o["dtype"], o["upstream"], o["backend"]
+    )
+    cfg = ServeConfig(
+        **{k: o[k] for k in CONFIG_OPTIONS},
+        abstain_below=abstain.get("abstain_below", below),
+        abstain_on=abstain.get("abstain_on", "auto"),
+        abstain_source=abstain.get("abstain_source"),
+    )
+    _check_backend_options(o)
+    return _build_app(cfg, o)
+
+
+def _abstain_from(
+    path: Path | None,
+    task: str | None,
+    below: float | None,
+    model: str | None,
+    dtype: str,
+    upstream: str | None,
+    backend: str,
+) -> dict[str, Any]:
     """ServeConfig settings for ``--abstain-from``: the `tracecal selective` threshold of the ``trace`` estimator,
     applied to c_TRACE; refused for another model or weight dtype than the run's (the guarantee is for the answers
     the threshold was certified on)."""
     if path is None:
         if task is not None:
-            raise ValueError("--abstain-task goes with --abstain-from")
+            raise ValidationError("--abstain-task goes with --abstain-from")
         return {}
     if below is not None:
-        raise ValueError("give --abstain-below or --abstain-from, not both")
+        raise ValidationError("give --abstain-below or --abstain-from, not both")
     from tracecal.analysis.selective import deployed_threshold
     from tracecal.backends.defaults import DEFAULT_MODEL
 
@@ -142,10 +150,12 @@ def _abstain_from(path, task, below, model, dtype, upstream, backend) -> dict:  
     if not upstream:
         run_model, served = info["model"] or DEFAULT_MODEL, model or DEFAULT_MODEL
         if run_model != served:
-            raise ValueError(f"{path} was certified on answers of {run_model!r}; this server would load {served!r}")
+            raise ValidationError(
+                f"{path} was certified on answers of {run_model!r}; this server would load {served!r}"
+            )
         run_dtype = info["dtype"] or "auto"
         if backend == "hf" and run_dtype not in ("auto", "float32") and dtype != run_dtype:
-            raise ValueError(
+            raise ValidationError(
                 f"{path} was certified on {run_dtype} answers (the dtype changes answers): add --dtype {run_dtype}"
             )
     source = (
@@ -155,31 +165,34 @@ def _abstain_from(path, task, below, model, dtype, upstream, backend) -> dict:  
     return {"abstain_below": info["threshold"], "abstain_on": "c_trace", "abstain_source": source}
 
 
-def _build_app(
-    cfg, model, calibrator, no_model, backend, upstream, upstream_model, vocab_size, top_logprobs, threads, dtype="auto"
-):  # type: ignore[no-untyped-def]
+def _build_app(cfg: Any, o: dict[str, Any]) -> Any:
     """Load the calibrator and the backend(s) and build the app (errors: ValueError & co. with a message)."""
-    from tracecal.calibrators.traceplus import load_calibrator
+    from tracecal.calibrators import load_calibrator
     from tracecal.serve.app import create_app
 
+    calibrator = o["calibrator"]
     cal = load_calibrator(calibrator) if calibrator else None
-    if threads:
+    if o["threads"]:
         import torch
 
-        torch.set_num_threads(threads)
-    if upstream:
+        torch.set_num_threads(o["threads"])
+    if o["upstream"]:
         from tracecal.backends.http import HTTPBackendError
         from tracecal.serve.proxy import proxy_backends
 
         try:
             chat, text = proxy_backends(
-                upstream, upstream_model, concurrency=cfg.max_batch, top_logprobs=top_logprobs, vocab_size=vocab_size
+                o["upstream"],
+                o["upstream_model"],
+                concurrency=cfg.max_batch,
+                top_logprobs=o["top_logprobs"],
+                vocab_size=o["vocab_size"],
             )
         except HTTPBackendError as e:
             raise ValueError(str(e)) from e
         return create_app(chat, cal, cfg, text_model=text, calibrator_path=calibrator)
-    from tracecal.backends.hf import load_model
+    from tracecal.backends import load_model
 
-    kw = {"dtype": dtype} if dtype != "auto" else {}  # part of the answers' identity (bf16 changes them)
-    lm = None if no_model else load_model(model, backend=backend, **kw)
+    kw = {"dtype": o["dtype"]} if o["dtype"] != "auto" else {}  # part of the answers' identity (bf16 changes them)
+    lm = None if o["no_model"] else load_model(o["model"], backend=o["backend"], **kw)
     return create_app(lm, cal, cfg, calibrator_path=calibrator)

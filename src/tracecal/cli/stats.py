@@ -15,32 +15,49 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-__all__ = ["selective_command", "learning_curve_command"]
+from tracecal._validation import Interval
+from tracecal.cli.common import check_option, console, fmt_num, out_console, split_names, user_errors
+from tracecal.errors import ValidationError
 
-_err = Console(stderr=True)
-_out = Console(width=160)
+__all__ = ["selective_command", "learning_curve_command"]
 
 RunArg = Annotated[Path, typer.Argument(help="a scored run directory (tracecal evaluate --run-dir)")]
 TasksOpt = Annotated[str | None, typer.Option("--tasks", help="comma-separated tasks of the run (default: all)")]
 
 
-def _fail(err: Exception) -> None:
-    _err.print(f"[bold red]error:[/] {escape(str(err))}", soft_wrap=True, markup=True, highlight=False)
-    raise typer.Exit(2) from err
-
-
 def _names(spec: str | None) -> list[str] | None:
-    return [x.strip() for x in spec.split(",") if x.strip()] if spec else None
+    """The names of a comma-separated option; None (the run's own) when it is not given or empty."""
+    return split_names(spec) or None
 
 
-def _f(v: Any, digits: int = 3) -> str:
-    return f"{v:.{digits}f}" if isinstance(v, int | float) and math.isfinite(v) else "—"
+def _selective_table(task: str, per: dict[str, Any], alpha: float, delta: float, n_splits: int) -> Table:
+    """Per estimator: mean coverage and realised risk over the splits, the share of splits with risk > α, and
+    the deployed threshold with its coverage on all answers."""
+    first: dict[str, Any] = next(iter(per.values()), {})
+    base = first.get("base_rate", math.nan)
+    table = Table(
+        title=f"{escape(task)}: answer iff confidence ≥ t, risk ≤ {alpha:g} with probability ≥ {1 - delta:g} "
+        f"(base error rate {fmt_num(1 - base)}; mean over {n_splits} splits)"
+    )
+    for c in ("estimator", "coverage", "realised risk", "splits with risk > α", "deploy: t", "coverage (all)"):
+        table.add_column(c, justify="left" if c == "estimator" else "right")
+    for est, v in per.items():
+        dep = v["deploy"] or {}
+        table.add_row(
+            escape(est),
+            fmt_num(v["coverage"]["mean"]),
+            fmt_num(v["risk"]["mean"]),
+            fmt_num(v["violation_share"], 2),
+            fmt_num(dep.get("threshold"), 4),
+            fmt_num(dep.get("coverage")),
+        )
+    return table
 
 
+@user_errors
 def selective_command(
     run_dir: RunArg,
     alpha: Annotated[float, typer.Option(help="error rate allowed among answered questions")] = 0.1,
@@ -54,33 +71,12 @@ def selective_command(
     from tracecal.analysis.selective import run_selective
 
     t0 = time.perf_counter()
-    try:
-        if splits is not None and splits < 1:
-            raise ValueError(f"--splits must be ≥ 1, got {splits}")
-        doc = run_selective(run_dir, alpha, delta, _names(estimators), _names(tasks), splits)
-    except (OSError, ValueError) as err:
-        _fail(err)
+    check_option("--splits", splits, Interval(int, 1, None))
+    doc = run_selective(run_dir, alpha, delta, _names(estimators), _names(tasks), splits)
     for task, per in doc["tasks"].items():
-        base = next(iter(per.values()), {}).get("base_rate", math.nan)
-        table = Table(
-            title=f"{task}: answer iff confidence ≥ t, risk ≤ {alpha:g} with probability ≥ {1 - delta:g} "
-            f"(base error rate {_f(1 - base)}; mean over {doc['n_splits']} splits)"
-        )
-        for c in ("estimator", "coverage", "realised risk", "splits with risk > α", "deploy: t", "coverage (all)"):
-            table.add_column(c, justify="left" if c == "estimator" else "right")
-        for est, v in per.items():
-            dep = v["deploy"] or {}
-            table.add_row(
-                est,
-                _f(v["coverage"]["mean"]),
-                _f(v["risk"]["mean"]),
-                _f(v["violation_share"], 2),
-                _f(dep.get("threshold"), 4),
-                _f(dep.get("coverage")),
-            )
-        _out.print(table)
+        out_console.print(_selective_table(task, per, alpha, delta, doc["n_splits"]))
     path = Path(run_dir) / "selective.json"
-    _err.print(f"selective: [bold]{escape(str(path))}[/] ({time.perf_counter() - t0:.1f} s)", highlight=False)
+    console.print(f"selective: [bold]{escape(str(path))}[/] ({time.perf_counter() - t0:.1f} s)", highlight=False)
 
 
 MARK = {"better": "▲", "worse": "▼", "n.s.": "", "n/a": ""}
@@ -89,7 +85,9 @@ MARK = {"better": "▲", "worse": "▼", "n.s.": "", "n/a": ""}
 def _focus_table(task: str, focus: str, lc: dict[str, Any]) -> Table:
     """``focus`` − each other method per size: AUROC and Brier differences with their paired intervals."""
     level = f"{lc['level']:.0%}"
-    table = Table(title=f"{task}: {focus} − other, AUROC / Brier [{level} paired interval] (▲ better, ▼ worse)")
+    table = Table(
+        title=f"{escape(task)}: {escape(focus)} − other, AUROC / Brier [{level} paired interval] (▲ better, ▼ worse)"
+    )
     table.add_column("against")
     for s in lc["sizes"]:
         table.add_column(f"{s}", justify="right")
@@ -101,13 +99,42 @@ def _focus_table(task: str, focus: str, lc: dict[str, Any]) -> Table:
         for p in pts:
             a, b = p["vs"][other]["auroc"], p["vs"][other]["brier"]
             cells.append(
-                f"{a['diff']:+.3f} [{_f(a['lo'])}, {_f(a['hi'])}]{MARK[a['verdict']]}\n"
-                f"{b['diff']:+.4f} [{_f(b['lo'], 4)}, {_f(b['hi'], 4)}]{MARK[b['verdict']]}"
+                f"{a['diff']:+.3f} [{fmt_num(a['lo'])}, {fmt_num(a['hi'])}]{MARK[a['verdict']]}\n"
+                f"{b['diff']:+.4f} [{fmt_num(b['lo'], 4)}, {fmt_num(b['hi'], 4)}]{MARK[b['verdict']]}"
             )
-        table.add_row(other, *cells)
+        table.add_row(escape(other), *cells)
     return table
 
 
+def _curve_table(task: str, lc: dict[str, Any]) -> Table:
+    """Per estimator and calibration-set size: mean AUROC [bootstrap interval] and mean Brier over the splits."""
+    table = Table(
+        title=f"{escape(task)}: {lc['n']} answers, {lc['n_correct']} correct — AUROC / Brier, mean over "
+        f"{lc['n_splits']} splits [{lc['level']:.0%} bootstrap interval]"
+    )
+    table.add_column("estimator")
+    for s in lc["sizes"]:
+        table.add_column(f"{s}", justify="right")
+    for est, pts in lc["estimators"].items():
+        table.add_row(
+            escape(est),
+            *[
+                f"{fmt_num(p['auroc']['mean'])} [{fmt_num(p['auroc']['lo'])}, {fmt_num(p['auroc']['hi'])}]\n"
+                f"{fmt_num(p['brier']['mean'], 4)}"
+                for p in pts
+            ],
+        )
+    return table
+
+
+def _sizes(sizes: str) -> list[int]:
+    try:
+        return [int(s) for s in sizes.split(",") if s.strip()]
+    except ValueError:
+        raise ValidationError(f"--sizes must be comma-separated whole numbers, got {sizes!r}") from None
+
+
+@user_errors
 def learning_curve_command(
     run_dir: RunArg,
     sizes: Annotated[str, typer.Option(help="comma-separated calibration-set sizes")] = "100,200,400,800,1600",
@@ -124,47 +151,17 @@ def learning_curve_command(
     """Learning curves: AUROC and Brier of each method against the number of calibration answers (mean over
     splits ± bootstrap interval) → RUN/learning_curve.json, .csv and an SVG figure per task; with --focus, each
     focus method's paired differences against the others at every size (▲ / ▼ significantly better / worse)."""
-    from tracecal.analysis.learning_curve import run_learning_curve
+    from tracecal.report.learning_curve import run_learning_curve
 
     t0 = time.perf_counter()
-    try:
-        try:
-            size_list = [int(s) for s in sizes.split(",") if s.strip()]
-        except ValueError:
-            raise ValueError(f"--sizes must be comma-separated whole numbers, got {sizes!r}") from None
-        kw = {
-            "sizes": size_list,
-            "n_splits": splits,
-            "n_boot": n_boot,
-            "level": level,
-            "seed": seed,
-            "focus": _names(focus) or [],
-        }
-        doc = run_learning_curve(run_dir, _names(tasks), _names(estimators), **kw)
-    except (OSError, ValueError) as err:
-        _fail(err)
+    kw = {"sizes": _sizes(sizes), "n_splits": splits, "n_boot": n_boot, "level": level, "seed": seed}
+    doc = run_learning_curve(run_dir, _names(tasks), _names(estimators), focus=split_names(focus), **kw)
     for task in _names(tasks) or list(doc["tasks"]):
         lc = doc["tasks"][task]
-        table = Table(
-            title=f"{task}: {lc['n']} answers, {lc['n_correct']} correct — AUROC / Brier, mean over "
-            f"{lc['n_splits']} splits [{lc['level']:.0%} bootstrap interval]"
-        )
-        table.add_column("estimator")
-        for s in lc["sizes"]:
-            table.add_column(f"{s}", justify="right")
-        for est, pts in lc["estimators"].items():
-            table.add_row(
-                est,
-                *[
-                    f"{_f(p['auroc']['mean'])} [{_f(p['auroc']['lo'])}, {_f(p['auroc']['hi'])}]\n"
-                    f"{_f(p['brier']['mean'], 4)}"
-                    for p in pts
-                ],
-            )
-        _out.print(table)
-        for f in _names(focus) or []:
-            _out.print(_focus_table(task, f, lc))
-    _err.print(
+        out_console.print(_curve_table(task, lc))
+        for f in split_names(focus):
+            out_console.print(_focus_table(task, f, lc))
+    console.print(
         f"learning curves: [bold]{escape(str(Path(run_dir) / 'learning_curve.json'))}[/], .csv, "
         f"learning_curve_<task>.svg ({time.perf_counter() - t0:.1f} s)",
         highlight=False,

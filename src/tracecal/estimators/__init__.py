@@ -1,10 +1,17 @@
 """Confidence estimators in a registry, each declaring the stats it reads (and so the passes it needs)."""
 
-from tracecal.estimators import builtin as builtin_estimators  # noqa: F401  (registers the estimators)
+# Importing a module registers its estimators: this order is the registry's (the default order of every run).
+# isort: off
+from tracecal.estimators import trace as trace_estimators  # noqa: F401
+from tracecal.estimators import baselines as baseline_estimators  # noqa: F401
+from tracecal.estimators import extra as extra_estimators  # noqa: F401
+
+# isort: on
 from tracecal.estimators.base import (
     REGISTRY,
     TRACE_STATS,
     Estimator,
+    FittedModelEstimator,
     Inputs,
     MissingStatError,
     UnknownEstimatorError,
@@ -15,13 +22,14 @@ from tracecal.estimators.base import (
     register,
     resolve_estimators,
 )
-from tracecal.estimators.builtin import PAPER_BASELINES
+from tracecal.estimators.baselines import PAPER_BASELINES
 
 __all__ = [
     "PAPER_BASELINES",
     "REGISTRY",
     "TRACE_STATS",
     "Estimator",
+    "FittedModelEstimator",
     "Inputs",
     "MissingStatError",
     "UnknownEstimatorError",

@@ -8,18 +8,20 @@ the harness runs exactly the passes (`tracecal.passes`) that provide them.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Iterable
 from typing import Any, ClassVar
 
 import numpy as np
 
+from tracecal.errors import TracecalError
 from tracecal.passes import PASSES, TOKEN, passes_for, provider_of, stat_kind
 from tracecal.traces.trace import Trace, TraceBatch
 
 TRACE_STATS = frozenset({"surprisal", "entropy"})
 
 
-class MissingStatError(ValueError):
+class MissingStatError(TracecalError, ValueError):
     """An estimator was asked to score inputs that lack a stat it reads (its pass did not run)."""
 
 
@@ -112,6 +114,28 @@ class Estimator:
         return f"{type(self).__name__}({params})"
 
 
+class FittedModelEstimator(Estimator):
+    """An estimator that is a model fitted on the calibration split, its probability the confidence (TRACE+).
+
+    Subclasses set ``model_class``: built as ``model_class(**get_params())``, fitted with
+    ``fit(inputs.batch, y)``, scored with ``predict_proba(inputs.batch)``; the fitted model is ``model_``.
+    They are self-calibrated (not passed through the Platt calibrator).
+    """
+
+    self_calibrated = True
+    needs_fit = True
+    model_class: ClassVar[Any] = None
+
+    def fit(self, inputs: Inputs, y: np.ndarray) -> FittedModelEstimator:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)  # zero-token answers / single class: reported by harness
+            self.model_ = self.model_class(**self.get_params()).fit(inputs.batch, y)
+        return self
+
+    def score(self, inputs: Inputs) -> np.ndarray:
+        return np.asarray(self.model_.predict_proba(inputs.batch))
+
+
 REGISTRY: dict[str, type[Estimator]] = {}
 
 
@@ -122,8 +146,8 @@ def register(cls: type[Estimator]) -> type[Estimator]:
     return cls
 
 
-class UnknownEstimatorError(ValueError):
-    pass
+class UnknownEstimatorError(TracecalError, ValueError):
+    """An estimator name that is not registered (the message suggests the closest one)."""
 
 
 def get_estimator(name: str, **params: Any) -> Estimator:
@@ -147,8 +171,13 @@ def estimator_groups() -> dict[str, Callable[[type[Estimator]], bool]]:
     groups: dict[str, Callable[[type[Estimator]], bool]] = {"trace-only": lambda c: c.stats <= TRACE_STATS}
     for name in PASSES:
         if name != "traces":
-            groups[name] = lambda c, n=name: n in passes_of(c)
+            groups[name] = _needs_pass(name)
     return groups
+
+
+def _needs_pass(name: str) -> Callable[[type[Estimator]], bool]:
+    """Whether an estimator needs the pass ``name`` (for `estimator_groups`)."""
+    return lambda c: name in passes_of(c)
 
 
 def resolve_estimators(spec: str | Iterable[str] | None) -> list[str]:

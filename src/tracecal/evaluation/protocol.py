@@ -7,10 +7,10 @@ and adaptive ECE on probabilities from a calibrator (Platt by default) fitted on
 self-calibrated estimators (TRACE+) are their own calibrator. Non-finite scores (zero-token answers) are
 mapped to the least confident value and counted.
 
-Statistics beyond the means (`tracecal.stats.bootstrap`, `tracecal.stats.selective`): per task, every estimator's AUROC and
-Brier difference to the best non-TRACE estimator with a paired bootstrap interval over questions (``n_boot``
-resamples, ``level``; one resample of the task's questions applied to all splits; tasks with fewer than
-`tracecal.stats.bootstrap.MIN_PER_CLASS` answers of a class get none) in ``Results.statistics``;
+Statistics beyond the means (`tracecal.stats.bootstrap`, `tracecal.stats.selective`): per task, every
+estimator's AUROC and Brier difference to the best non-TRACE estimator with a paired bootstrap interval over
+questions (``n_boot`` resamples, ``level``; one resample of the task's questions applied to all splits; tasks
+with fewer than `tracecal.stats.bootstrap.MIN_PER_CLASS` answers of a class get none) in ``Results.statistics``;
 and per split the Learn-then-Test threshold of the raw score chosen on the calibration split (risk ≤
 ``sel_alpha`` with probability ≥ 1 − ``sel_delta``; for a fitted estimator on a held-out share ``sel_holdout`` of
 it, the estimator refitted on the rest: `selective_threshold`) with its coverage, realised risk and violation
@@ -23,31 +23,36 @@ import math
 import warnings
 import zlib
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any, TypeVar
 
 import numpy as np
 import pyarrow as pa
 
-from tracecal.calibrators.scalar import make_calibrator
+from tracecal._validation import Constraint, Interval, check_params
+from tracecal.calibrators import make_calibrator
 from tracecal.estimators import REGISTRY, Inputs, get_estimator, passes_of
 from tracecal.evaluation.results import METRICS, Results
 from tracecal.stats.bootstrap import (
     BOOT_METRICS,
+    LEVEL,
+    N_BOOT,
     bootstrap_counts,
-    check_boot_params,
     comparisons,
     enough_per_class,
     split_draws,
 )
-from tracecal.stats.metrics import SingleClassWarning, compute_all
-from tracecal.stats.selective import check_alpha_delta, check_holdout, ltt_threshold, selective_outcome, threshold_split
+from tracecal.stats.metrics import N_BINS, SingleClassWarning, compute_all
+from tracecal.stats.selective import ALPHA, DELTA, HOLDOUT, ltt_threshold, selective_outcome
+from tracecal.stats.splits import stratified_split, threshold_split
 
 __all__ = [
     "ScoreConfig",
+    "SCORE_CONSTRAINTS",
+    "setting",
+    "constraints_of",
     "TaskStats",
     "score_tasks",
-    "stratified_split",
     "sanitize",
     "selective_threshold",
     "NOT_RUN_KEYS",
@@ -55,7 +60,20 @@ __all__ = [
 
 SELECTIVE_KEYS = ("sel_coverage", "sel_risk", "sel_violation")
 NOT_RUN_KEYS = (*METRICS, "base_rate", "n", "n_correct", "n_correct_cal", "n_cal", *SELECTIVE_KEYS)
-Progress = Callable[[str, int, int], None]
+Progress = Callable[[str, int, int], None]  # (stage description, done, total); "run" = the whole run, weighted
+
+T = TypeVar("T")
+
+
+def setting(default: T, constraint: Constraint) -> T:
+    """A dataclass field with its default and its constraint (`tracecal._validation`), declared once, beside the
+    field; `constraints_of` collects them."""
+    return field(default=default, metadata={"constraint": constraint})
+
+
+def constraints_of(cls: type) -> dict[str, Constraint]:
+    """The constraint of every field of dataclass ``cls`` declared with `setting`."""
+    return {f.name: f.metadata["constraint"] for f in fields(cls) if "constraint" in f.metadata}
 
 
 @dataclass
@@ -69,26 +87,28 @@ class ScoreConfig:
     """
 
     estimators: list[str]
-    n_seeds: int = 20
-    cal_frac: float = 0.35
+    n_seeds: int = setting(20, Interval(int, 1, None))
+    cal_frac: float = setting(0.35, Interval(float, 0, 1, closed="neither"))
     calibrator: str = "platt"
-    n_bins: int = 10
+    n_bins: int = setting(10, N_BINS)
     seed: int = 0
-    n_boot: int = 1000
-    level: float = 0.95
-    sel_alpha: float = 0.1
-    sel_delta: float = 0.1
-    sel_holdout: float = 0.5
+    n_boot: int = setting(1000, N_BOOT)
+    level: float = setting(0.95, LEVEL)
+    sel_alpha: float = setting(0.1, ALPHA)
+    sel_delta: float = setting(0.1, DELTA)
+    sel_holdout: float = setting(0.5, HOLDOUT)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
     def validate(self) -> ScoreConfig:
-        """``ValueError`` naming the setting that is out of range."""
-        check_boot_params(self.n_boot, self.level)
-        check_alpha_delta(self.sel_alpha, self.sel_delta)
-        check_holdout(self.sel_holdout)
+        """`tracecal.errors.ValidationError` (a ``ValueError``) naming the first setting out of range."""
+        check_params(self.to_dict(), SCORE_CONSTRAINTS)
         return self
+
+
+SCORE_CONSTRAINTS = constraints_of(ScoreConfig)
+"""The constraint of each scoring setting (`ScoreConfig.validate`; `tracecal.evaluation.config` adds its own)."""
 
 
 @dataclass
@@ -125,24 +145,6 @@ def sanitize(x: np.ndarray) -> tuple[np.ndarray, int]:
     x[np.isnan(x) | (x == -np.inf)] = lo - 1e-6 * span
     x[x == np.inf] = hi
     return x, int(bad.sum())
-
-
-def stratified_split(y: np.ndarray, cal_frac: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """Indices of a stratified calibration / evaluation split (random when a class has < 2 members)."""
-    rng = np.random.default_rng(seed)
-    cal: list[np.ndarray] = []
-    ev: list[np.ndarray] = []
-    classes = [np.flatnonzero(y == c) for c in (0, 1)]
-    if min(len(c) for c in classes) < 2:
-        idx = rng.permutation(len(y))
-        k = int(round(cal_frac * len(y)))
-        return np.sort(idx[:k]), np.sort(idx[k:])
-    for c in classes:
-        p = rng.permutation(c)
-        k = int(round(cal_frac * len(c)))
-        cal.append(p[:k])
-        ev.append(p[k:])
-    return np.sort(np.concatenate(cal)), np.sort(np.concatenate(ev))
 
 
 def _calibrated(name: str, cfg: ScoreConfig, raw_cal: np.ndarray, y_cal: np.ndarray, raw_ev: np.ndarray) -> np.ndarray:
@@ -182,8 +184,9 @@ def one_split(
 def selective_threshold(
     name: str, data: TaskStats, cal: np.ndarray, cfg: ScoreConfig, raw_cal: np.ndarray, fitted: Any = None
 ) -> tuple[float, Any]:
-    """The Learn-then-Test threshold t of estimator ``name``'s raw score (`tracecal.stats.selective`) on calibration split
-    ``cal``, and the fitted estimator whose score it applies to (None: the label-free score ``raw_cal``).
+    """The Learn-then-Test threshold t of estimator ``name``'s raw score (`tracecal.stats.selective`) on
+    calibration split ``cal``, and the fitted estimator whose score it applies to (None: the label-free score
+    ``raw_cal``).
 
     A label-free score: t on the whole calibration split. A fitted one (``needs_fit``): with ``cfg.sel_holdout`` =
     h > 0, refitted on a random 1 − h of the split and t chosen on the other h (`threshold_split`), so that the
@@ -246,8 +249,9 @@ def _raw_scores(data: TaskStats, names: list[str], not_run: list[str], info: dic
 
 
 def _counts(data: TaskStats, cfg: ScoreConfig) -> np.ndarray | None:
-    """The task's bootstrap resamples (`tracecal.stats.bootstrap.bootstrap_counts`), seeded by the seed and the task name;
-    None without resamples or with fewer than `MIN_PER_CLASS` answers of a class (no interval is given there)."""
+    """The task's bootstrap resamples (`tracecal.stats.bootstrap.bootstrap_counts`), seeded by the seed and the
+    task name; None without resamples or with fewer than `MIN_PER_CLASS` answers of a class (no interval is given
+    there)."""
     if cfg.n_boot == 0 or not enough_per_class(data.y):
         return None
     return bootstrap_counts(data.y, cfg.n_boot, seed=(cfg.seed, zlib.crc32(data.task.encode())))
@@ -387,7 +391,7 @@ def score_tasks(data: Sequence[TaskStats], cfg: ScoreConfig, progress: Progress 
         tasks=info,
         metrics=metrics,
         estimators=est_info,
-        substitutes=sorted({REGISTRY[n].substitute for n in cfg.estimators if REGISTRY[n].substitute}),
+        substitutes=sorted({s for n in cfg.estimators if (s := REGISTRY[n].substitute)}),
         answers={k: pa.concat_tables(v, promote_options="default") for k, v in tables.items() if v},
         statistics=_statistics(metrics, draws, cfg),
         draws=draws,

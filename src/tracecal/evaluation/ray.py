@@ -4,7 +4,7 @@
 command) owns the run directory and is the only one that touches it; the actors need no shared file system:
 
 * the units are the local path's (`Scheduler.units`: pass × task × shard) and each is computed by the same
-  function (`tracecal.evaluation.run.compute_unit`) inside a *model actor*; an actor builds one `Resources` and so
+  function (`tracecal.evaluation.scheduler.compute_unit`) inside a *model actor*; an actor builds one `Resources` and so
   loads the model once, lazily, by the same `load_model` path as a local run (HF, or an HTTP server URL: then
   the actors are thin clients of one deployment);
 * the driver ships a unit's questions, its `Task` and, for a pass with ``depends``, the traces of the same
@@ -32,7 +32,10 @@ from typing import Any
 
 import pyarrow as pa
 
-from tracecal.evaluation.run import ConfigError, EvalConfig, Resources, Scheduler, Unit, compute_unit, resolve_dtype
+from tracecal._validation import Interval, check_params
+from tracecal.evaluation.config import ConfigError, EvalConfig, resolve_dtype
+from tracecal.evaluation.protocol import constraints_of, setting
+from tracecal.evaluation.scheduler import Resources, Scheduler, Unit, compute_unit
 from tracecal.passes import PASSES
 
 __all__ = [
@@ -83,6 +86,15 @@ def ipc_to_table(blob: bytes) -> pa.Table:
     return pa.ipc.open_stream(pa.py_buffer(blob)).read_all()
 
 
+RAY_NAMES = {  # how the command line names an option (default: the field with "-" for "_")
+    "actors": "ray-actors",
+    "local_cpus": "local CPUs",
+    "in_flight": "in-flight units per actor",
+    "num_cpus": "ray-cpus (CPUs per actor)",
+    "num_gpus": "ray-gpus (GPUs per actor)",
+}
+
+
 @dataclass
 class RayOptions:
     """Where and how the actors run.
@@ -97,14 +109,14 @@ class RayOptions:
     """
 
     address: str | None = None
-    actors: int | None = None
-    num_cpus: float = 1.0
-    num_gpus: float = 0.0
-    local_cpus: int | None = None
-    in_flight: int = 2
-    max_restarts: int = 3
-    max_task_retries: int = 3
-    max_unit_failures: int = 4
+    actors: int | None = setting(None, (Interval(int, 1, None), None))
+    num_cpus: float = setting(1.0, Interval(float, 0, 1024, closed="right"))
+    num_gpus: float = setting(0.0, Interval(float, 0, 64))
+    local_cpus: int | None = setting(None, (Interval(int, 1, None), None))
+    in_flight: int = setting(2, Interval(int, 1, None))
+    max_restarts: int = setting(3, Interval(int, 0, None))
+    max_task_retries: int = setting(3, Interval(int, 0, None))
+    max_unit_failures: int = setting(4, Interval(int, 1, None))
     env: dict[str, str] = field(default_factory=dict)
 
     @property
@@ -112,19 +124,10 @@ class RayOptions:
         return self.address in (None, "", LOCAL)
 
     def validate(self) -> RayOptions:
-        def whole(name: str, v: Any, low: int) -> None:
-            if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < low):
-                raise ConfigError(f"{name} must be a whole number ≥ {low}, got {v!r}")
-
-        whole("ray-actors", self.actors, 1)
-        whole("local CPUs", self.local_cpus, 1)
-        whole("in-flight units per actor", self.in_flight, 1)
-        for k in ("max_restarts", "max_task_retries", "max_unit_failures"):
-            whole(k.replace("_", "-"), getattr(self, k), 0 if k != "max_unit_failures" else 1)
-        if not (isinstance(self.num_cpus, int | float) and 0 < self.num_cpus <= 1024):
-            raise ConfigError(f"ray-cpus must be > 0 (CPUs per actor), got {self.num_cpus!r}")
-        if not (isinstance(self.num_gpus, int | float) and 0 <= self.num_gpus <= 64):
-            raise ConfigError(f"ray-gpus must be ≥ 0 (GPUs per actor), got {self.num_gpus!r}")
+        """`ConfigError` naming the first option out of range (as the command line spells it)."""
+        check_params(
+            vars(self), constraints_of(RayOptions), ConfigError, lambda k: RAY_NAMES.get(k, k.replace("_", "-"))
+        )
         if self.address is not None and not isinstance(self.address, str):
             raise ConfigError(f"--ray takes an address (auto, HOST:PORT, ray://HOST:10001), got {self.address!r}")
         return self

@@ -37,7 +37,9 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from tracecal.traces.trace import FILE_MODE, Trace, atomic_write, load_traces, traces_to_table
+from tracecal.errors import TracecalError
+from tracecal.traces.io import FILE_MODE, atomic_write, load_traces, traces_to_table
+from tracecal.traces.trace import Trace
 
 __all__ = ["RunStore", "Claim", "ConfigMismatchError", "NotARunError", "RunStoreError", "TRACES"]
 
@@ -45,7 +47,7 @@ TRACES = "traces"  # the generation pass: one trace per answer
 TABLES = ("rows", "scores", "predictions")
 
 
-class RunStoreError(ValueError):
+class RunStoreError(TracecalError, ValueError):
     """The run directory cannot be used as asked (a message says what to do)."""
 
 
@@ -112,7 +114,7 @@ class RunStore:
     def _p(self, *parts: str) -> Path:
         return self.path.joinpath(*parts)
 
-    def _atomic(self, path: Path, write: Callable[[str], None]) -> None:
+    def _atomic(self, path: Path, write: Callable[[str], object]) -> None:
         atomic_write(path, write)  # temp file + rename: a crash never leaves a half-written file
 
     @contextlib.contextmanager

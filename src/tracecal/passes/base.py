@@ -24,6 +24,8 @@ from typing import Any, ClassVar
 import numpy as np
 import pyarrow as pa
 
+from tracecal.errors import TracecalError
+
 __all__ = [
     "ANSWER",
     "VECTOR",
@@ -44,7 +46,7 @@ TOKEN = "token"  # one float per answer token (ragged like the trace)
 KINDS = (ANSWER, VECTOR, TOKEN)
 
 
-class UnknownStatError(ValueError):
+class UnknownStatError(TracecalError, ValueError):
     """An estimator reads a stat that no registered pass provides."""
 
 

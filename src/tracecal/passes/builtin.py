@@ -13,7 +13,8 @@ import pyarrow as pa
 
 from tracecal.passes.base import ANSWER, TOKEN, VECTOR, Pass, register_pass
 from tracecal.tasks.prompts import self_eval_question
-from tracecal.traces.trace import Trace, TraceBatch, traces_to_table
+from tracecal.traces.io import traces_to_table
+from tracecal.traces.trace import Trace, TraceBatch
 
 __all__ = ["GenerationPass", "SelfEvalPass", "EmbeddingPass", "BeamPass"]
 

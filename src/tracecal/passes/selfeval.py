@@ -26,16 +26,15 @@ neither generates text.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 import torch
 
-from tracecal.backends.hf import output_cache
-
-if TYPE_CHECKING:
-    from tracecal.backends.hf import HFModel
+from tracecal.backends.base import LocalBackend
+from tracecal.backends.recorder import output_cache
+from tracecal.errors import TracecalError, ValidationError
 
 __all__ = [
     "PTRUE_QUESTION",
@@ -48,6 +47,7 @@ __all__ = [
     "verbalized_confidence",
     "confidence_bins",
     "parse_confidence",
+    "SelfEvalUnavailableError",
 ]
 
 PTRUE_QUESTION = (
@@ -62,7 +62,25 @@ YES_VARIANTS = ("Yes", " Yes", "yes", " yes", "YES")
 NO_VARIANTS = ("No", " No", "no", " no", "NO")
 
 
-def _single_token_ids(lm: HFModel, words: Sequence[str]) -> list[int]:
+class SelfEvalUnavailableError(TracecalError, RuntimeError):
+    """The tokenizer cannot express what a self-evaluation reads (single-token Yes/No variants, single-token digits)."""
+
+
+def _paired_prompts(
+    lm: LocalBackend,
+    questions: Sequence[str],
+    answers: Sequence[str],
+    build: Callable[[LocalBackend, str, str, str], list[int]],
+    template: str,
+    what: str,
+) -> list[list[int]]:
+    """``build(lm, question, answer, template)`` per pair; `ValidationError` unless there is one answer per question."""
+    if len(questions) != len(answers):
+        raise ValidationError(f"{what} needs one answer per question")
+    return [build(lm, q, a, template) for q, a in zip(questions, answers, strict=True)]
+
+
+def _single_token_ids(lm: LocalBackend, words: Sequence[str]) -> list[int]:
     ids = []
     for w in words:
         enc = lm.tokenizer.encode(w, add_special_tokens=False)
@@ -71,7 +89,7 @@ def _single_token_ids(lm: HFModel, words: Sequence[str]) -> list[int]:
     return ids
 
 
-def _chat_ids(lm: HFModel, user: str, prefill: str = "") -> list[int]:
+def _chat_ids(lm: LocalBackend, user: str, prefill: str = "") -> list[int]:
     """Prompt ids: chat template (+ assistant prefill) for chat models, plain text otherwise."""
     if lm.chat:
         ids = lm.encode_prompt([{"role": "user", "content": user}])
@@ -81,46 +99,44 @@ def _chat_ids(lm: HFModel, user: str, prefill: str = "") -> list[int]:
     return lm.encode_prompt(f"{user}\n{prefill or 'Answer:'}")
 
 
-def p_true_prompt_ids(lm: HFModel, question: str, answer: str, template: str = PTRUE_QUESTION) -> list[int]:
+def p_true_prompt_ids(lm: LocalBackend, question: str, answer: str, template: str = PTRUE_QUESTION) -> list[int]:
     return _chat_ids(lm, template.format(question=question, answer=answer))
 
 
 def p_true(
-    lm: HFModel,
+    lm: LocalBackend,
     questions: Sequence[str],
     answers: Sequence[str],
     template: str = PTRUE_QUESTION,
     batch_size: int | None = None,
 ) -> np.ndarray:
     """P(True) ∈ [0, 1] per (question, answer): P(yes) / (P(yes) + P(no)) from one forward pass each."""
-    if len(questions) != len(answers):
-        raise ValueError("p_true needs one answer per question")
+    prompts = _paired_prompts(lm, questions, answers, p_true_prompt_ids, template, "p_true")
     yes, no = _single_token_ids(lm, YES_VARIANTS), _single_token_ids(lm, NO_VARIANTS)
     if not yes or not no:
-        raise RuntimeError("the tokenizer has no single-token Yes/No variants; P(True) cannot be read")
-    prompts = [p_true_prompt_ids(lm, q, a, template) for q, a in zip(questions, answers, strict=True)]
+        raise SelfEvalUnavailableError("the tokenizer has no single-token Yes/No variants; P(True) cannot be read")
     lp = lm.next_token_logprobs(prompts, yes + no, batch_size=batch_size)
     ly = np.logaddexp.reduce(lp[:, : len(yes)], axis=1)
     ln = np.logaddexp.reduce(lp[:, len(yes) :], axis=1)
     return 1.0 / (1.0 + np.exp(ln - ly))
 
 
-def verbalized_prompt_ids(lm: HFModel, question: str, answer: str, template: str = VERBAL_QUESTION) -> list[int]:
+def verbalized_prompt_ids(lm: LocalBackend, question: str, answer: str, template: str = VERBAL_QUESTION) -> list[int]:
     return _chat_ids(lm, template.format(question=question, answer=answer), prefill=VERBAL_PREFILL)
 
 
-def _digit_ids(lm: HFModel) -> list[int]:
+def _digit_ids(lm: LocalBackend) -> list[int]:
     ids = []
     for d in "0123456789":
         enc = lm.tokenizer.encode(d, add_special_tokens=False)
         if len(enc) != 1:
-            raise RuntimeError(f"digit {d!r} is not a single token for this tokenizer")
+            raise SelfEvalUnavailableError(f"digit {d!r} is not a single token for this tokenizer")
         ids.append(int(enc[0]))
     return ids
 
 
 def number_distribution(
-    lm: HFModel, prompt_ids: Sequence[Sequence[int]], grad: bool = False
+    lm: LocalBackend, prompt_ids: Sequence[Sequence[int]], grad: bool = False
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Distribution over the numbers 0…100 the model would write next, shape (B, 101), and digit mass (B,).
 
@@ -165,16 +181,14 @@ def number_distribution(
 
 
 def verbalized_confidence(
-    lm: HFModel,
+    lm: LocalBackend,
     questions: Sequence[str],
     answers: Sequence[str],
     template: str = VERBAL_QUESTION,
     batch_size: int | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Verbalised confidence v ∈ [0, 1] per answer, its number distribution (B, 101) and digit mass (B,)."""
-    if len(questions) != len(answers):
-        raise ValueError("verbalized_confidence needs one answer per question")
-    prompts = [verbalized_prompt_ids(lm, q, a, template) for q, a in zip(questions, answers, strict=True)]
+    prompts = _paired_prompts(lm, questions, answers, verbalized_prompt_ids, template, "verbalized_confidence")
     bs = batch_size or lm.batch_size
     dist, mass = np.zeros((len(prompts), 101)), np.zeros(len(prompts))
     order = np.argsort([-len(p) for p in prompts], kind="stable")  # similar lengths share a batch: little padding

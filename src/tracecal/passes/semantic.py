@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import importlib.metadata
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +50,28 @@ def _normalise(R: np.ndarray) -> np.ndarray:
     return R / s if s > 1e-12 else np.full(len(R), 1.0 / max(len(R), 1))
 
 
+def _plan(t: Trace, q: str, sid: Callable[[str], int]) -> tuple[int, list[int], list[int], np.ndarray]:
+    """The texts one answer needs embedded (``sid`` numbers each distinct text): question + answer, question +
+    answer without each token, question + answer without each word; and each token's word (−1: none)."""
+    text = t.text
+    starts = [int(o) for o in t.offsets]
+    ends = starts[1:] + [len(text)]
+    base = sid(f"{q} {text}")
+    tok_ids = [sid(f"{q} {text[:a] + text[b:]}") for a, b in zip(starts, ends, strict=True)]
+    words = [(m.start(), m.end()) for m in _WORD.finditer(text)]
+    word_ids = [sid(f"{q} {text[:a] + text[b:]}") for a, b in words]
+    # token → word: the word containing the token's first non-space character
+    w_of_tok = np.full(t.length, -1)
+    wstarts = np.array([a for a, _ in words], dtype=np.int64)
+    for i, (a, b) in enumerate(zip(starts, ends, strict=True)):
+        piece = text[a:b]
+        k = len(piece) - len(piece.lstrip())
+        if piece.strip() and len(words):
+            w = int(np.searchsorted(wstarts, a + k, side="right") - 1)
+            w_of_tok[i] = max(w, 0)
+    return base, tok_ids, word_ids, w_of_tok
+
+
 def relevance(
     traces: Sequence[Trace], questions: Sequence[str], embedder: Any, batch_size: int = 256
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -65,29 +87,7 @@ def relevance(
             texts.append(s)
         return index[s]
 
-    plans = []
-    for t, q in zip(traces, questions, strict=True):
-        T = t.length
-        if T == 0:
-            plans.append(None)
-            continue
-        text = t.text
-        starts = [int(o) for o in t.offsets]
-        ends = starts[1:] + [len(text)]
-        base = sid(f"{q} {text}")
-        tok_ids = [sid(f"{q} {text[:a] + text[b:]}") for a, b in zip(starts, ends, strict=True)]
-        words = [(m.start(), m.end()) for m in _WORD.finditer(text)]
-        word_ids = [sid(f"{q} {text[:a] + text[b:]}") for a, b in words]
-        # token → word: the word containing the token's first non-space character
-        w_of_tok = np.full(T, -1)
-        wstarts = np.array([a for a, _ in words], dtype=np.int64)
-        for i, (a, b) in enumerate(zip(starts, ends, strict=True)):
-            piece = text[a:b]
-            k = len(piece) - len(piece.lstrip())
-            if piece.strip() and len(words):
-                w = int(np.searchsorted(wstarts, a + k, side="right") - 1)
-                w_of_tok[i] = max(w, 0)
-        plans.append((base, tok_ids, word_ids, w_of_tok))
+    plans = [None if t.length == 0 else _plan(t, q, sid) for t, q in zip(traces, questions, strict=True)]
     if texts:
         E = np.asarray(embedder.encode(texts, batch_size=batch_size, normalize_embeddings=True, convert_to_numpy=True))
     else:

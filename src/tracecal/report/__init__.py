@@ -83,6 +83,55 @@ def _centi(x: np.ndarray) -> list[int]:
     return np.rint(np.nan_to_num(x, nan=0.0, posinf=9999.0, neginf=0.0) * 100).astype(np.int64).tolist()
 
 
+def _task_examples(
+    run: RunData, k: int, task: str, estimators: list[str], max_examples: int | None, w: int
+) -> tuple[list[list[Any]], np.ndarray, np.ndarray]:
+    """The example rows of task number ``k`` (see `example_payload`) and its answers' surprisal and entropy."""
+    rows, idx, tt = run.rows, run.task_rows.get(task, np.zeros(0, np.int64)), run.tokens.get(task)
+    if tt is None or idx.size == 0:
+        return [], np.zeros(0), np.zeros(0)
+    take = idx.size if max_examples is None else min(idx.size, max(0, int(max_examples)))
+    off = tt.offsets
+    end = int(off[take])
+    ws, wl = peak_windows(tt.entropy[:end], off[: take + 1], w)
+    s_c, h_c = _centi(tt.surprisal[:end]), _centi(tt.entropy[:end])
+    probs = [run.prob[x][idx[:take]] for x in estimators]
+    probs_l = [[round(float(v), 4) if math.isfinite(v) else None for v in p.tolist()] for p in probs]
+    ws_l, wl_l, off_l, present = ws.tolist(), wl.tolist(), off.tolist(), tt.present.tolist()
+    ex: list[list[Any]] = []
+    for j in range(take):
+        i = int(idx[j])
+        a, b = off_l[j], off_l[j + 1]
+        golds = _golds(rows["golds"][i])
+        ex.append(
+            [
+                k,
+                str(rows["id"][i]),
+                str(rows["question"][i] or ""),
+                golds[:MAX_GOLDS],
+                len(golds),
+                str(rows["answer"][i] or ""),
+                int(run.correct[i]),
+                str(rows["stop_reason"][i] or ""),
+                str(run.split[i] or ""),
+                tt.strings[a:b] if present[j] else None,
+                s_c[a:b],
+                h_c[a:b],
+                ws_l[j],
+                wl_l[j],
+                [p[j] for p in probs_l],
+            ]
+        )
+    return ex, tt.surprisal[:end], tt.entropy[:end]
+
+
+def _scale(parts: list[np.ndarray]) -> float:
+    """The colour scale of a value (nats): its 99th percentile over the shown answers, at least 1, one decimal."""
+    v = np.concatenate(parts) if parts else np.zeros(0)
+    v = v[np.isfinite(v)]
+    return round(max(1.0, float(np.percentile(v, 99))) if v.size else 1.0, 1)
+
+
 def example_payload(
     run: RunData, estimators: list[str], max_examples: int | None = None, window: int | None = None
 ) -> dict[str, Any]:
@@ -94,60 +143,20 @@ def example_payload(
     ``max_examples`` caps the answers per task (the first ones in run order).
     """
     w = TraceConfig().window if window is None else window
-    rows = run.rows
     ex: list[list[Any]] = []
     all_s: list[np.ndarray] = []
     all_h: list[np.ndarray] = []
     for k, task in enumerate(run.tasks):
-        idx = run.task_rows.get(task, np.zeros(0, np.int64))
-        tt = run.tokens.get(task)
-        if tt is None or idx.size == 0:
-            continue
-        take = idx.size if max_examples is None else min(idx.size, max(0, int(max_examples)))
-        off = tt.offsets
-        end = int(off[take])
-        ws, wl = peak_windows(tt.entropy[:end], off[: take + 1], w)
-        all_s.append(tt.surprisal[:end])
-        all_h.append(tt.entropy[:end])
-        s_c, h_c = _centi(tt.surprisal[:end]), _centi(tt.entropy[:end])
-        probs = [run.prob[x][idx[:take]] for x in estimators]
-        probs_l = [[round(float(v), 4) if math.isfinite(v) else None for v in p.tolist()] for p in probs]
-        ws_l, wl_l, off_l, present = ws.tolist(), wl.tolist(), off.tolist(), tt.present.tolist()
-        for j in range(take):
-            i = int(idx[j])
-            a, b = off_l[j], off_l[j + 1]
-            golds = _golds(rows["golds"][i])
-            ex.append(
-                [
-                    k,
-                    str(rows["id"][i]),
-                    str(rows["question"][i] or ""),
-                    golds[:MAX_GOLDS],
-                    len(golds),
-                    str(rows["answer"][i] or ""),
-                    int(run.correct[i]),
-                    str(rows["stop_reason"][i] or ""),
-                    str(run.split[i] or ""),
-                    tt.strings[a:b] if present[j] else None,
-                    s_c[a:b],
-                    h_c[a:b],
-                    ws_l[j],
-                    wl_l[j],
-                    [p[j] for p in probs_l],
-                ]
-            )
-
-    def scale(parts: list[np.ndarray]) -> float:
-        v = np.concatenate(parts) if parts else np.zeros(0)
-        v = v[np.isfinite(v)]
-        return round(max(1.0, float(np.percentile(v, 99))) if v.size else 1.0, 1)
-
+        rows, s, h = _task_examples(run, k, task, estimators, max_examples, w)
+        ex += rows
+        all_s.append(s)
+        all_h.append(h)
     return {
         "tasks": run.tasks,
         "est": estimators,
         "w": w,
         "page_size": PAGE_SIZE,
-        "scale": {"s": scale(all_s), "h": scale(all_h)},
+        "scale": {"s": _scale(all_s), "h": _scale(all_h)},
         "ex": ex,
     }
 
@@ -277,7 +286,8 @@ def write_report(
 
     Raises:
         tracecal.evaluation.runstore.NotARunError: ``run_dir`` is not a scored run directory (a `FileNotFoundError`).
-        tracecal.evaluation.runstore.RunStoreError: ``run_dir`` is a file, or what it stores is damaged (a `ValueError`).
+        tracecal.evaluation.runstore.RunStoreError: ``run_dir`` is a file, or what it stores is damaged
+            (a `ValueError`).
         ValueError: an estimator is not in the run.
     """
     store = open_run(run_dir)

@@ -74,27 +74,28 @@ def _metric_cell(m: dict[str, Any] | None, best: bool) -> str:
     return f'<td data-v="{_dv(mean)}"{cls}>{_fmt(mean)}{sd_html}</td>'
 
 
+TEXT_COLUMNS = {"task", "estimator", "family", "entropy", "label rule"}
+"""Columns sorted as text (left-aligned); every other column sorts as numbers."""
+TASK_COLUMNS = ["task", "examples", "correct", "base rate", "eval / cal per seed", "mean tokens", "empty answers"]
+TASK_COLUMNS += ["stopped at length", "entropy", "label rule"]
+RESULT_COLUMNS = ["task", "estimator", "family", "n", "base rate"]
+
+
+def _table_head(table_id: str, heads: list[str]) -> str:
+    """The opening of a sortable table up to its body, one header cell per column (`TEXT_COLUMNS` sort as text)."""
+    kinds = [("l", "str") if h in TEXT_COLUMNS else ("", "num") for h in heads]
+    cells = "".join(f'<th class="{c}" data-type="{t}">{e(h)}</th>' for h, (c, t) in zip(heads, kinds, strict=True))
+    return f'<table class="sortable" id="{table_id}"><thead><tr>{cells}</tr></thead><tbody>'
+
+
 def _task_table(tinfo: dict[str, dict[str, Any]], metrics: dict[str, Any], tasks: list[str]) -> list[str]:
     """The per-task summary table (examples, correct answers, base rate, split sizes, ...)."""
     out: list[str] = []
-    out.append('<h3>Tasks</h3><div class="tablewrap"><table class="sortable" id="task-table"><thead><tr>')
-    heads = [
-        ("task", "l", "str"),
-        ("examples", "", "num"),
-        ("correct", "", "num"),
-        ("base rate", "", "num"),
-        ("eval / cal per seed", "", "num"),
-        ("mean tokens", "", "num"),
-        ("empty answers", "", "num"),
-        ("stopped at length", "", "num"),
-        ("entropy", "l", "str"),
-        ("label rule", "l", "str"),
-    ]
-    out += [f'<th class="{c}" data-type="{t}">{e(h)}</th>' for h, c, t in heads]
-    out.append("</tr></thead><tbody>")
+    out.append('<h3>Tasks</h3><div class="tablewrap">')
+    out.append(_table_head("task-table", TASK_COLUMNS))
     for task in tasks:
         ti = tinfo.get(task, {})
-        first = next(iter((metrics.get(task) or {}).values()), {})
+        first: dict[str, Any] = next(iter((metrics.get(task) or {}).values()), {})
         n_eval = _num((first.get("n") or {}).get("mean"))
         n_cal = _num((first.get("n_cal") or {}).get("mean"))
         split = f"{_fmt(n_eval, 0)} / {_fmt(n_cal, 0)}"
@@ -143,16 +144,8 @@ def results_tables(results: dict[str, Any], tasks: list[str], estimators: list[s
         + "".join(f'<option value="{e(t)}">{e(t)}</option>' for t in rows_tasks)
         + "</select></label></p>"
     )
-    out.append('<div class="tablewrap"><table class="sortable" id="results-table"><thead><tr>')
-    heads2 = [
-        ("task", "l", "str"),
-        ("estimator", "l", "str"),
-        ("family", "l", "str"),
-        ("n", "", "num"),
-        ("base rate", "", "num"),
-    ] + [(h, "", "num") for _, h, _ in METRIC_COLUMNS]
-    out += [f'<th class="{c}" data-type="{t}">{e(h)}</th>' for h, c, t in heads2]
-    out.append("</tr></thead><tbody>")
+    out.append('<div class="tablewrap">')
+    out.append(_table_head("results-table", RESULT_COLUMNS + [h for _, h, _ in METRIC_COLUMNS]))
     est_info: dict[str, dict[str, Any]] = results.get("estimators") or {}
     for task in rows_tasks:
         per = metrics.get(task) or {}

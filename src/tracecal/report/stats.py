@@ -1,8 +1,9 @@
 """The report's statistics section: paired comparisons with the best baseline, selective answering, learning curves.
 
 Everything comes from the run: the comparisons and the selective-answering columns from ``results.json``
-(`tracecal.evaluation.protocol`), the learning curves from the run's ``learning_curve`` artefact when `tracecal learning-curve`
-wrote one (drawn by `tracecal.report.svg.learning_curve_svg`, the report's one plotting path). All text is escaped.
+(`tracecal.evaluation.protocol`), the learning curves from the run's ``learning_curve`` artefact when
+`tracecal learning-curve` wrote one (drawn by `tracecal.report.svg.learning_curve_svg`, the report's one plotting
+path). All text is escaped.
 """
 
 from __future__ import annotations

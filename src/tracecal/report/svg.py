@@ -354,8 +354,9 @@ def _lc_panel(lc: dict, metric: str, label: str, x_off: float) -> list[str]:
 
 
 def learning_curve_svg(lc: dict) -> str:
-    """AUROC and Brier against the calibration-set size for each method of one task (a `tracecal.analysis.learning_curve`
-    document: means over splits with their bootstrap intervals as bars), one document with a legend."""
+    """AUROC and Brier against the calibration-set size for each method of one task (a
+    `tracecal.analysis.learning_curve` document: means over splits with their bootstrap intervals as bars), one
+    document with a legend."""
     parts = _lc_panel(lc, "auroc", "AUROC ↑ (raw scores)", 0) + _lc_panel(lc, "brier", "Brier ↓ (calibrated)", 410)
     ly = TITLE_H + 40
     for i, est in enumerate(lc["estimators"]):

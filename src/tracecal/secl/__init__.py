@@ -29,6 +29,7 @@ from tracecal.secl.detector import (
     GateStep,
     NeverGate,
     PageHinkley,
+    PageHinkleySettings,
     false_alarm_rate,
     make_gate,
 )
@@ -46,6 +47,7 @@ __all__ = [
     "GateStep",
     "NeverGate",
     "PageHinkley",
+    "PageHinkleySettings",
     "SECLAdapter",
     "SECLConfig",
     "SECLRecord",

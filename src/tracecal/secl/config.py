@@ -1,17 +1,30 @@
-"""`SECLConfig`: every choice of SECL (METHOD §6) as a named parameter, with our defaults."""
+"""`SECLConfig`: every choice of SECL (METHOD §6) as a named parameter, with our defaults.
+
+Every constrained setting has one entry in ``SECLConfig.parameter_constraints`` (`tracecal._validation`); the
+``ph_*`` settings take their defaults and constraints from `tracecal.secl.detector.PageHinkleySettings` (the one
+declaration the gateway's drift settings share). A bad value is a `tracecal.errors.ValidationError` (a
+``ValueError``) naming the setting.
+"""
 
 from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, field, fields
-from typing import Any
+from typing import Any, ClassVar
 
-__all__ = ["SECLConfig", "GATES", "LOSSES", "SCOPES", "STATISTICS"]
+from tracecal._validation import Constraint, Interval, Options, check_params
+from tracecal.errors import ValidationError
+from tracecal.secl.detector import PAGE_HINKLEY_DEFAULTS as PH
+from tracecal.secl.detector import PageHinkleySettings, page_hinkley_constraints
+
+__all__ = ["SECLConfig", "GATES", "LOSSES", "POSITIVE", "SCOPES", "STATISTICS"]
 
 GATES = ("detector", "always", "never")
 LOSSES = ("directional", "mse")
 SCOPES = ("confidence", "all")
 STATISTICS = ("mean_entropy", "max_entropy", "mean_surprisal", "first_entropy")
+POSITIVE = Interval(float, 0, None, closed="neither")
+"""A step size, bound or spread: a finite number > 0."""
 
 
 @dataclass
@@ -62,11 +75,11 @@ class SECLConfig:
 
     gate: str = "detector"
     statistic: str = "mean_entropy"
-    ph_delta: float = 0.25
-    ph_lambda: float = 10.0
-    ph_min_samples: int = 20
-    ph_direction: str = "both"
-    ph_standardize: bool = True
+    ph_delta: float = PH.delta
+    ph_lambda: float = PH.threshold
+    ph_min_samples: int = PH.min_samples
+    ph_direction: str = PH.direction
+    ph_standardize: bool = PH.standardize
     burst_size: int = 32
     burst_patience: int = 0
     start_burst: bool = True
@@ -91,31 +104,43 @@ class SECLConfig:
     batch_size: int = 8
     seed: int = 0
 
+    parameter_constraints: ClassVar[dict[str, Constraint]] = {
+        "gate": Options(*GATES),
+        "loss": Options(*LOSSES),
+        "scope": Options(*SCOPES),
+        "statistic": Options(*STATISTICS),
+        "optimizer": Options("adam", "sgd"),
+        **page_hinkley_constraints(
+            delta="ph_delta", threshold="ph_lambda", min_samples="ph_min_samples", direction="ph_direction"
+        ),
+        "burst_size": Interval(int, 1, None),
+        "n_bins": Interval(int, 1, None),
+        "lora_r": Interval(int, 1, None),
+        "steps_per_update": Interval(int, 1, None),
+        "batch_size": Interval(int, 1, None),
+        "lr": POSITIVE,
+        "max_step": POSITIVE,
+        "target_sd": POSITIVE,
+        "max_grad_norm": POSITIVE,
+        "lora_layers": Interval(int, 0, None),
+        "burst_patience": Interval(int, 0, None),
+        "update_threshold": Interval(float, 0, None),
+    }
+    """Every constrained setting's constraint, declared once (`tracecal._validation`)."""
+
     def __post_init__(self) -> None:
         if isinstance(self.lora_targets, str):
             self.lora_targets = tuple(t.strip() for t in self.lora_targets.split(",") if t.strip())
         self.lora_targets = tuple(self.lora_targets)
-        checks = {
-            "gate": (self.gate, GATES),
-            "loss": (self.loss, LOSSES),
-            "scope": (self.scope, SCOPES),
-            "statistic": (self.statistic, STATISTICS),
-            "ph_direction": (self.ph_direction, ("both", "up", "down")),
-            "optimizer": (self.optimizer, ("adam", "sgd")),
-        }
-        for name, (value, allowed) in checks.items():
-            if value not in allowed:
-                raise ValueError(f"{name} must be one of {', '.join(allowed)}; got {value!r}")
+        check_params(vars(self), self.parameter_constraints)
         if not self.lora_targets:
-            raise ValueError("lora_targets is empty")
-        for name in ("burst_size", "ph_min_samples", "n_bins", "lora_r", "steps_per_update", "batch_size"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be ≥ 1, got {getattr(self, name)}")
-        for name in ("lr", "max_step", "target_sd", "max_grad_norm"):
-            if not getattr(self, name) > 0:
-                raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
-        if self.lora_layers < 0 or self.burst_patience < 0 or self.update_threshold < 0:
-            raise ValueError("lora_layers, burst_patience and update_threshold must be ≥ 0")
+            raise ValidationError("lora_targets is empty: name at least one module (e.g. q_proj,v_proj)")
+
+    def page_hinkley(self) -> PageHinkleySettings:
+        """The gate's detector settings (``ph_*``)."""
+        return PageHinkleySettings(
+            self.ph_delta, self.ph_lambda, self.ph_min_samples, self.ph_direction, self.ph_standardize
+        )
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -130,5 +155,5 @@ class SECLConfig:
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(d) - known)
         if unknown:
-            raise ValueError(f"unknown SECLConfig fields: {', '.join(unknown)}")
+            raise ValidationError(f"unknown SECLConfig fields: {', '.join(unknown)}")
         return cls(**d)

@@ -20,17 +20,21 @@ from __future__ import annotations
 
 import copy
 import math
-from dataclasses import dataclass, field
-from typing import Protocol
+from dataclasses import asdict, dataclass, field
+from typing import ClassVar, Protocol
 
 import numpy as np
 
-from tracecal.secl.config import SECLConfig
+from tracecal._validation import Constraint, Interval, Options, check_params
 
 __all__ = [
+    "DIRECTIONS",
+    "PAGE_HINKLEY_DEFAULTS",
+    "PageHinkleySettings",
+    "page_hinkley_constraints",
     "PageHinkley",
-    "ChangeDetector",
     "Gate",
+    "GateConfig",
     "GateStep",
     "DetectorGate",
     "AlwaysGate",
@@ -39,24 +43,24 @@ __all__ = [
     "false_alarm_rate",
 ]
 
-
-class ChangeDetector(Protocol):
-    def update(self, x: float) -> bool: ...
-
-    def reset(self) -> None: ...
+DIRECTIONS = ("both", "up", "down")
+"""Which changes a Page-Hinkley detector alarms on: both, increases only, decreases only."""
 
 
 @dataclass
-class PageHinkley:
-    """Page-Hinkley change detector (see the module docstring for the statistic).
+class PageHinkleySettings:
+    """The settings of a Page-Hinkley detector, declared (defaults and constraints) in this one place.
+
+    SECL's gate holds them as `SECLConfig`'s ``ph_*`` fields and the gateway's drift alarm as `ServeConfig`'s
+    ``drift_*`` fields; each config takes its defaults from `PAGE_HINKLEY_DEFAULTS`, its constraints from
+    `page_hinkley_constraints` and builds a `PageHinkley` from ``page_hinkley()``.
 
     Args:
-        delta: tolerated drift δ (sd units when ``standardize``).
-        threshold: alarm threshold λ (sd units when ``standardize``).
-        min_samples: observations after a restart before an alarm may fire (and the reference window).
+        delta: tolerated drift δ ≥ 0 (sd units when ``standardize``).
+        threshold: alarm threshold λ > 0 (sd units when ``standardize``).
+        min_samples: observations after a restart before an alarm may fire (and the reference window), ≥ 1.
         direction: ``"both"``, ``"up"`` (increases only) or ``"down"``.
         standardize: run on z-scores of the reference window (scale-free δ, λ).
-        clip: clip |z| at this value (robustness to heavy tails; 0 = off).
     """
 
     delta: float = 0.25
@@ -64,6 +68,37 @@ class PageHinkley:
     min_samples: int = 20
     direction: str = "both"
     standardize: bool = True
+
+    constraints: ClassVar[dict[str, Constraint]] = {
+        "delta": Interval(float, 0, None),
+        "threshold": Interval(float, 0, None, closed="neither"),
+        "min_samples": Interval(int, 1, None),
+        "direction": Options(*DIRECTIONS),
+    }
+
+    def __post_init__(self) -> None:
+        check_params(vars(self), self.constraints)
+
+
+PAGE_HINKLEY_DEFAULTS = PageHinkleySettings()
+"""The defaults the configs start from (SECL's λ = 10; the gateway chooses its own λ = 8)."""
+
+
+def page_hinkley_constraints(**names: str) -> dict[str, Constraint]:
+    """`PageHinkleySettings.constraints` under the names a config gives the settings (``delta="ph_delta"``, …:
+    one name for each constrained setting), so that a bad value is refused under the name the user gave."""
+    return {names[key]: constraint for key, constraint in PageHinkleySettings.constraints.items()}
+
+
+@dataclass
+class PageHinkley(PageHinkleySettings):
+    """Page-Hinkley change detector (see the module docstring for the statistic).
+
+    Args:
+        delta, threshold, min_samples, direction, standardize: see `PageHinkleySettings`.
+        clip: clip |z| at this value (robustness to heavy tails; 0 = off).
+    """
+
     clip: float = 3.0
     n: int = field(default=0, init=False)
     n_seen: int = field(default=0, init=False)
@@ -71,10 +106,7 @@ class PageHinkley:
     alarm_directions: list[str] = field(default_factory=list, init=False)
 
     def __post_init__(self) -> None:
-        if self.direction not in ("both", "up", "down"):
-            raise ValueError(f"direction must be both, up or down; got {self.direction!r}")
-        if self.min_samples < 1 or self.threshold <= 0 or self.delta < 0:
-            raise ValueError("need min_samples ≥ 1, threshold > 0, delta ≥ 0")
+        super().__post_init__()
         self.reset()
 
     def reset(self) -> None:
@@ -165,36 +197,35 @@ class Gate(Protocol):
     def feedback(self, updated: bool) -> None: ...
 
 
-class AlwaysGate:
+class _ConstantGate:
+    """A gate whose decision never changes: open (every question may train) or closed (none does)."""
+
+    name: ClassVar[str]
+    _open: ClassVar[bool]
+
+    @property
+    def in_burst(self) -> bool:
+        return self._open
+
+    def observe(self, x: float) -> GateStep:
+        return GateStep(self._open, False, 0 if self._open else -1)
+
+    def feedback(self, updated: bool) -> None:
+        pass
+
+
+class AlwaysGate(_ConstantGate):
     """Every question may train (ablation ``gate=always``)."""
 
     name = "always"
-
-    @property
-    def in_burst(self) -> bool:
-        return True
-
-    def observe(self, x: float) -> GateStep:
-        return GateStep(True, False, 0)
-
-    def feedback(self, updated: bool) -> None:
-        pass
+    _open = True
 
 
-class NeverGate:
+class NeverGate(_ConstantGate):
     """No question trains (ablation ``gate=never``: SECL's confidence is the frozen model's)."""
 
     name = "never"
-
-    @property
-    def in_burst(self) -> bool:
-        return False
-
-    def observe(self, x: float) -> GateStep:
-        return GateStep(False, False, -1)
-
-    def feedback(self, updated: bool) -> None:
-        pass
+    _open = False
 
 
 @dataclass
@@ -242,23 +273,25 @@ class DetectorGate:
         return copy.deepcopy(self)
 
 
-def make_detector(cfg: SECLConfig) -> PageHinkley:
-    return PageHinkley(
-        delta=cfg.ph_delta,
-        threshold=cfg.ph_lambda,
-        min_samples=cfg.ph_min_samples,
-        direction=cfg.ph_direction,
-        standardize=cfg.ph_standardize,
-    )
+class GateConfig(Protocol):
+    """What `make_gate` reads from a config (`tracecal.secl.config.SECLConfig` has it)."""
+
+    gate: str
+    burst_size: int
+    start_burst: bool
+    burst_patience: int
+
+    def page_hinkley(self) -> PageHinkleySettings: ...
 
 
-def make_gate(cfg: SECLConfig) -> Gate:
-    """The gate named by ``cfg.gate``."""
+def make_gate(cfg: GateConfig) -> Gate:
+    """The gate named by ``cfg.gate``: `AlwaysGate`, `NeverGate` or a `DetectorGate` on ``cfg.page_hinkley()``."""
     if cfg.gate == "always":
         return AlwaysGate()
     if cfg.gate == "never":
         return NeverGate()
-    return DetectorGate(make_detector(cfg), cfg.burst_size, cfg.start_burst, cfg.burst_patience)
+    detector = PageHinkley(**asdict(cfg.page_hinkley()))
+    return DetectorGate(detector, cfg.burst_size, cfg.start_burst, cfg.burst_patience)
 
 
 def false_alarm_rate(

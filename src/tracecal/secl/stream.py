@@ -19,6 +19,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from tracecal._validation import Interval, check_param
+from tracecal.errors import ValidationError
 from tracecal.secl.cost import CostMeter
 from tracecal.tasks.prompts import self_eval_question
 
@@ -69,9 +71,8 @@ def build_stream(
     names = [t.strip() for t in tasks.split(",")] if isinstance(tasks, str) else list(tasks)
     names = [n for n in names if n]
     if not names:
-        raise ValueError("the stream needs at least one task")
-    if per_domain < 1:
-        raise ValueError(f"per_domain must be ≥ 1, got {per_domain}")
+        raise ValidationError("the stream needs at least one task")
+    check_param("per_domain", per_domain, Interval(int, 1, None))
     items: list[StreamItem] = []
     for name in names:
         task = get_task(name)

@@ -3,8 +3,8 @@
 ``create_app(model, calibrator, ServeConfig(...))`` builds the FastAPI app; modules: ``app`` (wiring, /health,
 /metrics, /score), ``routes`` (/v1), ``streaming`` (SSE), ``batching`` (dynamic batching, step hooks),
 ``scoring`` (confidence, running risk), ``drift``, ``metrics``, ``limits`` (body size, auth), ``schemas``,
-``errors``, ``config``, ``proxy`` (upstream backends), ``cli`` (the command). Imports are lazy so that the
-command line starts without FastAPI.
+``errors``, ``config``, ``proxy`` (upstream backends); the command is `tracecal.cli.serve`. Imports are lazy so
+that the command line starts without FastAPI.
 """
 
 from typing import Any

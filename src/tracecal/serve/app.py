@@ -18,15 +18,14 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from pathlib import Path
-from typing import Any
+from typing import Any, Unpack
 
 from fastapi import FastAPI, HTTPException, Request, Response
 from fastapi.openapi.utils import get_openapi
 
 from tracecal.serve.config import ServeConfig
 from tracecal.serve.errors import install_error_handlers
-from tracecal.serve.gateway import Gateway
+from tracecal.serve.gateway import Gateway, GatewayOptions
 from tracecal.serve.limits import BodyLimitMiddleware
 from tracecal.serve.metrics import CONTENT_TYPE_LATEST, MetricsMiddleware
 from tracecal.serve.routes import openai_router
@@ -34,27 +33,22 @@ from tracecal.serve.schemas import ScoreRequest
 from tracecal.traces.trace import TraceBatch
 from tracecal.version import __version__
 
-__all__ = ["create_app"]
+__all__ = ["create_app", "narrow_openapi"]
 
 
 def create_app(
-    model: Any = None,
-    calibrator: Any = None,
-    config: ServeConfig | None = None,
-    *,
-    text_model: Any = None,
-    calibrator_path: str | Path | None = None,
+    model: Any = None, calibrator: Any = None, config: ServeConfig | None = None, **options: Unpack[GatewayOptions]
 ) -> FastAPI:
     """The gateway app.
 
     Args:
         model: a tracecal backend (HF, llama.cpp, or an HTTP backend for the proxy); None: /score only.
-        calibrator: a fitted calibrator (`tracecal.calibrators.traceplus.load_calibrator`: TRACE+ or scalar) or None.
+        calibrator: a fitted calibrator (`tracecal.calibrators.load_calibrator`: TRACE+ or scalar) or None.
         config: limits, batching, confidence policy, drift settings (`ServeConfig`; defaults when None).
-        text_model: backend for /v1/completions' raw-text prompts (default ``model``; see `Gateway`).
-        calibrator_path: the calibrator's file, shown with its sha256 in /health.
+        options: ``text_model`` (backend for /v1/completions' raw-text prompts, default ``model``) and
+            ``calibrator_path`` (the calibrator's file, shown with its sha256 in /health): see `Gateway`.
     """
-    gw = Gateway(model, calibrator, config, text_model=text_model, calibrator_path=calibrator_path)
+    gw = Gateway(model, calibrator, config, **options)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -87,8 +81,17 @@ def create_app(
             raise HTTPException(status_code=422, detail=str(e)) from e
         return gw.scorer.score_batch(batch)
 
+    narrow_openapi(app, gw)
+    app.add_middleware(BodyLimitMiddleware, max_bytes=gw.config.max_body_bytes)
+    app.add_middleware(MetricsMiddleware, metrics=gw.metrics)
+    return app
+
+
+def narrow_openapi(app: FastAPI, gw: Gateway) -> None:
+    """Serve FastAPI's schema with the requests' ``model`` narrowed to the one name the gateway answers to (left
+    open when it serves no model; the name is read when the schema is first asked for)."""
+
     def openapi() -> dict[str, Any]:
-        """FastAPI's schema, with ``model`` narrowed to the one name this server answers to."""
         if app.openapi_schema is None:
             schema = get_openapi(title=app.title, version=__version__, description=app.description, routes=app.routes)
             for name in ("ChatCompletionRequest", "CompletionRequest"):
@@ -97,7 +100,4 @@ def create_app(
             app.openapi_schema = schema
         return app.openapi_schema
 
-    app.openapi = openapi  # type: ignore[method-assign]
-    app.add_middleware(BodyLimitMiddleware, max_bytes=gw.config.max_body_bytes)
-    app.add_middleware(MetricsMiddleware, metrics=gw.metrics)
-    return app
+    app.openapi = openapi  # type: ignore[method-assign]  # FastAPI's documented way to customise the schema

@@ -6,11 +6,18 @@
 
 from __future__ import annotations
 
-import math
-import numbers
 from dataclasses import dataclass, fields
+from typing import ClassVar
 
-__all__ = ["DRIFT_STATISTICS", "ServeConfig"]
+from tracecal._validation import Constraint, Interval, Options, check_params
+from tracecal.errors import ValidationError
+from tracecal.secl.detector import PAGE_HINKLEY_DEFAULTS as PH
+from tracecal.secl.detector import PageHinkleySettings, page_hinkley_constraints
+
+__all__ = ["COUNT", "DRIFT_STATISTICS", "ServeConfig"]
+
+COUNT = Interval(int, 1, None)
+"""A count (requests, bytes, tokens, seconds of Retry-After): a whole number ≥ 1."""
 
 DRIFT_STATISTICS = ("mean_entropy", "c_trace")
 """Per-answer statistics the drift detector can watch: the mean H_t of the answer (nats) or its c_TRACE."""
@@ -36,7 +43,11 @@ class ServeConfig:
     Auth: ``auth_token_env`` names the environment variable holding the bearer token (unset or empty: no auth).
     Drift: a Page-Hinkley detector (`tracecal.secl.detector.PageHinkley`) on ``drift_statistic`` per answer, with
     ``drift_delta``, ``drift_threshold`` (sd units), ``drift_min_samples`` (reference window) and
-    ``drift_direction`` (``both``, ``up``, ``down``).
+    ``drift_direction`` (``both``, ``up``, ``down``): `PageHinkleySettings` under the gateway's names (its defaults
+    and constraints, with λ = 8), given to the detector by ``page_hinkley()``.
+
+    Every constrained setting has one entry in ``parameter_constraints`` (`tracecal._validation`); a bad value is a
+    `tracecal.errors.ValidationError` (a ``ValueError``) naming the setting, what it must be and what it got.
     """
 
     max_batch: int = 8
@@ -57,58 +68,50 @@ class ServeConfig:
     risk_min_tokens: int = 1
     auth_token_env: str = "TRACECAL_SERVE_TOKEN"
     drift_statistic: str = "mean_entropy"
-    drift_delta: float = 0.25
-    drift_threshold: float = 8.0
-    drift_min_samples: int = 20
-    drift_direction: str = "both"
+    drift_delta: float = PH.delta
+    drift_threshold: float = 8.0  # the gateway's own λ (SECL's gate keeps PH.threshold = 10)
+    drift_min_samples: int = PH.min_samples
+    drift_direction: str = PH.direction
+
+    parameter_constraints: ClassVar[dict[str, Constraint]] = {
+        "max_batch": COUNT,
+        "max_queue": COUNT,
+        "retry_after": COUNT,
+        "max_body_bytes": COUNT,
+        "max_prompt_tokens": COUNT,
+        "max_tokens": COUNT,
+        "default_max_tokens": COUNT,
+        "max_prompts": COUNT,
+        "risk_min_tokens": COUNT,
+        "batch_wait_ms": Interval(float, 0, None),
+        "batch_wait_share": Interval(float, 0, 1),
+        "request_timeout": Interval(float, 1e-3, None),
+        "abstain_below": (Interval(float, 0, 1), None),
+        "stop_on_risk": (Interval(float, 0, 1), None),
+        "abstain_on": Options("auto", "c_trace", "probability"),
+        "drift_statistic": Options(*DRIFT_STATISTICS),
+        **page_hinkley_constraints(
+            delta="drift_delta",
+            threshold="drift_threshold",
+            min_samples="drift_min_samples",
+            direction="drift_direction",
+        ),
+    }
+    """Every constrained setting's constraint, declared once (`tracecal._validation`)."""
 
     def __post_init__(self) -> None:
-        for name in (
-            "max_batch",
-            "max_queue",
-            "retry_after",
-            "max_body_bytes",
-            "max_prompt_tokens",
-            "max_tokens",
-            "default_max_tokens",
-            "max_prompts",
-            "risk_min_tokens",
-            "drift_min_samples",
-        ):
-            _int(getattr(self, name), name)
-        for name in ("batch_wait_ms", "drift_delta"):
-            _real(getattr(self, name), name, 0.0, math.inf)
-        _real(self.batch_wait_share, "batch_wait_share", 0.0, 1.0)
-        _real(self.request_timeout, "request_timeout", 1e-3, math.inf)
-        _real(self.drift_threshold, "drift_threshold", 1e-9, math.inf)
-        for name in ("abstain_below", "stop_on_risk"):
-            if getattr(self, name) is not None:
-                _real(getattr(self, name), name, 0.0, 1.0)
+        check_params(vars(self), self.parameter_constraints)
         if self.default_max_tokens > self.max_tokens:
-            raise ValueError(f"default_max_tokens ({self.default_max_tokens}) exceeds max_tokens ({self.max_tokens})")
-        if self.abstain_on not in ("auto", "c_trace", "probability"):
-            raise ValueError(f"abstain_on must be auto, c_trace or probability, got {self.abstain_on!r}")
-        if self.drift_statistic not in DRIFT_STATISTICS:
-            raise ValueError(
-                f"drift_statistic must be one of {', '.join(DRIFT_STATISTICS)}, got {self.drift_statistic!r}"
+            raise ValidationError(
+                f"default_max_tokens ({self.default_max_tokens}) exceeds max_tokens ({self.max_tokens})"
             )
-        if self.drift_direction not in ("both", "up", "down"):
-            raise ValueError(f"drift_direction must be both, up or down, got {self.drift_direction!r}")
         if not isinstance(self.auth_token_env, str) or not self.auth_token_env:
-            raise ValueError("auth_token_env must name an environment variable")
+            raise ValidationError("auth_token_env must name an environment variable")
+
+    def page_hinkley(self) -> PageHinkleySettings:
+        """The drift detector's settings (``drift_*``; standardised, as SECL's)."""
+        return PageHinkleySettings(self.drift_delta, self.drift_threshold, self.drift_min_samples, self.drift_direction)
 
     def as_dict(self) -> dict[str, object]:
         """Every setting by name (for /health and logs; holds no secret: the token's variable name only)."""
         return {f.name: getattr(self, f.name) for f in fields(self)}
-
-
-def _int(value: object, name: str) -> None:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
-        raise ValueError(f"{name} must be a positive integer, got {value!r}")
-
-
-def _real(value: object, name: str, lo: float, hi: float) -> None:
-    ok = not isinstance(value, bool) and isinstance(value, numbers.Real) and math.isfinite(float(value))
-    if not ok or not lo <= float(value) <= hi:  # type: ignore[arg-type]
-        span = f"≥ {lo:g}" if hi == math.inf else f"in [{lo:g}, {hi:g}]"
-        raise ValueError(f"{name} must be a finite number {span}, got {value!r}")

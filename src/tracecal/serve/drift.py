@@ -12,31 +12,28 @@ from __future__ import annotations
 
 import math
 import threading
+from dataclasses import asdict
 from typing import Any
 
 import numpy as np
 
-from tracecal.secl.detector import PageHinkley
-from tracecal.serve.config import DRIFT_STATISTICS
+from tracecal._validation import Options, check_param
+from tracecal.secl.detector import PageHinkley, PageHinkleySettings
+from tracecal.serve.config import DRIFT_STATISTICS, ServeConfig
 
 __all__ = ["DriftMonitor"]
 
 
 class DriftMonitor:
-    """Thread-safe Page-Hinkley drift alarm over one per-answer statistic (see the module docstring)."""
+    """Thread-safe Page-Hinkley drift alarm over one per-answer statistic (see the module docstring).
 
-    def __init__(
-        self,
-        statistic: str = "mean_entropy",
-        delta: float = 0.25,
-        threshold: float = 8.0,
-        min_samples: int = 20,
-        direction: str = "both",
-    ) -> None:
-        if statistic not in DRIFT_STATISTICS:
-            raise ValueError(f"statistic must be one of {', '.join(DRIFT_STATISTICS)}, got {statistic!r}")
-        self.statistic = statistic
-        self.detector = PageHinkley(delta=delta, threshold=threshold, min_samples=min_samples, direction=direction)
+    ``settings``: the detector's (default: `ServeConfig`'s ``drift_*`` defaults, ``ServeConfig().page_hinkley()``).
+    """
+
+    def __init__(self, statistic: str = "mean_entropy", settings: PageHinkleySettings | None = None) -> None:
+        self.statistic = check_param("statistic", statistic, Options(*DRIFT_STATISTICS))
+        settings = settings or ServeConfig().page_hinkley()
+        self.detector = PageHinkley(**asdict(settings))
         self._lock = threading.Lock()
         self.answers = 0
         self.alarm_answers: list[int] = []

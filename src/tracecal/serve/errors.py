@@ -15,6 +15,8 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from tracecal.errors import TracecalError
+
 __all__ = ["APIError", "error_body", "install_error_handlers", "validation_detail"]
 
 log = logging.getLogger("tracecal.serve")
@@ -35,8 +37,8 @@ _TYPES = {
 }
 
 
-class APIError(Exception):
-    """An answer with an OpenAI-style error body; ``headers`` e.g. ``Retry-After``."""
+class APIError(TracecalError):
+    """An answer with an OpenAI-style error body; ``headers`` e.g. ``Retry-After`` (a `TracecalError`)."""
 
     def __init__(
         self,
@@ -85,7 +87,7 @@ def _param(loc: list[Any]) -> str | None:
 
 def _openai_validation(exc: RequestValidationError) -> JSONResponse:
     detail = validation_detail(exc.errors())
-    first = detail[0] if detail else {"loc": [], "msg": "invalid request"}
+    first: dict[str, Any] = detail[0] if detail else {"loc": [], "msg": "invalid request"}
     param = _param(first["loc"])
     where = f"{param}: " if param else ""
     message = where + first["msg"]

@@ -11,7 +11,7 @@ import hashlib
 import time
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from fastapi import Request
 
@@ -25,7 +25,14 @@ from tracecal.serve.metrics import GatewayMetrics
 from tracecal.serve.scoring import Scorer
 from tracecal.traces.trace import Trace
 
-__all__ = ["Gateway", "calibrator_info", "job_error"]
+__all__ = ["Gateway", "GatewayOptions", "calibrator_info", "job_error"]
+
+
+class GatewayOptions(TypedDict, total=False):
+    """The keyword-only options of `Gateway` that `tracecal.serve.app.create_app` passes on."""
+
+    text_model: Any
+    calibrator_path: str | Path | None
 
 
 def calibrator_info(calibrator: Any, path: str | Path | None = None) -> dict[str, Any] | None:
@@ -70,6 +77,7 @@ class Gateway:
         model: Any = None,
         calibrator: Any = None,
         config: ServeConfig | None = None,
+        *,
         text_model: Any = None,
         calibrator_path: str | Path | None = None,
     ) -> None:
@@ -78,9 +86,7 @@ class Gateway:
         self.scorer = Scorer(calibrator, cfg.abstain_below, abstain_on=cfg.abstain_on)
         self.calibrator_info = calibrator_info(calibrator, calibrator_path)
         self.metrics = GatewayMetrics()
-        self.drift = DriftMonitor(
-            cfg.drift_statistic, cfg.drift_delta, cfg.drift_threshold, cfg.drift_min_samples, cfg.drift_direction
-        )
+        self.drift = DriftMonitor(cfg.drift_statistic, cfg.page_hinkley())
         self.auth = BearerAuth(cfg.auth_token_env)
         self.created = int(time.time())
         models = {} if model is None else {"chat": model, "text": text_model or model}
@@ -203,7 +209,8 @@ class Gateway:
         watcher = asyncio.create_task(self._disconnected(request))
         try:
             left = max(self.deadline(request) - time.monotonic(), 0.0)
-            done, _ = await asyncio.wait({gathered, watcher}, timeout=left, return_when=asyncio.FIRST_COMPLETED)
+            waiting: set[asyncio.Future[Any]] = {gathered, watcher}
+            done, _ = await asyncio.wait(waiting, timeout=left, return_when=asyncio.FIRST_COMPLETED)
             if gathered in done:
                 try:
                     return list(gathered.result())

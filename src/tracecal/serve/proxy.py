@@ -20,8 +20,6 @@ def proxy_backends(
     model: str | None = None,
     *,
     concurrency: int = 8,
-    top_logprobs: int = 20,
-    vocab_size: int = 100_000,
     timeout: float = 120.0,
     client: Any = None,
     **kwargs: Any,
@@ -29,9 +27,10 @@ def proxy_backends(
     """(chat backend, text backend) for ``base_url`` (e.g. ``http://127.0.0.1:8080/v1``).
 
     ``model``: the upstream's model name (None: the first of its ``GET /models``, asked now so that a wrong URL
-    fails at start-up); ``concurrency``: requests in flight to the upstream; ``vocab_size``: |V| of the served
-    model (the tail of the top-k entropy estimate); ``client``: an `httpx.Client` to share (tests pass one with
-    a mock transport; default: a pool of ``concurrency`` connections); other keywords go to `HTTPModel`.
+    fails at start-up); ``concurrency``: requests in flight to the upstream; ``timeout``: seconds per upstream
+    request; ``client``: an `httpx.Client` to share (tests pass one with a mock transport; default: a pool of
+    ``concurrency`` connections); other keywords go to both `HTTPModel` backends, e.g. ``vocab_size`` (|V| of the
+    served model: the tail of the top-k entropy estimate, default 100 000) and ``top_logprobs`` (default 20).
     """
     import httpx
 
@@ -40,16 +39,8 @@ def proxy_backends(
     if client is None:
         limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
         client = httpx.Client(timeout=timeout, limits=limits)
-    common = dict(
-        model=model,
-        max_concurrency=concurrency,
-        top_logprobs=top_logprobs,
-        vocab_size=vocab_size,
-        timeout=timeout,
-        client=client,
-        **kwargs,
-    )
-    chat = HTTPModel(base_url, chat=True, **common)
-    name = chat.model_id  # resolves the served name (GET /models) when not given
-    text = HTTPModel(base_url, chat=False, **(common | {"model": name}))
+    shared: dict[str, Any] = {"max_concurrency": concurrency, "timeout": timeout, "client": client, **kwargs}
+    chat = HTTPModel(base_url, model, chat=True, **shared)
+    # the text backend asks for the name the chat backend resolved (GET /models when ``model`` is None)
+    text = HTTPModel(base_url, chat.model_id, chat=False, **shared)
     return chat, text

@@ -75,6 +75,21 @@ async def _run(gw: Gateway, request: Request, req: Any, kind: str, prompts: list
     return results, confs, sum(n for _, n in encoded)
 
 
+def _completion(
+    gw: Gateway, request: Request, kind: str, choices: list[dict[str, Any]], n_prompt: int, results: list[Any]
+) -> dict[str, Any]:
+    """The OpenAI response object of either endpoint (``kind``: ``chat.completion`` or ``text_completion``)."""
+    return {
+        "id": gw.new_id("chatcmpl" if kind == "chat.completion" else "cmpl"),
+        "object": kind,
+        "created": int(request.state.created),
+        "model": gw.model_id,
+        "system_fingerprint": None,
+        "choices": choices,
+        "usage": _usage(n_prompt, sum(t.length for t, _ in results)),
+    }
+
+
 def openai_router(gw: Gateway) -> APIRouter:
     """The /v1 routes bound to one gateway."""
     router = APIRouter(prefix="/v1", responses=ERRORS)
@@ -95,15 +110,7 @@ def openai_router(gw: Gateway) -> APIRouter:
             }
             for i, ((t, finish), conf) in enumerate(zip(results, confs, strict=True))
         ]
-        return {
-            "id": gw.new_id("chatcmpl"),
-            "object": "chat.completion",
-            "created": int(request.state.created),
-            "model": gw.model_id,
-            "system_fingerprint": None,
-            "choices": choices,
-            "usage": _usage(n_prompt, sum(t.length for t, _ in results)),
-        }
+        return _completion(gw, request, "chat.completion", choices, n_prompt, results)
 
     @router.post("/completions", summary="Text completion (no chat template) with a confidence per choice")
     async def completions(req: CompletionRequest, request: Request) -> Any:
@@ -115,15 +122,7 @@ def openai_router(gw: Gateway) -> APIRouter:
             {"index": i, "text": t.text, "logprobs": None, "finish_reason": finish, "confidence": conf}
             for i, ((t, finish), conf) in enumerate(zip(results, confs, strict=True))
         ]
-        return {
-            "id": gw.new_id("cmpl"),
-            "object": "text_completion",
-            "created": int(request.state.created),
-            "model": gw.model_id,
-            "system_fingerprint": None,
-            "choices": choices,
-            "usage": _usage(n_prompt, sum(t.length for t, _ in results)),
-        }
+        return _completion(gw, request, "text_completion", choices, n_prompt, results)
 
     def card() -> dict[str, Any]:
         return {"id": gw.model_id, "object": "model", "created": gw.created, "owned_by": "tracecal"}

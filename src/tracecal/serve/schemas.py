@@ -16,7 +16,17 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictInt,
+    StrictStr,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 __all__ = [
     "ChatCompletionRequest",
@@ -87,6 +97,21 @@ class StreamOptions(BaseModel):
     include_usage: StrictBool | None = None
 
 
+GREEDY_ONLY: dict[str, tuple[float, str]] = {
+    "temperature": (
+        0,
+        "temperature={v:g} is not supported: this server decodes greedily (the answer whose TRACE confidence is "
+        "calibrated); send temperature 0 or leave it out",
+    ),
+    "top_p": (1, "top_p={v:g} is not supported: greedy decoding only; send 1 or leave it out"),
+    "n": (1, "n={v} is not supported: greedy decoding gives {v} identical answers; send n=1"),
+    "presence_penalty": (0, "penalties are not supported (they change the decoded distribution): send 0"),
+    "frequency_penalty": (0, "penalties are not supported (they change the decoded distribution): send 0"),
+}
+"""Per sampling field: the value that keeps decoding greedy, and the message (``{v}``: the value sent) when a
+request sends another."""
+
+
 class _Common(BaseModel):
     """Fields shared by both endpoints (OpenAI's, restricted to what greedy decoding can honour)."""
 
@@ -110,35 +135,13 @@ class _Common(BaseModel):
         None, ge=0, le=1, description="tracecal: stop once the running c_TRACE falls below this (finish 'risk')"
     )
 
-    @field_validator("temperature")
+    @field_validator("temperature", "top_p", "n", "presence_penalty", "frequency_penalty")
     @classmethod
-    def _greedy(cls, v: float | None) -> float | None:
-        if v not in (None, 0):
-            raise ValueError(
-                f"temperature={v:g} is not supported: this server decodes greedily (the answer whose TRACE confidence "
-                "is calibrated); send temperature 0 or leave it out"
-            )
-        return v
-
-    @field_validator("top_p")
-    @classmethod
-    def _no_nucleus(cls, v: float | None) -> float | None:
-        if v not in (None, 1):
-            raise ValueError(f"top_p={v:g} is not supported: greedy decoding only; send 1 or leave it out")
-        return v
-
-    @field_validator("n")
-    @classmethod
-    def _one(cls, v: int | None) -> int | None:
-        if v not in (None, 1):
-            raise ValueError(f"n={v} is not supported: greedy decoding gives {v} identical answers; send n=1")
-        return v
-
-    @field_validator("presence_penalty", "frequency_penalty")
-    @classmethod
-    def _no_penalty(cls, v: float | None) -> float | None:
-        if v not in (None, 0):
-            raise ValueError("penalties are not supported (they change the decoded distribution): send 0")
+    def _greedy_only(cls, v: float | None, info: ValidationInfo) -> float | None:
+        """The one value (or absence) of a sampling field under which decoding stays greedy (`GREEDY_ONLY`)."""
+        neutral, why = GREEDY_ONLY[info.field_name or ""]
+        if v not in (None, neutral):
+            raise ValueError(why.format(v=v))
         return v
 
     @field_validator("logit_bias")

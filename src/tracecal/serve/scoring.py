@@ -18,8 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from tracecal.calibrators.scalar import ScalarCalibrator
-from tracecal.calibrators.traceplus import TracePlus
+from tracecal.calibrators import ScalarCalibrator, TracePlus
 from tracecal.signals.operators import TraceConfig, trace_risk
 from tracecal.traces.trace import Trace, TraceBatch
 
@@ -91,7 +90,7 @@ class Scorer:
     """Turns finished traces into confidence objects (see the module docstring).
 
     Args:
-        calibrator: a fitted `TracePlus` or scalar calibrator (`tracecal.calibrators.traceplus.load_calibrator`), or None.
+        calibrator: a fitted `TracePlus` or scalar calibrator (`tracecal.calibrators.load_calibrator`), or None.
         abstain_below: threshold under which ``abstain`` is true; None: never.
         config: the TRACE configuration (default: METHOD §2's).
         abstain_on: the score ``abstain_below`` applies to: ``auto`` (the probability with a calibrator, else

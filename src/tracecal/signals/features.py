@@ -11,7 +11,8 @@
 
 Ablation "+ seq. likelihood" (``seq_likelihood=True``) appends ``min_prob`` = min p_t,
 ``geo_mean_prob`` = exp(mean log p_t) and ``low_prob_rate`` = share of p_t < threshold (0.5, our choice).
-A zero-token answer gets NaN in every feature.
+A zero-token answer gets NaN in every feature. Features 1, 2, 4 and the three ablation features are the trace
+statistics of `tracecal.signals.statistics` (their one definition); 5–8 are TRACE's decayed means.
 """
 
 from __future__ import annotations
@@ -20,7 +21,15 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from tracecal.signals.operators import as_batch, chunked, decayed_mean, first_k_mean, seg_max, seg_mean, slope
+from tracecal.signals.operators import as_batch, chunked, decayed_mean
+from tracecal.signals.statistics import (
+    entropy_slope,
+    first_k_entropy,
+    geo_mean_prob,
+    low_prob_rate,
+    mean_entropy,
+    min_prob,
+)
 from tracecal.traces.trace import Trace, TraceBatch
 
 __all__ = ["feature_names", "trace_plus_features"]
@@ -59,17 +68,13 @@ def _features(
     seg = b.segments
     H, s = b.entropy, b.surprisal
     cols = [
-        np.exp(-first_k_mean(H, seg, first_k)),
-        np.exp(-seg_mean(H, seg)),
+        np.exp(-first_k_entropy(b, first_k)),
+        np.exp(-mean_entropy(b)),
         np.log(np.where(seg.lengths > 0, seg.lengths, np.nan)),
-        slope(H, seg),
+        entropy_slope(b),
     ]
     cols += [np.exp(-decayed_mean(H, seg, lam, kernel)) for lam in lams]
     cols += [np.exp(-decayed_mean(s, seg, lam, kernel)) for lam in lams]
     if seq_likelihood:
-        cols += [
-            np.exp(-seg_max(s, seg)),
-            np.exp(-seg_mean(s, seg)),
-            seg_mean((s > -np.log(low_prob_threshold)).astype(np.float64), seg),
-        ]
+        cols += [min_prob(b), geo_mean_prob(b), low_prob_rate(b, low_prob_threshold)]
     return np.column_stack(cols)

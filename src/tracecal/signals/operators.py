@@ -35,10 +35,8 @@ __all__ = [
     "decayed_mean",
     "window_peak",
     "length_norm_sum",
-    "seg_sum",
     "seg_mean",
     "seg_max",
-    "seg_min",
     "seg_var",
     "slope",
     "first_k_mean",
@@ -95,12 +93,6 @@ def _nan_empty(seg: Segments, out: np.ndarray) -> np.ndarray:
     return out
 
 
-def seg_sum(u: np.ndarray, seg: Segments | np.ndarray) -> np.ndarray:
-    """Σ_t u_t per answer (NaN for T = 0)."""
-    seg = _seg(seg)
-    return seg.reduce(np.add, u)
-
-
 def seg_mean(u: np.ndarray, seg: Segments | np.ndarray) -> np.ndarray:
     """mean_t u_t per answer."""
     seg = _seg(seg)
@@ -111,11 +103,6 @@ def seg_mean(u: np.ndarray, seg: Segments | np.ndarray) -> np.ndarray:
 def seg_max(u: np.ndarray, seg: Segments | np.ndarray) -> np.ndarray:
     """max_t u_t per answer."""
     return _seg(seg).reduce(np.maximum, u)
-
-
-def seg_min(u: np.ndarray, seg: Segments | np.ndarray) -> np.ndarray:
-    """min_t u_t per answer."""
-    return _seg(seg).reduce(np.minimum, u)
 
 
 def seg_var(u: np.ndarray, seg: Segments | np.ndarray) -> np.ndarray:
@@ -285,5 +272,17 @@ def trace_confidence(traces: Sequence[Trace] | TraceBatch, config: TraceConfig |
 
     Raises ``ValueError`` naming the answer index (and id) when a surprisal or entropy is negative or not
     finite (float round-off down to −`tracecal.traces.segments.NEGATIVE_TOLERANCE` is clipped to 0).
+
+    Two answers of 4 tokens (surprisal s_t and entropy H_t in nats), a confident one and a hesitant one, and an
+    empty answer:
+
+    >>> from tracecal.signals.operators import trace_confidence
+    >>> from tracecal.traces.trace import TraceBatch
+    >>> sure = ([0.01, 0.02, 0.01, 0.05], [0.1, 0.2, 0.1, 0.3])
+    >>> unsure = ([0.9, 1.6, 0.7, 2.0], [1.5, 2.2, 1.8, 2.5])
+    >>> b = TraceBatch.from_lists([sure[0], unsure[0], []], [sure[1], unsure[1], []])
+    >>> c = trace_confidence(b)
+    >>> [round(float(v), 3) for v in c[:2]], bool(c[0] > c[1]), bool(c[2] != c[2])
+    ([0.868, 0.103], True, True)
     """
     return np.exp(-trace_risk(traces, config))

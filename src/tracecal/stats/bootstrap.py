@@ -33,6 +33,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from tracecal._validation import Interval, check_param
+
 __all__ = [
     "bootstrap_counts",
     "weighted_auroc",
@@ -43,6 +45,8 @@ __all__ = [
     "best_baseline",
     "comparisons",
     "check_boot_params",
+    "N_BOOT",
+    "LEVEL",
     "enough_per_class",
     "BOOT_METRICS",
     "LOWER_IS_BETTER_BOOT",
@@ -56,14 +60,18 @@ correct answers can only repeat them, so its spread says nothing about the sampl
 Metric = Callable[[NDArray[np.int64], NDArray[np.float64], NDArray[Any], NDArray[np.intp]], NDArray[np.float64]]
 
 
+N_BOOT = Interval(int, 0, None)
+"""Bootstrap resamples: a whole number ≥ 0 (0: no interval)."""
+LEVEL = Interval(float, 0, 1, closed="neither")
+"""Confidence level of an interval, in (0, 1)."""
+
+
 def check_boot_params(n_boot: Any, level: Any = None) -> None:
-    """``ValueError`` unless ``n_boot`` is a whole number ≥ 0 and ``level`` (if given) lies in (0, 1)."""
-    if isinstance(n_boot, bool) or not isinstance(n_boot, int | np.integer) or n_boot < 0:
-        raise ValueError(f"n_boot (bootstrap resamples) must be a whole number ≥ 0, got {n_boot!r}")
-    if level is None:
-        return
-    if isinstance(level, bool) or not isinstance(level, int | float) or not 0.0 < float(level) < 1.0:
-        raise ValueError(f"level (of the bootstrap interval) must lie strictly between 0 and 1, got {level!r}")
+    """`ValidationError` (a ``ValueError``) unless ``n_boot`` is a whole number ≥ 0 and ``level`` (if given) lies
+    in (0, 1)."""
+    check_param("n_boot (bootstrap resamples)", n_boot, N_BOOT)
+    if level is not None:
+        check_param("level (of the bootstrap interval)", level, LEVEL)
 
 
 def enough_per_class(y: ArrayLike, minimum: int = MIN_PER_CLASS) -> bool:

@@ -26,6 +26,8 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from tracecal._validation import Interval, check_param
+
 __all__ = [
     "SingleClassWarning",
     "ReliabilityBins",
@@ -42,6 +44,7 @@ __all__ = [
     "selective_risk",
     "compute_all",
     "SELECTIVE_COVERAGES",
+    "N_BINS",
 ]
 
 SELECTIVE_COVERAGES: dict[str, float] = {"risk@10": 0.1, "risk@50": 0.5, "risk@90": 0.9}
@@ -128,10 +131,12 @@ def _pair(
     return labels, check_scores(s_arr, labels.size, name=name, prob=prob)
 
 
+N_BINS = Interval(int, 1, None)
+"""Bins of a reliability diagram / ECE: a whole number ≥ 1."""
+
+
 def _check_n_bins(n_bins: int) -> int:
-    if isinstance(n_bins, bool) or not isinstance(n_bins, int | np.integer) or n_bins < 1:
-        raise ValueError(f"n_bins must be a positive integer, got {n_bins!r}")
-    return int(n_bins)
+    return int(check_param("n_bins", n_bins, N_BINS))
 
 
 def _single_class(y: NDArray[np.int64], metric: str) -> bool:

@@ -20,14 +20,14 @@ The thresholds are calibration scores (label-free), as in Geifman & El-Yaniv's S
 on the number answered. The guarantee needs the calibration answers to be exchangeable with new ones *given the
 score function*: true for a label-free score, false for a score fitted on the same answers (TRACE+ ranks its own
 training answers too well, so their error rate at a threshold understates the population's). For a fitted score,
-`threshold_split` holds out a random share ``holdout`` of the calibration answers: the score
+`tracecal.stats.splits.threshold_split` holds out a random share ``holdout`` of the calibration answers: the score
 is fitted on the rest and the threshold chosen on the held-out part, where the fitted score is a fixed function
 of independent answers — the guarantee then holds conditionally on the fit part, hence also unconditionally.
 (Cross-fitting — out-of-fold scores from K models — would not do: the deployed model is none of the K.)
 
 The *naive* rule `empirical_threshold` — the lowest threshold whose calibration error
 rate is ≤ α — has no guarantee: its risk exceeds α about half the time when R(t) crosses α smoothly
-(tests/test_selective.py measures both). `guaranteed_threshold` is the one-number entry point (e.g. for a
+(tests/stats/test_selective.py measures both). `guaranteed_threshold` is the one-number entry point (e.g. for a
 gateway); `selective_outcome` scores a threshold on new answers (coverage, realised risk).
 """
 
@@ -41,6 +41,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from scipy.stats import binom
 
+from tracecal._validation import Interval, check_param
 from tracecal.stats.metrics import check_labels, check_scores
 
 __all__ = [
@@ -52,42 +53,33 @@ __all__ = [
     "min_answered",
     "check_alpha_delta",
     "check_holdout",
-    "threshold_split",
+    "ALPHA",
+    "DELTA",
+    "HOLDOUT",
 ]
 
 
+ALPHA = Interval(float, 0, 1, closed="neither")
+"""α, the error rate allowed among answered questions: in (0, 1)."""
+DELTA = Interval(float, 0, 1, closed="neither")
+"""δ, the allowed probability of a realised risk above α: in (0, 1)."""
+HOLDOUT = Interval(float, 0, 1, closed="left")
+"""The share of the calibration answers a fitted score's threshold is chosen on: in [0, 1) (0: no holdout)."""
+
+
 def check_alpha_delta(alpha: Any, delta: Any) -> None:
-    """``ValueError`` unless α (the risk bound) and δ (the failure probability) both lie in (0, 1)."""
-    for name, v in (
-        ("alpha (the error rate allowed among answered questions)", alpha),
-        ("delta (the allowed probability of exceeding alpha)", delta),
-    ):
-        if isinstance(v, bool) or not isinstance(v, int | float | np.floating) or not 0.0 < float(v) < 1.0:
-            raise ValueError(f"{name} must lie strictly between 0 and 1, got {v!r}")
+    """`ValidationError` (a ``ValueError``) unless α (the risk bound) and δ (the failure probability) lie in (0, 1)."""
+    check_param("alpha (the error rate allowed among answered questions)", alpha, ALPHA)
+    check_param("delta (the allowed probability of exceeding alpha)", delta, DELTA)
 
 
 def check_holdout(holdout: Any) -> None:
-    """``ValueError`` unless ``holdout`` (the share of the calibration answers a fitted score's threshold is chosen on)
-    lies in [0, 1); 0 means no holdout (the threshold on the answers the score was fitted on: no guarantee)."""
-    if isinstance(holdout, bool) or not isinstance(holdout, int | float | np.floating) or not 0.0 <= holdout < 1.0:
-        raise ValueError(
-            f"sel_holdout (the share of the calibration split a fitted estimator's threshold is chosen "
-            f"on) must lie in [0, 1), got {holdout!r}"
-        )
-
-
-def threshold_split(correct: ArrayLike, holdout: float, seed: Any = 0) -> tuple[NDArray[np.intp], NDArray[np.intp]]:
-    """(fit, threshold) positions of the labelled answers: a simple random sample of round(holdout·n) of them
-    (at least 1, and at most n − 1, when n ≥ 2 and holdout > 0) is the threshold part (`numpy.random.default_rng`
-    (seed)). Not stratified on purpose: the binomial test treats the threshold part as i.i.d. draws, which a random
-    subset of an i.i.d. sample is, and a subset with the class counts fixed is not."""
-    check_holdout(holdout)
-    n = check_labels(correct, "correct").size
-    k = int(round(holdout * n))
-    if holdout > 0 and n >= 2:
-        k = min(max(k, 1), n - 1)
-    perm = np.random.default_rng(seed).permutation(n)
-    return np.sort(perm[k:]), np.sort(perm[:k])
+    """`ValidationError` (a ``ValueError``) unless ``holdout`` (the share of the calibration answers a fitted score's
+    threshold is chosen on) lies in [0, 1); 0 means no holdout (the threshold on the answers the score was fitted
+    on: no guarantee)."""
+    check_param(
+        "sel_holdout (the share of the calibration split a fitted estimator's threshold is chosen on)", holdout, HOLDOUT
+    )
 
 
 def min_answered(alpha: float, delta: float) -> int:

@@ -53,6 +53,7 @@ Hub datasets: ``task_from_hub(name, split, question_field, answer_field, labelle
 
 from tracecal.tasks.base import TASKS, Task, check_task_name, register_task
 from tracecal.tasks.builtin import BUILTIN_TASKS, TRUTHFULQA_NO_COMMENT
+from tracecal.tasks.choices import extract_choice_letter, mc_match
 from tracecal.tasks.example import (
     AmbiguousTaskError,
     EmptyTaskFileError,
@@ -64,15 +65,11 @@ from tracecal.tasks.example import (
     TaskNameCollisionError,
     UnknownTaskError,
 )
+from tracecal.tasks.labellers import LABELLERS, Labeller, UnknownLabellerError, get_labeller
 from tracecal.tasks.labels import (
-    LABELLERS,
-    Labeller,
     alias_match,
-    extract_choice_letter,
     extract_last_number,
     f1_match,
-    get_labeller,
-    mc_match,
     normalize_answer,
     numeric_match,
     token_f1,
@@ -101,6 +98,7 @@ __all__ = [
     "TaskDataError",
     "TaskFileNotFoundError",
     "TaskNameCollisionError",
+    "UnknownLabellerError",
     "UnknownTaskError",
     "alias_match",
     "check_task_name",

@@ -15,9 +15,11 @@ from typing import Any
 
 import numpy as np
 
-from tracecal.tasks import prompts
+import tracecal.tasks.prompts as prompts
+from tracecal._validation import Constraint, Interval, Options, check_params
+from tracecal.errors import ValidationError
 from tracecal.tasks.example import EmptyTaskFileError, Example, MalformedRowError, MalformedRowWarning, RowError
-from tracecal.tasks.labels import Labeller, get_labeller
+from tracecal.tasks.labellers import Labeller, get_labeller
 
 __all__ = ["TASKS", "TASK_NAME_RE", "Parser", "Task", "check_task_name", "register_task"]
 
@@ -26,10 +28,18 @@ __all__ = ["TASKS", "TASK_NAME_RE", "Parser", "Task", "check_task_name", "regist
 TASK_NAME_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,99}")
 
 
+LOAD_CONSTRAINTS: dict[str, Constraint] = {
+    "on_error": Options("skip", "raise"),
+    "limit": (Interval(int, 0, None), None),
+    "seed": (Interval(int, None, None), None),
+}
+"""The settings of `Task.load` (`tracecal._validation`)."""
+
+
 def check_task_name(name: Any) -> str:
-    """``name`` if it is safe as a folder name (:data:`TASK_NAME_RE`), else ValueError saying what to fix."""
+    """``name`` if it is safe as a folder name (:data:`TASK_NAME_RE`), else `ValidationError` saying what to fix."""
     if not isinstance(name, str) or not TASK_NAME_RE.fullmatch(name):
-        raise ValueError(
+        raise ValidationError(
             f"task name {name!r} cannot be used as a folder name: use 1-100 letters, digits, '.', '_' or '-', "
             "not starting with '.' or '-'"
         )
@@ -69,7 +79,7 @@ class Task:
         if not self.ref:
             object.__setattr__(self, "ref", self.name)
         if self.kind not in prompts.KINDS:
-            raise ValueError(f"unknown task kind {self.kind!r}; known: {', '.join(prompts.KINDS)}")
+            raise ValidationError(f"unknown task kind {self.kind!r}; known: {', '.join(prompts.KINDS)}")
         object.__setattr__(self, "labeller", get_labeller(self.labeller))
         if not self.max_new_tokens:
             object.__setattr__(self, "max_new_tokens", prompts.MAX_NEW_TOKENS[self.kind])
@@ -97,12 +107,7 @@ class Task:
         skips a malformed row; ``"raise"`` raises :class:`MalformedRowError`. A file with no rows, or with
         no valid row, raises :class:`EmptyTaskFileError`.
         """
-        if on_error not in ("skip", "raise"):
-            raise ValueError(f"on_error must be 'skip' or 'raise', not {on_error!r}")
-        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
-            raise ValueError(f"limit must be a non-negative int or None, not {limit!r}")
-        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
-            raise ValueError(f"seed must be an int or None, not {seed!r}")
+        check_params({"on_error": on_error, "limit": limit, "seed": seed}, LOAD_CONSTRAINTS)
         if limit == 0:
             return []
         label, rows = self.source.rows(data_dir)
@@ -187,6 +192,6 @@ TASKS: dict[str, Task] = {}
 def register_task(task: Task, overwrite: bool = False) -> Task:
     """Add ``task`` to :data:`TASKS` under ``task.name``."""
     if task.name in TASKS and not overwrite:
-        raise ValueError(f"a task named {task.name!r} is already registered (pass overwrite=True)")
+        raise ValidationError(f"a task named {task.name!r} is already registered (pass overwrite=True)")
     TASKS[task.name] = task
     return task

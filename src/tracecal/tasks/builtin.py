@@ -10,7 +10,8 @@ from typing import Any
 
 from tracecal.tasks.base import Task, register_task
 from tracecal.tasks.example import Example, RowError
-from tracecal.tasks.labels import LABELLERS, format_number, normalize_answer, parse_number
+from tracecal.tasks.labellers import LABELLERS
+from tracecal.tasks.labels import format_number, normalize_answer, parse_number
 from tracecal.tasks.sources import FileSource
 
 _LETTERS = "ABCDEFGHIJ"

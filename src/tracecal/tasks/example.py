@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, NamedTuple
 
+from tracecal.errors import TracecalError
+
 __all__ = [
     "AmbiguousTaskError",
     "EmptyTaskFileError",
@@ -27,7 +29,7 @@ __all__ = [
 # ------------------------------------------------------------------------------------------- errors
 
 
-class TaskDataError(ValueError):
+class TaskDataError(TracecalError, ValueError):
     """A task's data file cannot be used."""
 
 
@@ -47,23 +49,23 @@ class EmptyTaskFileError(TaskDataError):
     """A task file has no rows, or no usable rows."""
 
 
-class UnknownTaskError(ValueError):
+class UnknownTaskError(TracecalError, ValueError):
     """``get_task`` was given a name that is neither registered nor a file."""
 
 
-class AmbiguousTaskError(ValueError):
+class AmbiguousTaskError(TracecalError, ValueError):
     """``get_task`` was given a string that names both a built-in task and an existing file."""
 
 
-class TaskNameCollisionError(ValueError):
+class TaskNameCollisionError(TracecalError, ValueError):
     """Two different tasks would be stored under the same name (e.g. two user files with the same stem)."""
 
 
-class TaskFileNotFoundError(FileNotFoundError):
+class TaskFileNotFoundError(TracecalError, FileNotFoundError):
     """A task given as a file path (or a name ending in .jsonl/.json/.csv) names no existing file."""
 
 
-class RowError(ValueError):
+class RowError(TracecalError, ValueError):
     """Raised by a row parser for a malformed row (the loader adds file and line)."""
 
 
@@ -105,6 +107,6 @@ class RawRow(NamedTuple):
     path: str
     where: str  # "line 7", "list index 3 (line 22)", "row 5"
     line: int | None
-    index: int  # 0-based position among the data rows
+    index: int  # type: ignore[assignment]  # a field that shadows tuple.index; 0-based position among the data rows
     record: Any
     error: str | None = None

@@ -1,8 +1,9 @@
 """Correctness labellers (METHOD §5): pure functions from an answer text and gold references to 0/1.
 
-Each labeller is a plain function with a docstring that names its rule; :data:`LABELLERS` wraps them as
-:class:`Labeller` objects (name + human-readable rule + ``(example, answer) -> int``) so that a task can
-swap its labeller and a report can print the rule it used.
+Each labeller is a plain function with a docstring that names its rule (the multiple-choice rule:
+`tracecal.tasks.choices`); `tracecal.tasks.labellers.LABELLERS` wraps them as ``Labeller`` objects (name +
+human-readable rule + ``(example, answer) -> int``) so that a task can swap its labeller and a report can print
+the rule it used.
 
 Normalisation choices (ours, documented here once):
 
@@ -22,22 +23,16 @@ import re
 import string
 import unicodedata
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable
 from typing import Any
 
-from tracecal.tasks.example import Example
+from tracecal.errors import ValidationError
 
 __all__ = [
-    "LABELLERS",
-    "Labeller",
     "alias_match",
-    "extract_choice_letter",
+    "as_list",
     "extract_last_number",
-    "f1_labeller",
     "f1_match",
-    "get_labeller",
-    "mc_match",
     "normalize_answer",
     "numeric_match",
     "parse_number",
@@ -59,7 +54,7 @@ def _is_punct(ch: str) -> bool:
     return ch in _ASCII_PUNCT or unicodedata.category(ch).startswith("P")
 
 
-def _as_list(refs: str | Iterable[str] | None) -> list[str]:
+def as_list(refs: str | Iterable[str] | None) -> list[str]:
     """A single string is one reference (never iterate over its characters)."""
     if refs is None:
         return []
@@ -94,7 +89,7 @@ def alias_match(answer: str | None, aliases: str | Iterable[str], lang: str = "e
     """
     if not answer or not answer.strip():
         return 0
-    refs = _as_list(aliases)
+    refs = as_list(aliases)
     for punct in (" ", ""):
         norm = normalize_answer(answer, lang, punct)
         if not norm:
@@ -181,7 +176,7 @@ def numeric_match(answer: str | None, gold: str | float, tol: float = 1e-6) -> i
     """
     g = parse_number(gold)
     if g is None:
-        raise ValueError(f"gold value {gold!r} is not a number")
+        raise ValidationError(f"gold value {gold!r} is not a number")
     x = extract_last_number(answer)
     if x is None:
         return 0
@@ -213,133 +208,9 @@ def f1_match(answer: str | None, golds: str | Iterable[str], threshold: float = 
     """
     if not answer or not normalize_answer(answer, lang):
         return 0
-    refs = _as_list(golds)
+    refs = as_list(golds)
     best = max((token_f1(answer, g, lang) for g in refs), default=0.0)
     return int(best >= threshold - 1e-12)
-
-
-# ----------------------------------------------------------------------------------- multiple choice
-
-_LETTERS = "ABCDEFGHIJ"
-_NOT_WORD = r"(?![\w'\u2019-])"
-
-
-def _letter_class(n: int) -> str:
-    return f"[{_LETTERS[: max(1, min(n, len(_LETTERS)))]}]"
-
-
-def _article_a(text: str, end: int, choices: Sequence[str]) -> bool:
-    """True when a capital ``A`` at ``text[:end]`` reads as the English article ("A bank ...")."""
-    rest = text[end:]
-    m = re.match(r"\s+([a-z]\w*)", rest)
-    if not m:
-        return False
-    if choices:
-        opt = normalize_answer(choices[0], punct=" ")
-        if opt and (" " + normalize_answer(rest, punct=" ") + " ").startswith(f" {opt} "):
-            return False  # "A bank" where option A is "bank": the letter, spelled out
-    return True
-
-
-def _letter_patterns(n: int) -> tuple[list[str], str]:
-    cls = _letter_class(n)
-    strong = [
-        # an explicit phrase: "The answer is C", "Answer: (B)", "the correct option is D"
-        rf"(?i:\b(?:answer|option|choice)\b)(?:\s+(?i:is|would\s+be|will\s+be))?\s*:?\s*"
-        rf"(?i:option\s+|choice\s+)?\(?\s*({cls}|{cls.lower()}){_NOT_WORD}",
-        # a leading letter: "B", "B.", "(B)", "B) text", "B: text"
-        rf"^[\(\[]?({cls})(?:[\)\].:,]|\s|$)",
-        # a parenthesised letter anywhere: "... (b) ..."
-        rf"\(({cls}|{cls.lower()})\)",
-    ]
-    weak = rf"(?<![\w'\u2019\u00b0-])({cls}){_NOT_WORD}"  # first standalone capital letter
-    return strong, weak
-
-
-def _find_letter(text: str, patterns: list[str], opts: Sequence[str], paren: int = -1) -> str | None:
-    for i, pat in enumerate(patterns):
-        for m in re.finditer(pat, text):
-            if m.group(1) in "Aa" and i != paren and _article_a(text, m.end(1), opts):
-                continue
-            return m.group(1).upper()
-    return None
-
-
-def extract_choice_letter(answer: str | None, choices: Sequence[str] | int = 5, weak: bool = True) -> str | None:
-    """The option letter an answer chooses, or None.
-
-    Tried in order: an explicit phrase (``The answer is C``, ``Answer: (B)``, ``correct option is D``);
-    a leading letter (``B``, ``B.``, ``(B)``, ``B) text``); a parenthesised letter anywhere (``(b)``); and,
-    if ``weak``, the first standalone capital letter (not one glued to a word, digit or ``°``, so the
-    ``C`` of ``20°C`` is no letter). Only letters of existing options count (A-D for four options). A
-    capital ``A`` followed by a lower-case word is read as the article, unless that word starts option
-    A's text.
-    """
-    if not answer or not answer.strip():
-        return None
-    opts: Sequence[str] = [] if isinstance(choices, int) else choices
-    strong, weak_pat = _letter_patterns(choices if isinstance(choices, int) else len(choices))
-    text = answer.strip()
-    letter = _find_letter(text, strong, opts, paren=2)
-    if letter is None and weak:
-        letter = _find_letter(text, [weak_pat], opts)
-    return letter
-
-
-def _tier_norm(text: str, tier: int) -> str:
-    if tier == 2:
-        return normalize_answer(text, punct=" ")
-    t = " ".join(unicodedata.normalize("NFKC", text).split()).rstrip(".").strip()
-    return t.casefold() if tier == 1 else t
-
-
-def _contains(hay: str, needle: str, tier: int) -> bool:
-    if not needle:
-        return False
-    if tier == 2:
-        return f" {needle} " in f" {hay} "
-    return re.search(rf"(?<![^\W_]){re.escape(needle)}(?![^\W_])", hay) is not None
-
-
-def _options_named(answer: str, options: Sequence[str], tier: int) -> set[str]:
-    """Normalised texts of the options that ``answer`` names at a normalisation tier (0 exact, 1
-    case-folded, 2 SQuAD); an option inside another named option's text does not count on its own."""
-    hay = _tier_norm(answer, tier)
-    named = {o for o in (_tier_norm(x, tier) for x in options) if _contains(hay, o, tier)}
-    return {o for o in named if not any(p != o and _contains(p, o, tier) for p in named)}
-
-
-def mc_match(answer: str | None, gold_letter: str, gold_text: str, choices: Sequence[str]) -> int:
-    """Rule: 1 iff the chosen option letter equals the gold letter; with no letter, 1 iff the answer
-    contains the gold option's text and no other option's text.
-
-    Order: an explicit/leading/parenthesised letter (:func:`extract_choice_letter` without ``weak``);
-    else the option texts the answer names, compared exactly, then case-folded, then SQuAD-normalised
-    (the first of these that finds any option decides; options with identical text count as one, and an
-    option inside another named option's text, ``cells`` in ``brain cells``, does not count on its own);
-    else the first standalone capital letter. Empty answers are wrong.
-    """
-    if not answer or not answer.strip():
-        return 0
-    gold_letter = gold_letter.strip().upper()
-    opts = list(choices) if choices else []
-    strong, weak = _letter_patterns(len(opts) if opts else 5)
-    letter = _find_letter(answer.strip(), strong, opts, paren=2)
-    if letter is not None:
-        return int(letter == gold_letter)
-    if opts:
-        gold_idx = _LETTERS.find(gold_letter)
-        if 0 <= gold_idx < len(opts):
-            gold_text = gold_text or opts[gold_idx]
-            opts[gold_idx] = gold_text
-    elif gold_text:
-        opts = [gold_text]
-    for tier in (0, 1, 2):
-        named = _options_named(answer, opts, tier)
-        if named:
-            return int(named == {_tier_norm(gold_text, tier)})
-    letter = _find_letter(answer.strip(), [weak], opts)
-    return int(letter == gold_letter)
 
 
 # ---------------------------------------------------------------------------------------- TruthfulQA
@@ -363,87 +234,9 @@ def truthful_match(answer: str | None, correct_refs: str | Iterable[str], incorr
     """
     if not answer or not answer.strip():
         return 0
-    correct = _as_list(correct_refs)
+    correct = as_list(correct_refs)
     if not correct:
-        raise ValueError("truthful_match needs at least one correct reference")
+        raise ValidationError("truthful_match needs at least one correct reference")
     best_true = max(rouge_l(r, answer) for r in correct)
-    best_false = max((rouge_l(r, answer) for r in _as_list(incorrect_refs)), default=0.0)
+    best_false = max((rouge_l(r, answer) for r in as_list(incorrect_refs)), default=0.0)
     return int(best_true > best_false)
-
-
-# ------------------------------------------------------------------------------- Labeller registry
-
-
-@dataclass(frozen=True)
-class Labeller:
-    """A named correctness rule: ``labeller(example, answer_text) -> 0 | 1``.
-
-    ``rule`` is the human sentence a report prints; ``fn`` reads the references it needs from the
-    :class:`~tracecal.tasks.example.Example` (``golds``, ``choices``, ``incorrect``).
-    """
-
-    name: str
-    rule: str
-    fn: Callable[[Example, str], int]
-
-    def __call__(self, example: Example, answer: str | None) -> int:
-        return int(self.fn(example, answer or ""))
-
-
-def f1_labeller(lang: str = "en", threshold: float = 0.5) -> Labeller:
-    """An F1 :class:`Labeller` for a language (``"en"`` or ``"de"``) and threshold."""
-    extra = (
-        "German articles der/die/das/den/dem/des/ein/eine/einen/einem/eines/einer removed, umlauts kept"
-        if lang == "de"
-        else "articles a/an/the removed"
-    )
-    return Labeller(
-        name="f1" if (lang, threshold) == ("en", 0.5) else f"f1_{lang}",
-        rule=(
-            f"correct iff SQuAD token F1 >= {threshold:g} against some gold span (lower-case, punctuation "
-            f"removed, {extra}; as in the official MLQA evaluation); empty answers are wrong"
-        ),
-        fn=lambda ex, a: f1_match(a, ex.golds, threshold=threshold, lang=lang),
-    )
-
-
-LABELLERS: dict[str, Labeller] = {
-    "alias": Labeller(
-        "alias",
-        "correct iff some gold alias occurs in the answer as whole words after SQuAD-style "
-        "normalisation (lower-case, punctuation and articles a/an/the removed, whitespace collapsed); "
-        "empty answers are wrong",
-        lambda ex, a: alias_match(a, ex.golds),
-    ),
-    "numeric": Labeller(
-        "numeric",
-        "correct iff the last number in the answer (commas, '$', decimals and simple fractions understood) "
-        "equals the gold value within 1e-6; no number means wrong",
-        lambda ex, a: numeric_match(a, ex.golds[0]),
-    ),
-    "f1": f1_labeller("en"),
-    "f1_de": f1_labeller("de"),
-    "mc": Labeller(
-        "mc",
-        "correct iff the chosen option letter ('The answer is C', a leading 'B.' or '(B)') equals the gold "
-        "letter; with no such letter, iff the answer names the gold option's text and no other option's; "
-        "else iff its first standalone capital letter is the gold letter",
-        lambda ex, a: mc_match(a, ex.golds[0], ex.golds[1] if len(ex.golds) > 1 else "", ex.choices),
-    ),
-    "truthful": Labeller(
-        "truthful",
-        "correct iff the answer is non-empty and its ROUGE-L F to the closest correct reference exceeds "
-        "its ROUGE-L F to the closest incorrect reference",
-        lambda ex, a: truthful_match(a, ex.golds, ex.incorrect),
-    ),
-}
-
-
-def get_labeller(name: str | Labeller) -> Labeller:
-    """Look a labeller up by name (``alias``, ``numeric``, ``f1``, ``f1_de``, ``mc``, ``truthful``)."""
-    if isinstance(name, Labeller):
-        return name
-    try:
-        return LABELLERS[name]
-    except (KeyError, TypeError):  # TypeError: an unhashable value, e.g. a list
-        raise ValueError(f"unknown labeller {name!r}; known: {', '.join(sorted(LABELLERS))}") from None

@@ -25,7 +25,7 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
-from tracecal.tasks import builtin  # noqa: F401  (registers the built-in tasks)
+import tracecal.tasks.builtin  # noqa: F401  (registers the built-in tasks)
 from tracecal.tasks.base import TASKS, Task
 from tracecal.tasks.example import (
     AmbiguousTaskError,

@@ -7,23 +7,17 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tracecal.errors import TracecalError
 from tracecal.tasks.base import Task, check_task_name, register_task
 from tracecal.tasks.builtin import dedupe, mc_golds
 from tracecal.tasks.example import Example, RawRow, RowError
-from tracecal.tasks.labels import (
-    LABELLERS,
-    Labeller,
-    f1_labeller,
-    format_number,
-    get_labeller,
-    normalize_answer,
-    parse_number,
-)
+from tracecal.tasks.labellers import LABELLERS, Labeller, f1_labeller, get_labeller
+from tracecal.tasks.labels import format_number, normalize_answer, parse_number
 from tracecal.tasks.sources import FileSource, reader_for
 
 __all__ = [
@@ -63,7 +57,7 @@ _KNOWN_FIELDS = ("id", "question", "answer", "answers", "context", "choices", "i
 _LETTERS = "ABCDEFGHIJ"
 
 
-class HubUnavailableError(RuntimeError):
+class HubUnavailableError(TracecalError, RuntimeError):
     """The hub dataset could not be loaded (``datasets`` missing, offline, or a wrong name/split)."""
 
 
@@ -209,7 +203,7 @@ def file_task_name(path: str | Path) -> str:
     return USER_TASK_PREFIX + stem
 
 
-def _user_parser(kind: str):  # type: ignore[no-untyped-def]
+def _user_parser(kind: str) -> Callable[[Any, int, str], Example]:
     def parse(rec: Any, index: int, name: str) -> Example:
         return parse_user_row(rec, index, name, kind)
 

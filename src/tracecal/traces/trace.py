@@ -8,48 +8,41 @@ A trace holds O(T) numbers per answer, recorded during the single decoding pass 
   or the truncated top-k estimate with a uniform tail (``entropy_kind="topk"``, HTTP backends).
 
 Stop tokens (EOS / end-of-turn) are never part of the answer. Traces persist losslessly as Parquet
-(one row per answer) and export to JSONL.
+(one row per answer) and export to JSONL: `tracecal.traces.io`.
+
+>>> from tracecal.traces.trace import Trace, TraceBatch
+>>> t = Trace(text="Paris", token_ids=[42], surprisal=[0.1], entropy=[0.5])
+>>> len(t), t.is_empty, t.entropy_kind
+(1, False, 'exact')
+>>> b = TraceBatch.from_lists([[0.1, 0.2], []], [[0.5, 0.4], []])  # two answers, the second empty
+>>> b.offsets.tolist(), b.lengths.tolist()
+([0, 2, 2], [2, 0])
 """
 
 from __future__ import annotations
 
-import json
-import os
-import tempfile
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
-from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.parquet as pq
 
 from tracecal.traces.segments import NEGATIVE_TOLERANCE, Segments, check_token_values
 
 __all__ = [
     "Trace",
     "TraceBatch",
-    "TraceFileError",
-    "save_traces",
-    "load_traces",
-    "load_trace_batch",
-    "export_jsonl",
-    "import_jsonl",
-    "atomic_write",
     "check_token_values",
+    "describe_trace",
+    "offsets_of",
     "NEGATIVE_TOLERANCE",
-    "TRACE_SCHEMA_VERSION",
+    "ENTROPY_KINDS",
+    "STOP_REASONS",
 ]
 
-TRACE_SCHEMA_VERSION = 1
 ENTROPY_KINDS = ("exact", "topk")
 STOP_REASONS = ("eos", "length", "stop_string", "unknown")
-
-
-class TraceFileError(ValueError):
-    """A traces file that cannot be read: not Parquet, wrong schema, inconsistent rows or invalid values."""
 
 
 def _f64(x: Any) -> np.ndarray:
@@ -251,7 +244,7 @@ class TraceBatch:
         if isinstance(traces, TraceBatch):
             return traces.checked()
         traces = list(traces)
-        offsets = _offsets_of(traces)
+        offsets = offsets_of(traces)
         if traces:
             s = np.concatenate([t.surprisal for t in traces])
             h = np.concatenate([t.entropy for t in traces])
@@ -259,11 +252,13 @@ class TraceBatch:
         else:
             s = h = np.zeros(0)
             ids = np.zeros(0, np.int64)
-        s, h = check_token_values(s, h, offsets, lambda i: _describe(traces[i], f"answer {i}"))
+        s, h = check_token_values(s, h, offsets, lambda i: describe_trace(traces[i], f"answer {i}"))
         return cls(surprisal=s, entropy=h, offsets=offsets, token_ids=ids, values_checked=True)
 
     @classmethod
-    def from_lists(cls, surprisal: Sequence[Sequence[float]], entropy: Sequence[Sequence[float]]) -> TraceBatch:
+    def from_lists(
+        cls, surprisal: Sequence[np.ndarray | Sequence[float]], entropy: Sequence[np.ndarray | Sequence[float]]
+    ) -> TraceBatch:
         """Build from per-answer lists of s_t and H_t in nats (handy in tests and for users with their own
         logprobs); the values are validated like `from_traces` (finite, ≥ 0), errors name the answer index."""
         if len(surprisal) != len(entropy):
@@ -305,196 +300,14 @@ class TraceBatch:
         return TraceBatch(self.surprisal[gather], self.entropy[gather], new_off, ids, self.values_checked)
 
 
-def _offsets_of(traces: Sequence[Trace]) -> np.ndarray:
+def offsets_of(traces: Sequence[Trace]) -> np.ndarray:
+    """The ragged layout of ``traces``: int64, shape ``(B+1,)``, ``offsets[i+1] − offsets[i] = T_i``."""
     lengths = np.fromiter((t.length for t in traces), dtype=np.int64, count=len(traces))
     offsets = np.zeros(len(traces) + 1, dtype=np.int64)
     np.cumsum(lengths, out=offsets[1:])
     return offsets
 
 
-def _describe(t: Trace, where: str) -> str:
+def describe_trace(t: Trace, where: str) -> str:
+    """``where`` (e.g. ``"answer 3"``) followed by the trace's id when it has one, for error messages."""
     return f"{where} (id {t.id!r})" if t.id else where
-
-
-def _check_traces(traces: list[Trace], describe: Callable[[int], str]) -> None:
-    """Validate traces read from a file (one vectorised check over all tokens); clip round-off in place."""
-    if not traces:
-        return
-    offsets = _offsets_of(traces)
-    s = np.concatenate([t.surprisal for t in traces])
-    h = np.concatenate([t.entropy for t in traces])
-    s2, h2 = check_token_values(s, h, offsets, describe, TraceFileError)
-    if s2 is not s or h2 is not h:  # rare: some values were float round-off below 0
-        for t, a, z in zip(traces, offsets[:-1], offsets[1:], strict=True):
-            t.surprisal, t.entropy = s2[a:z].copy(), h2[a:z].copy()
-
-
-# ---------------------------------------------------------------------------------------------- Parquet I/O
-
-_LIST_F64 = pa.list_(pa.float64())
-_LIST_I64 = pa.list_(pa.int64())
-SCHEMA = pa.schema(
-    [
-        ("id", pa.string()),
-        ("text", pa.string()),
-        ("prompt", pa.string()),
-        ("prompt_ids", _LIST_I64),
-        ("token_ids", _LIST_I64),
-        ("token_strings", pa.list_(pa.string())),
-        ("offsets", _LIST_I64),
-        ("surprisal", _LIST_F64),
-        ("entropy", _LIST_F64),
-        ("entropy_kind", pa.string()),
-        ("stop_reason", pa.string()),
-        ("model_id", pa.string()),
-        ("decoding", pa.string()),  # JSON
-        ("topk_ids", pa.list_(_LIST_I64)),
-        ("topk_logprobs", pa.list_(_LIST_F64)),
-        ("meta", pa.string()),  # JSON
-    ],
-    metadata={b"tracecal_schema_version": str(TRACE_SCHEMA_VERSION).encode()},
-)
-
-
-ENUMS = ("entropy_kind", "stop_reason", "model_id")
-
-
-def traces_to_table(traces: Iterable[Trace]) -> pa.Table:
-    """Traces → an Arrow table with `SCHEMA` (one row per answer)."""
-    traces = list(traces)
-    plain = ("id", "text", "prompt", "prompt_ids", "token_ids", "offsets", "surprisal", "entropy")
-    cols: dict[str, list[Any]] = {n: [getattr(t, n) for t in traces] for n in plain + ENUMS}
-    cols["token_strings"] = [list(t.token_strings) for t in traces]
-    cols["decoding"] = [json.dumps(t.decoding, sort_keys=True) for t in traces]
-    cols["topk_ids"] = [None if t.topk_ids is None else list(t.topk_ids) for t in traces]
-    cols["topk_logprobs"] = [None if t.topk_logprobs is None else list(t.topk_logprobs) for t in traces]
-    cols["meta"] = [json.dumps(t.meta, sort_keys=True, default=str) for t in traces]
-    return pa.Table.from_pydict(cols, schema=SCHEMA)
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
-FILE_MODE = 0o666 & ~_umask()  # umask read once at import (process-wide; never toggled while threads write)
-"""Permissions of the files tracecal writes: 0o666 less the process umask (read once at import)."""
-
-
-def atomic_write(path: Path, write: Callable[[str], object]) -> None:
-    """Call ``write(tmp)`` on a temporary file next to ``path``, then rename it over ``path`` (atomic on
-    POSIX: a crash never leaves a half-written file); the file gets the usual permissions `FILE_MODE`."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    try:
-        write(tmp)
-        os.chmod(tmp, FILE_MODE)  # mkstemp makes 0600; give the file the usual permissions
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def save_traces(traces: Iterable[Trace], path: str | os.PathLike[str]) -> Path:
-    """Write traces to a Parquet file atomically (a crash never leaves a half-written file)."""
-    path = Path(path)
-    table = traces_to_table(traces)
-    atomic_write(path, lambda tmp: pq.write_table(table, tmp, compression="zstd"))
-    return path
-
-
-def _read_table(path: Path) -> pa.Table:
-    if not path.exists():
-        raise FileNotFoundError(f"traces file not found: {path}")
-    try:
-        table = pq.read_table(path)
-    except (pa.ArrowInvalid, OSError) as e:
-        raise TraceFileError(f"{path} is not a readable Parquet traces file ({e})") from e
-    missing = [n for n in ("text", "token_ids", "surprisal", "entropy") if n not in table.column_names]
-    if missing:
-        raise TraceFileError(f"{path} is Parquet but not a tracecal traces file: missing columns {missing}")
-    version = (table.schema.metadata or {}).get(b"tracecal_schema_version", b"1")
-    if int(version) > TRACE_SCHEMA_VERSION:
-        raise TraceFileError(
-            f"{path} was written by a newer tracecal (schema {int(version)} > {TRACE_SCHEMA_VERSION}); upgrade tracecal"
-        )
-    return table
-
-
-def load_traces(path: str | os.PathLike[str]) -> list[Trace]:
-    """Read traces written by `save_traces` (or a directory of such shards, read in name order).
-
-    Raises `TraceFileError` for a foreign or corrupt file, and for a row whose surprisal or entropy is
-    negative or not finite (the message names the file, the row and its id; see `check_token_values`).
-    """
-    path = Path(path)
-    if path.is_dir():
-        out: list[Trace] = []
-        for shard in sorted(path.glob("*.parquet")):
-            out.extend(load_traces(shard))
-        return out
-    table = _read_table(path)
-    rows = table.to_pylist()
-    traces = []
-    for i, r in enumerate(rows):
-        try:
-            r["decoding"] = json.loads(r.get("decoding") or "{}")
-            r["meta"] = json.loads(r.get("meta") or "{}")
-            traces.append(Trace.from_dict(r))
-        except (ValueError, TypeError, KeyError) as e:
-            raise TraceFileError(f"{path}: row {i} is inconsistent: {e}") from e
-    _check_traces(traces, lambda i: _describe(traces[i], f"{path}: row {i}"))
-    return traces
-
-
-def load_trace_batch(path: str | os.PathLike[str]) -> TraceBatch:
-    """Read only the numeric columns of a traces file straight into a `TraceBatch` (no Python objects).
-
-    The values are validated like `load_traces` (`TraceFileError` naming the row of a bad value).
-    """
-    table = _read_table(Path(path))
-
-    def flat(name: str) -> tuple[np.ndarray, np.ndarray]:
-        col = table.column(name).combine_chunks()
-        offsets = col.offsets.to_numpy().astype(np.int64)
-        values = col.values.to_numpy(zero_copy_only=False)
-        return values[offsets[0] : offsets[-1]], offsets - offsets[0]
-
-    s, off = flat("surprisal")
-    h, _ = flat("entropy")
-    ids, _ = flat("token_ids")
-    s, h = check_token_values(s, h, off, lambda i: f"{path}: row {i}", TraceFileError)
-    return TraceBatch(s, h, off, ids.astype(np.int64), values_checked=True)
-
-
-def export_jsonl(traces: Iterable[Trace], path: str | os.PathLike[str]) -> Path:
-    """Write one JSON object per trace (floats round-trip exactly; NaN written as NaN)."""
-    path = Path(path)
-
-    def write(tmp: str) -> None:
-        with open(tmp, "w", encoding="utf-8") as f:
-            for t in traces:
-                f.write(json.dumps(t.to_dict(), ensure_ascii=False) + "\n")
-
-    atomic_write(path, write)
-    return path
-
-
-def import_jsonl(path: str | os.PathLike[str]) -> list[Trace]:
-    """Read traces written by `export_jsonl`; a malformed line, or a surprisal / entropy that is negative
-    or not finite, raises `TraceFileError` naming ``path:line`` (and the trace id)."""
-    out, lines = [], []
-    with open(path, encoding="utf-8") as f:
-        for lineno, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                out.append(Trace.from_dict(json.loads(line)))
-            except (ValueError, KeyError, TypeError, RecursionError) as e:
-                why = "nested too deeply" if isinstance(e, RecursionError) else e
-                raise TraceFileError(f"{path}:{lineno}: not a trace ({why})") from e
-            lines.append(lineno)
-    _check_traces(out, lambda i: _describe(out[i], f"{path}:{lines[i]}"))
-    return out

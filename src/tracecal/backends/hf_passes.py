@@ -1,0 +1,190 @@
+"""The forward passes of the Hugging Face backend besides generation: teacher forcing, next-token log-probs,
+beam scores (the estimators that need the weights: P(True), verbalised confidence, beam baselines).
+
+:class:`HFForwardPasses` is a mixin of :class:`~tracecal.backends.hf.HFModel`: it reads the weights
+(``model``), the tokenizer and the padding / stop ids that ``HFModel`` sets up. All log-probabilities are in
+nats, from a full-vocabulary log-softmax of float32 logits.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import torch
+
+from tracecal.backends.base import (
+    Prompt,
+    check_batch_size,
+    check_positive_int,
+    check_prompt_lengths,
+    check_prompts,
+    prompt_ids,
+)
+from tracecal.backends.recorder import output_cache
+
+__all__ = ["HFForwardPasses"]
+
+
+class HFForwardPasses:
+    """Forward passes over a loaded causal LM (a mixin: ``HFModel`` provides the attributes below)."""
+
+    model: Any
+    """The ``transformers`` causal LM."""
+    tokenizer: Any
+    """Its tokenizer."""
+    chat: bool
+    """Format plain-string prompts with the chat template."""
+    system_prompt: str | None
+    """Optional system message for chat prompts."""
+    batch_size: int
+    """Default prompts per batch."""
+    pad_id: int
+    """The id left padding uses."""
+    stop_ids: list[int]
+    """Token ids that end an answer."""
+
+    @property
+    def device(self) -> torch.device:
+        """The device of the weights (inputs are moved there)."""
+        return next(self.model.parameters()).device
+
+    @property
+    def context_length(self) -> int:
+        """``max_position_embeddings`` (or ``n_positions``) of the model config; 2048 if neither is set."""
+        cfg = self.model.config
+        return int(getattr(cfg, "max_position_embeddings", None) or getattr(cfg, "n_positions", None) or 2048)
+
+    def encode_prompt(self, prompt: Prompt) -> list[int]:
+        """The exact ids fed to the model: chat template for chat models, plain text otherwise.
+
+        A dict with ``prompt_ids`` is taken as already encoded (e.g. to re-run a stored trace's prompt).
+        """
+        return prompt_ids(self.tokenizer, prompt, self.chat, self.system_prompt)
+
+    def left_pad(self, seqs: Sequence[Sequence[int]]) -> tuple[torch.Tensor, torch.Tensor]:
+        """(input_ids, attention_mask) of token-id lists, left padded with ``pad_id`` to the longest, on ``device``."""
+        n = max(len(s) for s in seqs)
+        ids = torch.full((len(seqs), n), self.pad_id, dtype=torch.long)
+        mask = torch.zeros((len(seqs), n), dtype=torch.long)
+        for i, s in enumerate(seqs):
+            if len(s):
+                ids[i, n - len(s) :] = torch.tensor(s, dtype=torch.long)
+                mask[i, n - len(s) :] = 1
+        return ids.to(self.device), mask.to(self.device)
+
+    def _check_length(self, prompt_ids: list[list[int]], max_new_tokens: int) -> None:
+        ctx = self.context_length
+        where, remedy = "the model's context", "Shorten it or lower max_new_tokens."
+        check_prompt_lengths(prompt_ids, max_new_tokens, ctx, where, remedy)
+
+    @torch.no_grad()
+    def teacher_forced(self, prompt_ids: Sequence[int], answer_ids: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
+        """s_t and H_t of ``answer_ids`` given ``prompt_ids`` from one forward pass (no padding), nats."""
+        ids = torch.tensor([list(prompt_ids) + list(answer_ids)], dtype=torch.long, device=self.device)
+        logits = self.model(ids).logits[0, len(prompt_ids) - 1 : -1].float()
+        logp = torch.log_softmax(logits, -1)
+        ans = torch.tensor(list(answer_ids), device=self.device)
+        s = -logp.gather(1, ans[:, None]).squeeze(1)
+        h = -(logp.exp() * logp).sum(-1)
+        return s.double().cpu().numpy(), h.double().cpu().numpy()
+
+    @torch.no_grad()
+    def next_token_logprobs(
+        self, prompt_ids: Sequence[Sequence[int]], token_ids: Sequence[int], batch_size: int | None = None
+    ) -> np.ndarray:
+        """log P(v | prompt) at the position after each prompt, for the given ``token_ids``: shape (B, K).
+
+        The log-softmax is over the full vocabulary (one forward pass per batch, left padded; prompts of similar
+        length share a batch, so little of a batch is padding).
+        """
+        bs = check_batch_size(batch_size, self.batch_size)
+        tok = torch.tensor(list(token_ids), device=self.device)
+        out = np.zeros((len(prompt_ids), len(token_ids)))
+        order = np.argsort([-len(p) for p in prompt_ids], kind="stable")
+        for start in range(0, len(order), bs):
+            idx = order[start : start + bs]
+            ids, mask = self.left_pad([prompt_ids[i] for i in idx])
+            pos = (mask.cumsum(-1) - 1).clamp(min=0)
+            logits = self.model(input_ids=ids, attention_mask=mask, position_ids=pos).logits[:, -1].float()
+            out[idx] = torch.log_softmax(logits, -1)[:, tok].double().cpu().numpy()
+        return out
+
+    def cache_kw(self) -> str:
+        """transformers ≥ 5.2x names the KV-cache argument ``cache``; older releases ``past_key_values``."""
+        return "cache" if "cache" in inspect.signature(self.model.forward).parameters else "past_key_values"
+
+    @torch.no_grad()
+    def _shared_prefill(self, ids: torch.Tensor, mask: torch.Tensor, copies: int) -> dict[str, Any]:
+        """KV cache of every prompt but its last token, computed once and repeated ``copies`` times per row.
+
+        Beam search over B prompts otherwise runs the prompt through the model B·copies times (transformers
+        expands the inputs before the first forward pass); with a long context (MLQA) that prefill is
+        almost all of the cost. The returned cache is passed to ``generate``, which then feeds only the last
+        prompt token. Left padding keeps that last token real for every row.
+        """
+        pos = (mask.cumsum(-1) - 1).clamp(min=0)
+        out = self.model(input_ids=ids[:, :-1], attention_mask=mask[:, :-1], position_ids=pos[:, :-1], use_cache=True)
+        cache = output_cache(out)
+        cache.batch_repeat_interleave(copies)
+        return {self.cache_kw(): cache}
+
+    @torch.no_grad()
+    def _beam_batch(
+        self, batch: list[list[int]], num_beams: int, max_new_tokens: int, shared_prefill: bool
+    ) -> np.ndarray:
+        """The ``num_beams`` final beam scores of each prompt of one batch, best first: (len(batch), num_beams)."""
+        ids, mask = self.left_pad(batch)
+        extra: dict[str, Any] = {}
+        if shared_prefill and min(len(p) for p in batch) >= 2:
+            extra = self._shared_prefill(ids, mask, num_beams)
+        res = self.model.generate(
+            input_ids=ids,
+            attention_mask=mask,
+            **extra,
+            max_new_tokens=max_new_tokens,
+            num_beams=num_beams,
+            num_return_sequences=num_beams,
+            do_sample=False,
+            temperature=None,
+            top_p=None,
+            top_k=None,
+            length_penalty=1.0,
+            early_stopping=True,
+            output_scores=True,  # transformers returns sequences_scores only with output_scores
+            return_dict_in_generate=True,
+            eos_token_id=self.stop_ids,
+            pad_token_id=self.pad_id,
+        )
+        scores = res.sequences_scores.float().cpu().numpy().reshape(len(batch), num_beams)
+        del res
+        return np.asarray(-np.sort(-scores, axis=1))
+
+    def beam_scores(
+        self,
+        prompts: Sequence[Prompt],
+        num_beams: int = 5,
+        max_new_tokens: int = 32,
+        batch_size: int | None = None,
+        shared_prefill: bool = True,
+    ) -> np.ndarray:
+        """Length-normalised log-scores of the final ``num_beams`` beams per prompt, best first: (B, num_beams).
+
+        s_i = Σ log p / T_i (transformers' ``sequences_scores`` with ``length_penalty=1``).
+        ``shared_prefill`` computes each prompt's KV cache once instead of once per beam (same scores up to
+        float summation order; prompts of one token fall back to the plain path).
+        """
+        prompts = check_prompts(prompts)
+        num_beams = check_positive_int(num_beams, "num_beams")
+        max_new_tokens = check_positive_int(max_new_tokens, "max_new_tokens")
+        bs = max(1, check_batch_size(batch_size, self.batch_size) // 2)
+        prompt_ids = [self.encode_prompt(p) for p in prompts]
+        self._check_length(prompt_ids, max_new_tokens)
+        out = np.full((len(prompts), num_beams), np.nan)
+        order = np.argsort([-len(p) for p in prompt_ids], kind="stable")
+        for start in range(0, len(order), bs):
+            idx = order[start : start + bs]
+            out[idx] = self._beam_batch([prompt_ids[i] for i in idx], num_beams, max_new_tokens, shared_prefill)
+        return out

@@ -1,0 +1,72 @@
+"""`tracecal ablate RUN_DIR` (the TRACE paper's ablations on a stored run, scoring only) and `tracecal cross-model
+LABEL=RUN ...` (the paper's Table 2 from scored runs' results files)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from tracecal._validation import Interval
+from tracecal.cli.common import check_option, note, out_console, split_names, user_errors
+from tracecal.errors import ValidationError
+
+__all__ = ["ablate_command", "cross_model_command"]
+
+GROUPS = ("ladder", "operators", "features", "shuffle", "sweep", "transfer", "fusion")
+
+
+@user_errors
+def ablate_command(
+    run_dir: Annotated[Path, typer.Argument(help="a scored run directory (tracecal evaluate --run-dir)")],
+    tasks: Annotated[
+        str | None, typer.Option("--tasks", help="comma-separated tasks of the run (default: all)")
+    ] = None,
+    groups: Annotated[str | None, typer.Option("--groups", help=f"some of {','.join(GROUPS)} (default: all)")] = None,
+    seeds: Annotated[int, typer.Option("--seeds", help="calibration/evaluation splits")] = 20,
+    cal_frac: Annotated[float, typer.Option("--cal-frac", help="calibration share of each task")] = 0.35,
+    seed: Annotated[int, typer.Option("--seed", help="seed of the within-trace shuffle")] = 0,
+) -> None:
+    """Score the TRACE ablations on a run's stored traces; writes RUN/ablations.json and RUN/ablations.md."""
+    from tracecal.analysis.ablations import run_ablations
+
+    check_option("--seeds", seeds, Interval(int, 1, None))
+    check_option("--cal-frac", cal_frac, Interval(float, 0, 1, closed="neither"))
+    chosen = split_names(groups) or None
+    unknown = [g for g in chosen or () if g not in GROUPS]
+    if unknown:
+        raise ValidationError(f"unknown ablation group {unknown[0]!r}; groups: {', '.join(GROUPS)}")
+    run_ablations(run_dir, split_names(tasks) or None, seeds, cal_frac, seed, chosen)
+    out_console.print((run_dir / "ablations.md").read_text(), markup=False, highlight=False)
+    note(f"wrote {run_dir / 'ablations.json'} and {run_dir / 'ablations.md'}")
+
+
+def _runs(specs: list[str]) -> dict[str, Path]:
+    out: dict[str, Path] = {}
+    for spec in specs:
+        label, sep, path = spec.partition("=")
+        if not sep or not label or not path:
+            raise ValidationError(f"expected LABEL=RUN_DIR (e.g. Qwen2.5-1.5B=runs/qwen), got {spec!r}")
+        out[label] = Path(path)
+    return out
+
+
+@user_errors
+def cross_model_command(
+    runs: Annotated[list[str], typer.Argument(help="LABEL=RUN_DIR (or LABEL=results.json), one per model")],
+    out: Annotated[Path | None, typer.Option("--out", help="also write the Markdown (and .json beside it)")] = None,
+) -> None:
+    """The cross-model table (TRACE paper, Table 2) from scored runs: per model and pooled, best baseline against
+    TRACE, TRACE+ and trace_plus_cv, with paired intervals and settings won."""
+    import json
+
+    from tracecal.analysis.cross_model import cross_model_markdown, cross_model_table, read_results
+
+    doc = cross_model_table({label: read_results(p) for label, p in _runs(runs).items()})
+    md = cross_model_markdown(doc)
+    out_console.print(md, markup=False, highlight=False)
+    if out is not None:
+        out.write_text(md, encoding="utf-8")
+        out.with_suffix(".json").write_text(json.dumps(doc, indent=1, default=str), encoding="utf-8")
+        note(f"wrote {out} and {out.with_suffix('.json')}")

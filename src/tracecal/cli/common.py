@@ -1,0 +1,148 @@
+"""What every `tracecal` command shares: the two consoles, `fail`, the `user_errors` decorator, the number
+formatter, the progress bar and the options several commands take.
+
+An error the user can fix (a `tracecal.errors.TracecalError`, an ``OSError`` such as a missing file, a
+``ValueError`` from a bad value, a ``RuntimeError`` or ``ImportError`` from a backend that cannot start) ends the
+command with exit status 2 and one line ``error: <message>``, the message's rich markup escaped (a path holding
+``[red]`` is printed as it is), never a traceback.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import numbers
+import re
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any, NoReturn, ParamSpec, TypeVar
+
+import click
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+from tracecal._validation import Constraint, check_param
+from tracecal.errors import TracecalError
+
+__all__ = [
+    "EXIT_USER_ERROR",
+    "PASS_THROUGH",
+    "MISSING",
+    "USER_ERRORS",
+    "DataDirOpt",
+    "ModelOpt",
+    "check_option",
+    "console",
+    "fail",
+    "fmt_num",
+    "note",
+    "out_console",
+    "progress_bar",
+    "split_names",
+    "user_errors",
+]
+
+#: Exit status of a command refused for bad input (click's own usage errors use the same).
+EXIT_USER_ERROR = 2
+#: How a missing or non-finite number (None, NaN, ±inf) is shown in every table and summary line.
+MISSING = "—"
+#: The exceptions `user_errors` turns into ``error: <message>`` and exit status 2.
+USER_ERRORS: tuple[type[BaseException], ...] = (
+    TracecalError,
+    OSError,
+    ValueError,
+    RuntimeError,
+    ImportError,
+)
+
+#: Exceptions `user_errors` lets through: the exits of `fail` and of click / typer, and click's usage errors.
+PASS_THROUGH: tuple[type[BaseException], ...] = (
+    typer.Exit,
+    typer.Abort,
+    click.exceptions.Exit,
+    click.exceptions.Abort,
+    click.ClickException,
+)
+
+console = Console(stderr=True, soft_wrap=True)  # messages, progress, errors: a line is never broken
+out_console = Console(width=None if sys.stdout.isatty() else 160)  # tables; a log file gets whole tables
+
+ModelOpt = Annotated[
+    str | None,
+    typer.Option("--model", "-m", help="HF model id, local dir or .gguf path (default: offline SmolLM2-135M)"),
+]
+DataDirOpt = Annotated[
+    Path | None,
+    typer.Option("--data-dir", help="evaluation data folder (default: $TRACECAL_DATA or ../shared/data)"),
+]
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def one_line(msg: str) -> str:
+    """``msg`` on one line: each line break (and the indentation around it) becomes one space."""
+    return re.sub(r"\s*\n\s*", " ", msg.strip())
+
+
+def fail(msg: str, code: int = EXIT_USER_ERROR) -> NoReturn:
+    """Print ``error: <msg>`` (one line, markup in ``msg`` escaped) on stderr and end the command with ``code``."""
+    console.print(f"[bold red]error:[/] {escape(one_line(msg))}", soft_wrap=True, highlight=False)
+    raise typer.Exit(code)
+
+
+def note(msg: str) -> None:
+    """A progress or status line on stderr, printed as it is (no markup)."""
+    console.print(msg, markup=False, highlight=False, soft_wrap=True)
+
+
+def user_errors(func: Callable[P, R]) -> Callable[P, R]:
+    """Decorate a command: the exceptions of `USER_ERRORS` end it through `fail` (exit status 2, one escaped line,
+    no traceback). click's own exits and usage errors pass through unchanged."""
+
+    @functools.wraps(func)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return func(*args, **kwargs)
+        except PASS_THROUGH:
+            raise  # typer's and click's Exit and Abort derive from RuntimeError: never re-reported
+        except USER_ERRORS as err:
+            fail(str(err) or type(err).__name__)
+
+    return wrapper
+
+
+def fmt_num(value: Any, digits: int = 3, pct: bool = False) -> str:
+    """``value`` with ``digits`` decimals (``pct``: ``100 · value`` followed by ``%``); `MISSING` for None, NaN,
+    ±inf or anything that is not a real number."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(float(value)):
+        return MISSING
+    return f"{100 * float(value):.{digits}f}%" if pct else f"{float(value):.{digits}f}"
+
+
+def check_option(name: str, value: Any, constraint: Constraint) -> None:
+    """Refuse an option's value outside ``constraint`` (`tracecal._validation`); an option not given (None) is
+    not checked."""
+    if value is not None:
+        check_param(name, value, constraint)
+
+
+def split_names(spec: str | None) -> list[str]:
+    """``"a, b,,c"`` → ``["a", "b", "c"]``; ``[]`` for None or an empty string."""
+    return [x.strip() for x in spec.split(",") if x.strip()] if spec else []
+
+
+def progress_bar() -> Progress:
+    """The progress bar of long commands (on the stderr console; it stays on screen when done)."""
+    return Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+        console=console,
+        transient=False,
+    )

@@ -1,0 +1,187 @@
+"""`tracecal generate`, `tracecal score` and `tracecal fit-calibrator`: record traces, score them, fit TRACE+.
+
+Each wraps library calls: `tracecal.backends.load_model` and ``generate``, `tracecal.traces.io` to read and
+write traces, `tracecal.signals.operators.trace_confidence`, `tracecal.calibrators.traceplus.TracePlus`, and the
+input-file readers of `tracecal.tasks.files`.
+"""
+
+from __future__ import annotations
+
+import csv as csvmod
+from pathlib import Path
+from typing import Annotated, Any
+
+import numpy as np
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from tracecal._validation import Interval
+from tracecal.cli.common import (
+    DataDirOpt,
+    ModelOpt,
+    check_option,
+    console,
+    fail,
+    fmt_num,
+    out_console,
+    progress_bar,
+    user_errors,
+)
+from tracecal.errors import ValidationError
+
+__all__ = ["fit_calibrator", "generate", "out_path", "score"]
+
+#: The suffix suggested for each kind of output file when a folder is given instead.
+SUFFIX = {"traces": ".parquet", "CSV": ".csv", "calibrator": ".json", "JSONL": ".jsonl"}
+
+
+def out_path(path: Path, what: str) -> Path:
+    """A file path to write ``what`` to: not a folder; its parent folder is created."""
+    if path.is_dir():
+        example = path / ("out" + SUFFIX.get(what, ""))
+        raise ValidationError(f"{path} is a folder: give a file path for the {what} (e.g. {example})")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def _prompts_and_model(
+    task: str | None, prompts: Path | None, model: str | None, limit: int | None, batch_size: int, data_dir: Any
+) -> tuple[Any, list[Any], list[str], tuple[str, ...], int | None]:
+    """The loaded model, the prompts with their ids, the stop strings and the task's default answer length
+    (None for a prompts file), from ``--prompts`` or ``--task`` (the task's prompts are made for the model)."""
+    from tracecal.backends import load_model
+    from tracecal.tasks.files import read_prompt_file
+
+    if prompts is not None:
+        plist, ids = read_prompt_file(prompts)
+        with console.status("loading model…"):
+            lm = load_model(model, batch_size=batch_size)
+        return lm, plist[:limit], ids[:limit], (), None
+    from tracecal.tasks import get_task
+
+    tk = get_task(task or "")
+    examples = tk.load(limit=limit, data_dir=data_dir)
+    with console.status("loading model…"):
+        lm = load_model(model, batch_size=batch_size)
+    plist = [tk.prompt(ex, chat=lm.chat) for ex in examples]
+    return lm, plist, [ex.id for ex in examples], tuple(tk.stop_strings(lm.chat)), tk.max_new_tokens
+
+
+@user_errors
+def generate(
+    out: Annotated[Path, typer.Option("--out", "-o", help="traces Parquet file to write")],
+    task: Annotated[str | None, typer.Option("--task", "-t", help="a task name (see `tracecal tasks`)")] = None,
+    prompts: Annotated[Path | None, typer.Option("--prompts", "-p", help="JSONL of prompts")] = None,
+    model: ModelOpt = None,
+    limit: Annotated[int | None, typer.Option(help="first N rows of the task")] = None,
+    max_new_tokens: Annotated[int | None, typer.Option(help="default: the task's, else 32")] = None,
+    batch_size: Annotated[int, typer.Option(help="prompts per batch")] = 16,
+    top_logprobs: Annotated[int, typer.Option(help="keep top-k alternatives per step")] = 0,
+    jsonl: Annotated[Path | None, typer.Option(help="also export the traces as JSONL")] = None,
+    data_dir: DataDirOpt = None,
+) -> None:
+    """Generate answers and record their traces (one decoding pass each) → Parquet."""
+    from tracecal.traces.io import export_jsonl, save_traces
+
+    if (task is None) == (prompts is None):
+        fail("give exactly one of --task or --prompts")
+    out_path(out, "traces")
+    if jsonl is not None:
+        out_path(jsonl, "JSONL")
+    check_option("--limit", limit, Interval(int, 1, None))
+    lm, plist, ids, stop, task_tokens = _prompts_and_model(task, prompts, model, limit, batch_size, data_dir)
+    with progress_bar() as pb:
+        job = pb.add_task("generating", total=len(plist))
+        traces = lm.generate(
+            plist,
+            max_new_tokens=max_new_tokens or task_tokens or 32,
+            ids=ids,
+            stop_strings=stop,
+            top_logprobs=top_logprobs,
+            progress=lambda n: pb.advance(job, n),
+        )
+    save_traces(traces, out)
+    if jsonl is not None:
+        export_jsonl(traces, jsonl)
+    n_tok = sum(t.length for t in traces)
+    console.print(f"wrote {len(traces)} traces ({n_tok} answer tokens) to [bold]{escape(str(out))}[/]")
+
+
+def _score_rows(traces: list[Any], conf: Any, prob: Any) -> list[dict[str, Any]]:
+    """One row per trace: id, tokens, stop reason, c_TRACE, (TRACE+ probability,) answer text."""
+    rows = []
+    for i, t in enumerate(traces):
+        r: dict[str, Any] = {"id": t.id, "tokens": t.length, "stop": t.stop_reason, "c_trace": float(conf[i])}
+        if prob is not None:
+            r["p_trace_plus"] = float(prob[i])
+        r["answer"] = t.text
+        rows.append(r)
+    return rows
+
+
+def _score_table(title: str, rows: list[dict[str, Any]], show: int) -> Table:
+    """The first ``show`` rows as a table (numbers with 4 decimals, a missing one as `MISSING`)."""
+    table = Table(title=title)
+    for col in rows[0].keys() if rows else ["id"]:
+        table.add_column(col, overflow="fold", max_width=60 if col == "answer" else None)
+    for r in rows[:show]:
+        table.add_row(*[fmt_num(v, 4) if isinstance(v, float) else escape(str(v)) for v in r.values()])
+    return table
+
+
+@user_errors
+def score(
+    traces_path: Annotated[Path, typer.Argument(help="traces Parquet file (or folder of shards)")],
+    calibrator: Annotated[Path | None, typer.Option("--calibrator", "-c", help="TRACE+ calibrator JSON")] = None,
+    csv: Annotated[Path | None, typer.Option("--csv", help="write all rows as CSV here")] = None,
+    show: Annotated[int, typer.Option(help="rows to print in the table")] = 20,
+) -> None:
+    """Score traces: TRACE confidence and, with a calibrator, the TRACE+ probability."""
+    from tracecal.calibrators.traceplus import TracePlus
+    from tracecal.signals.operators import trace_confidence
+    from tracecal.traces.io import load_traces
+
+    if csv is not None:
+        out_path(csv, "CSV")
+    traces = load_traces(traces_path)
+    conf = trace_confidence(traces)
+    prob = TracePlus.load(calibrator).predict_proba(traces) if calibrator else None
+    rows = _score_rows(traces, conf, prob)
+    if csv is not None:
+        with open(csv, "w", newline="", encoding="utf-8") as f:
+            w = csvmod.DictWriter(f, fieldnames=list(rows[0].keys()) if rows else ["id"])
+            w.writeheader()
+            w.writerows(rows)
+        console.print(f"wrote {len(rows)} rows to [bold]{escape(str(csv))}[/]")
+    kind = traces[0].entropy_kind if traces else "-"
+    title = f"{escape(str(traces_path))} — {len(traces)} answers (entropy: {kind})"
+    out_console.print(_score_table(title, rows, show))
+    n_empty = sum(t.is_empty for t in traces)
+    if n_empty:
+        console.print(f"[yellow]{n_empty} zero-token answers have no trace: their confidence is NaN[/]")
+
+
+@user_errors
+def fit_calibrator(
+    traces_path: Annotated[Path, typer.Argument(help="traces of the calibration split")],
+    labels: Annotated[Path, typer.Option(help="CSV or JSONL with columns id,label (0/1)")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="calibrator JSON to write")],
+    C: Annotated[float, typer.Option("--C", help="inverse L2 strength")] = 1.0,
+) -> None:
+    """Fit a TRACE+ calibrator on labelled traces and save it as JSON."""
+    from tracecal.calibrators.traceplus import TracePlus
+    from tracecal.tasks.files import read_labels
+    from tracecal.traces.io import load_traces
+
+    out_path(out, "calibrator")
+    traces = load_traces(traces_path)
+    lab = read_labels(labels)
+    missing = [t.id for t in traces if t.id not in lab]
+    if missing:
+        fail(f"{len(missing)} traces have no label in {labels} (first: {missing[:3]})")
+    y = np.array([lab[t.id] for t in traces])
+    TracePlus(C=C).fit(traces, y).save(out)
+    console.print(
+        f"fitted TRACE+ on {len(traces)} answers (base rate {y.mean():.3f}); wrote [bold]{escape(str(out))}[/]"
+    )

@@ -1,0 +1,193 @@
+"""The settings of an evaluation: `EvalConfig`, holding the scoring settings (`ScoreConfig`) it hands the protocol.
+
+Each setting's constraint is declared once, beside its field (`tracecal.evaluation.protocol.setting`; collected
+in `EVAL_CONSTRAINTS` and `SCORE_CONSTRAINTS`) and checked by `tracecal._validation`: `EvalConfig.validate`
+raises `ConfigError` naming the setting as the command line spells it (``--cal-frac``: ``cal-frac``), before
+anything is written.
+
+>>> cfg = EvalConfig(tasks=["triviaqa"], n_seeds=5, shard_size=32)
+>>> cfg.score.n_seeds, cfg.n_seeds, cfg.shard_size
+(5, 5, 32)
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
+from tracecal._validation import Interval, Options, check_params
+from tracecal.errors import ValidationError
+from tracecal.estimators import REGISTRY, resolve_estimators
+from tracecal.evaluation.protocol import SCORE_CONSTRAINTS, ScoreConfig, constraints_of, setting
+
+__all__ = [
+    "EvalConfig",
+    "ConfigError",
+    "DTYPES",
+    "DEFAULT_MODEL_NAME",
+    "EVAL_CONSTRAINTS",
+    "resolve_dtype",
+    "legacy_identity",
+]
+
+DTYPES = ("auto", "float32", "bfloat16", "float16")
+DEFAULT_MODEL_NAME = "smollm2-135m-instruct"
+SCORE_FIELDS = tuple(f.name for f in fields(ScoreConfig))
+_POSITIVE = Interval(int, 1, None)
+
+KEY_ORDER = (
+    "tasks",
+    "limit",
+    "model",
+    "dtype",
+    "estimators",
+    "n_seeds",
+    "cal_frac",
+    "calibrator",
+    "n_bins",
+    "batch_size",
+    "max_new_tokens",
+    "num_beams",
+    "beam_max_new_tokens",
+    "chat",
+    "shard_size",
+    "on_error",
+    "data_dir",
+    "seed",
+    "n_boot",
+    "level",
+    "sel_alpha",
+    "sel_delta",
+    "sel_holdout",
+)
+"""The order of the keys of `EvalConfig.to_dict` (as every ``config.json`` and ``results.json`` has it)."""
+
+
+class ConfigError(ValidationError):
+    """An evaluation setting is invalid (found before anything is written)."""
+
+
+def cli_name(name: str) -> str:
+    """A setting as the command line spells it: ``cal_frac`` → ``cal-frac``."""
+    return name.replace("_", "-")
+
+
+@dataclass(init=False)
+class EvalConfig:
+    """Everything that defines an evaluation. `identity` lists what a run directory's stored shards depend on.
+
+    The scoring settings (estimators, n_seeds, cal_frac, calibrator, n_bins, seed, n_boot, level, sel_*) live in
+    ``score`` (a `ScoreConfig`); they are accepted as keywords and read (and set) as attributes here too.
+    """
+
+    tasks: list[str]
+    limit: int | None = setting(None, (_POSITIVE, None))
+    model: str | None = None
+    dtype: str = setting("auto", Options(*DTYPES))
+    batch_size: int = setting(16, _POSITIVE)
+    max_new_tokens: int | None = setting(None, (_POSITIVE, None))
+    num_beams: int = setting(5, Interval(int, 2, None))
+    beam_max_new_tokens: int | None = setting(32, (_POSITIVE, None))
+    chat: bool | None = None
+    shard_size: int = setting(64, _POSITIVE)
+    on_error: str = setting("skip", Options("skip", "raise"))
+    data_dir: str | None = None
+    score: ScoreConfig = field(default_factory=lambda: ScoreConfig(list(REGISTRY)))
+
+    IDENTITY_KEYS = (
+        "limit",
+        "model",
+        "dtype",
+        "max_new_tokens",
+        "chat",
+        "shard_size",
+        "num_beams",
+        "beam_max_new_tokens",
+    )
+
+    def __init__(self, tasks: list[str], score: ScoreConfig | None = None, **settings: Any) -> None:
+        """``settings``: this config's fields and `ScoreConfig`'s (``estimators`` defaults to every registered
+        estimator), or ``score`` whole."""
+        scoring = {k: settings.pop(k) for k in SCORE_FIELDS if k in settings}
+        own = {f.name: f for f in fields(EvalConfig) if f.name not in ("tasks", "score")}
+        if unknown := sorted(set(settings) - set(own)):
+            raise TypeError(f"EvalConfig got unexpected keyword argument(s): {', '.join(unknown)}")
+        if score is not None and scoring:
+            raise TypeError(f"EvalConfig takes score or its settings, not both ({', '.join(scoring)})")
+        self.tasks = tasks
+        for name, f in own.items():
+            object.__setattr__(self, name, settings.get(name, f.default))
+        if score is None:
+            score = ScoreConfig(scoring.pop("estimators", list(REGISTRY)), **scoring)
+        self.score = score
+
+    def __getattr__(self, name: str) -> Any:
+        """The scoring settings read through to ``score`` (``cfg.n_seeds`` is ``cfg.score.n_seeds``)."""
+        score = self.__dict__.get("score")
+        if score is None or name not in SCORE_FIELDS:
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        return getattr(score, name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in SCORE_FIELDS:
+            setattr(self.score, name, value)
+        else:
+            object.__setattr__(self, name, value)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Every setting in one flat dict (the ``config`` of ``config.json`` and ``results.json``)."""
+        flat = asdict(self)
+        flat |= flat.pop("score")
+        return {k: flat[k] for k in KEY_ORDER}
+
+    def validate(self) -> EvalConfig:
+        """Check every value (and resolve task and estimator names); `ConfigError` says what to fix."""
+        from tracecal.calibrators import make_calibrator
+        from tracecal.tasks import get_tasks
+
+        check_params(asdict(self), EVAL_CONSTRAINTS, ConfigError, cli_name)
+        check_params(self.score.to_dict(), SCORE_CONSTRAINTS, ConfigError, cli_name)
+        try:
+            make_calibrator(self.score.calibrator)
+        except (ValueError, KeyError) as e:
+            raise ConfigError(f"calibrator: {e}") from e
+        if not self.tasks:
+            raise ConfigError("no tasks given: pass --tasks, e.g. --tasks triviaqa,svamp")
+        try:
+            self.tasks = [t.ref for t in get_tasks(self.tasks)]  # built-in names, or absolute paths of user files
+        except (ValueError, FileNotFoundError) as e:
+            raise ConfigError(str(e)) from e
+        self.score.estimators = resolve_estimators(self.score.estimators)
+        return self
+
+    def identity(self) -> dict[str, Any]:
+        """What the stored outputs depend on; the dtype resolved (``auto`` → float32 on CPU, bfloat16 on GPU)."""
+        ident = {k: getattr(self, k) for k in self.IDENTITY_KEYS}
+        ident["model"] = self.model or DEFAULT_MODEL_NAME
+        ident["dtype"] = resolve_dtype(self.dtype)
+        return ident
+
+
+EVAL_CONSTRAINTS = constraints_of(EvalConfig)
+"""The constraints of the settings `EvalConfig` holds itself (the scoring ones: `SCORE_CONSTRAINTS`)."""
+
+
+def resolve_dtype(dtype: str, cuda: bool | None = None) -> str:
+    """The weights' dtype a setting means on this machine: ``auto`` is bfloat16 with a GPU, float32 without."""
+    if dtype != "auto":
+        return dtype
+    if cuda is None:
+        import torch
+
+        cuda = bool(torch.cuda.is_available())
+    return "bfloat16" if cuda else "float32"
+
+
+def legacy_identity(config: dict[str, Any]) -> dict[str, Any]:
+    """The identity of a run directory written before identities were stored (its dtype ran on a CPU)."""
+    ident = {k: config[k] for k in EvalConfig.IDENTITY_KEYS if k in config}
+    if "model" in ident:
+        ident["model"] = ident["model"] or DEFAULT_MODEL_NAME
+    if ident.get("dtype", "auto") == "auto":
+        ident["dtype"] = "float32"
+    return ident

@@ -1,0 +1,55 @@
+"""A file cache of the frozen pass, so that SECL ablations on the same stream and model compute it once.
+
+`frozen_for` reuses the cached pass when it was computed with the same model over the same stream or a
+super-stream of it (`FrozenPass.select`), else computes it; it writes the cache only when the file does not
+exist yet (never overwriting another stream's cache). What it does is reported through ``report`` (one line
+each), by default to this module's logger.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from tracecal.secl.frozen import FrozenPass, frozen_pass
+from tracecal.secl.stream import Progress, StreamItem
+
+__all__ = ["frozen_for", "matching_pass"]
+
+log = logging.getLogger(__name__)
+
+
+def matching_pass(frozen: FrozenPass, lm: Any, items: Sequence[StreamItem]) -> FrozenPass:
+    """``frozen`` restricted to ``items``; ValueError when it was computed with another model than ``lm`` or
+    over a stream that does not hold every item."""
+    if frozen.model_id != lm.model_id:
+        raise ValueError(f"computed with {frozen.model_id!r}, not {lm.model_id!r}")
+    return frozen.select(items)  # the same stream, or a sub-stream of the cached one
+
+
+def frozen_for(
+    lm: Any,
+    items: Sequence[StreamItem],
+    cache: Path | None,
+    batch_size: int,
+    progress: Progress | None = None,
+    report: Callable[[str], None] = log.info,
+) -> FrozenPass:
+    """The frozen pass of ``items``: from ``cache`` when it holds this model and stream (or a super-stream of
+    it), else computed with ``batch_size`` (``progress(stage, done, total)`` as it goes) and written to ``cache``
+    when that file does not exist yet."""
+    if cache is not None and cache.is_file():
+        cached = FrozenPass.load(cache)  # not a frozen-pass file: an error, not silently recomputed
+        try:
+            frozen = matching_pass(cached, lm, items)
+            report(f"reusing the frozen pass from {cache}")
+            return frozen
+        except ValueError as e:
+            report(f"{cache} does not match ({e}); recomputing")
+    report(f"frozen pass over {len(items)} questions…")
+    frozen = frozen_pass(lm, items, batch_size, progress)
+    if cache is not None and not cache.exists():  # never overwrite another stream's cache
+        frozen.save(cache)
+    return frozen

@@ -1,0 +1,107 @@
+"""The calibrator artefact format: JSON reading limits, value checks and the class registry."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import tracecal.calibrators.base as calfile
+from tracecal.calibrators.base import Calibrator, CalibratorFileError, check_number, read_calibrator_json
+from tracecal.calibrators.scalar import PlattCalibrator, ScalarCalibrator
+
+
+def test_check_number_messages() -> None:
+    assert check_number(3, "k", 1, integer=True) == 3.0
+    with pytest.raises(ValueError, match=r"^k must be an integer, got 2.5$"):
+        check_number(2.5, "k", integer=True)
+    with pytest.raises(ValueError, match=r"^flag must be a number, got True$"):
+        check_number(True, "flag")
+    with pytest.raises(ValueError, match=r"^p must lie in \(0, 1\), got 1.0$"):
+        check_number(1.0, "p", 0.0, 1.0, open_lo=True, open_hi=True)
+    with pytest.raises(CalibratorFileError, match=r"^x must be finite, got inf$"):
+        check_number(float("inf"), "x", error=CalibratorFileError)
+    assert check_number(np.float32(0.5), "x") == 0.5
+
+
+def test_oversized_file_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    p = tmp_path / "big.json"
+    p.write_text(json.dumps({"format": "x", "pad": "y" * 4096}))
+    monkeypatch.setattr(calfile, "MAX_FILE_BYTES", 1024)
+    with pytest.raises(CalibratorFileError, match="not a calibrator file: larger than"):
+        read_calibrator_json(p)
+
+
+def test_base_class_and_scalar_base_dispatch(tmp_path: Path) -> None:
+    path = PlattCalibrator().fit([0.1, 0.4, 0.6, 0.9], [0, 1, 0, 1]).save(tmp_path / "p.json")
+    assert type(ScalarCalibrator.load(path)) is PlattCalibrator
+    with pytest.raises(CalibratorFileError, match=r"Calibrator.load reads \['Calibrator'\] .*load_calibrator"):
+        Calibrator.load(path)
+    d = json.loads(path.read_text())
+    assert list(d) == ["format", "format_version", "class", "params", "state", "versions"]
+    assert d["params"] == {"C": 1e6, "max_iter": 1000}
+
+
+def test_saved_file_is_written_atomically_with_usual_mode(tmp_path: Path) -> None:
+    from tracecal.traces.io import FILE_MODE
+
+    path = PlattCalibrator().fit([0.1, 0.4, 0.6, 0.9], [0, 1, 0, 1]).save(tmp_path / "sub" / "p.json")
+    assert path.stat().st_mode & 0o777 == FILE_MODE
+    assert [q.name for q in path.parent.iterdir()] == ["p.json"]  # no temporary left behind
+
+
+# ------------------------------------------------------------------------------ parameter constraints
+
+
+def test_calibrator_file_error_is_a_tracecal_error_and_a_value_error() -> None:
+    from tracecal.errors import TracecalError
+
+    assert issubclass(CalibratorFileError, TracecalError) and issubclass(CalibratorFileError, ValueError)
+
+
+def test_flag_and_list_constraints() -> None:
+    from tracecal._validation import Interval, Options
+    from tracecal.calibrators.base import Flag, ListOf
+
+    assert Flag().accepts(True) and Flag().accepts(np.bool_(False)) and not Flag().accepts(1)
+    lams = ListOf(Interval(float, 0, None, closed="neither"), "decay rates λ > 0")
+    assert lams.accepts((2.0, 4)) and lams.accepts([0.5]) and lams.accepts(np.array([1.0, 2.0]))
+    for bad in ((), "2,4", (2.0, -1.0), (float("inf"),), (True,), np.ones((2, 2)), None):
+        assert not lams.accepts(bad), bad
+    assert lams.problem("lams", (2.0, -1.0)) == "; lams[1] = -1.0 is not a finite number > 0"
+    pens = ListOf(Interval(float, 0, None, closed="neither"), "λ", allow_inf=True)
+    assert pens.accepts((1.0, float("inf"))) and not pens.accepts((float("-inf"),))
+    names = ListOf(Options("a", "b"), "names", unique=True)
+    assert names.accepts(("a", "b")) and not names.accepts(("a", "a")) and not names.accepts(("c",))
+    assert names.problem("n", ["a", "a"]) == "; 'a' is given twice"
+
+
+def test_check_constraints_checks_in_order_with_one_message_format() -> None:
+    from tracecal._validation import Interval, Options
+    from tracecal.calibrators.base import Flag, ListOf, check_constraints
+    from tracecal.errors import ValidationError
+
+    constraints = {
+        "k": Interval(int, 1, None),
+        "kind": Options("x", "y"),
+        "flag": Flag(),
+        "lams": ListOf(Interval(float, 0, None, closed="neither"), "decay rates"),
+    }
+    check_constraints({"k": 2, "kind": "x", "flag": False, "lams": [1.0], "other": object()}, constraints)
+    with pytest.raises(ValidationError, match=r"^k must be a whole number ≥ 1, got 0$"):
+        check_constraints({"k": 0, "kind": "z"}, constraints)  # the first declared fails first
+    with pytest.raises(ValidationError, match=r"^kind must be one of x, y, got 'z'$"):
+        check_constraints({"kind": "z"}, constraints)
+    with pytest.raises(ValueError, match=r"^flag must be true or false, got 'yes'$"):
+        check_constraints({"flag": "yes"}, constraints)
+    with pytest.raises(ValueError, match=r"^lams must be a non-empty list of decay rates, got \[\]$"):
+        check_constraints({"lams": []}, constraints)
+
+
+def test_every_calibrator_declares_a_constraint_for_each_parameter() -> None:
+    from tracecal.calibrators import CALIBRATOR_CLASSES
+
+    for name, cls in CALIBRATOR_CLASSES.items():
+        assert set(cls._parameter_constraints) == set(cls().get_params(deep=False)), name

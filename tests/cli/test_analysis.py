@@ -1,0 +1,29 @@
+"""`tracecal ablate` and `tracecal cross-model` on synthetic runs: tables printed and written."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from tracecal.cli.app import app
+from tracecal.testing import write_synthetic_run
+
+
+def test_ablate_writes_and_prints_the_tables(tmp_path: Path) -> None:
+    write_synthetic_run(tmp_path / "r", tasks=("triviaqa",), n_per_task=80)
+    r = CliRunner().invoke(app, ["ablate", str(tmp_path / "r"), "--seeds", "2", "--groups", "ladder,operators"])
+    assert r.exit_code == 0, r.output
+    assert "From TRACE to TRACE+" in r.output and "Each operator alone" in r.output
+    doc = json.loads((tmp_path / "r" / "ablations.json").read_text())
+    assert {v["group"] for v in doc["variants"].values()} == {"ladder", "operators"} and "transfer" not in doc
+
+
+def test_cross_model_from_results_files(tmp_path: Path) -> None:
+    for name in ("a", "b"):
+        write_synthetic_run(tmp_path / name, tasks=("triviaqa", "svamp"), n_per_task=60, seed=len(name))
+    out = tmp_path / "table.md"
+    r = CliRunner().invoke(app, ["cross-model", f"A={tmp_path / 'a'}", f"B={tmp_path / 'b'}", "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    assert "**pooled**" in out.read_text() and json.loads(out.with_suffix(".json").read_text())["pooled"]

@@ -1,0 +1,75 @@
+"""What every command shares (tracecal.cli.common): `fail`, `user_errors`, `fmt_num`, `split_names`."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from tracecal.cli.common import MISSING, fail, fmt_num, one_line, split_names, user_errors
+from tracecal.errors import TracecalError, ValidationError
+
+
+def _app(error: BaseException | None) -> typer.Typer:
+    app = typer.Typer()
+
+    @app.command("boom")
+    @user_errors
+    def boom(path: str = "x") -> None:
+        """Raise ``error`` (if any), else fail on ``path``."""
+        if error is not None:
+            raise error
+        fail(f"cannot read {path}")
+
+    app.command("noop")(lambda: None)
+    return app
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        TracecalError("bad [red]thing[/red]"),
+        ValidationError("bad [red]thing[/red]"),
+        FileNotFoundError("bad [red]thing[/red]"),
+        OSError("bad [red]thing[/red]"),
+        ValueError("bad [red]thing[/red]"),
+        RuntimeError("bad [red]thing[/red]"),
+        ImportError("bad [red]thing[/red]"),
+    ],
+)
+def test_user_errors_exit_2_with_one_escaped_line(error: BaseException) -> None:
+    r = CliRunner().invoke(_app(error), ["boom"])
+    assert r.exit_code == 2 and "Traceback" not in r.output
+    lines = [line for line in r.output.splitlines() if line.strip()]
+    assert lines == ["error: bad [red]thing[/red]"], r.output
+
+
+def test_other_exceptions_are_not_swallowed() -> None:
+    r = CliRunner().invoke(_app(KeyError("k")), ["boom"])
+    assert r.exit_code == 1 and isinstance(r.exception, KeyError)
+
+
+def test_fail_escapes_and_puts_the_message_on_one_line() -> None:
+    r = CliRunner().invoke(_app(None), ["boom", "--path", "[bold]a\n  b"])
+    assert r.exit_code == 2 and r.output.strip() == "error: cannot read [bold]a b", r.output
+    assert one_line("a\n   b\nc ") == "a b c"
+
+
+def test_the_decorated_command_keeps_its_signature_and_help() -> None:
+    r = CliRunner().invoke(_app(None), ["boom", "--help"])
+    assert r.exit_code == 0 and "--path" in r.output and "Raise" in r.output
+
+
+def test_fmt_num_shows_every_missing_number_the_same_way() -> None:
+    assert fmt_num(0.12345) == "0.123" and fmt_num(0.12345, 4) == "0.1235" and fmt_num(np.float32(0.5), 2) == "0.50"
+    assert fmt_num(0.256, 1, pct=True) == "25.6%" and fmt_num(3) == "3.000"
+    for missing in (None, math.nan, np.nan, math.inf, -math.inf, "0.5", True):
+        assert fmt_num(missing) == MISSING and fmt_num(missing, 1, pct=True) == MISSING
+
+
+def test_split_names() -> None:
+    assert split_names(" a, b,,c ") == ["a", "b", "c"]
+    assert split_names(None) == [] and split_names("") == [] and split_names(" , ") == []

@@ -1,0 +1,152 @@
+"""`tracecal generate` → `score` → `fit-calibrator` (tracecal.cli.traces), and clear errors on bad input."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+import tracecal.backends as hf
+from tracecal.cli.app import app
+from tracecal.cli.traces import out_path
+from tracecal.errors import ValidationError
+from tracecal.traces.io import load_traces
+
+runner = CliRunner()
+
+
+@pytest.fixture()
+def shared_model(tiny_model, monkeypatch):  # type: ignore[no-untyped-def]
+    """The session's tiny model instead of loading one inside the command (plumbing only)."""
+    monkeypatch.setattr(hf, "load_model", lambda *a, **k: tiny_model)
+    return tiny_model
+
+
+def test_generate_score_fit(tmp_path: Path, shared_model) -> None:  # type: ignore[no-untyped-def]
+    prompts = tmp_path / "p.jsonl"
+    prompts.write_text(
+        "\n".join(
+            json.dumps({"id": f"q{i}", "prompt": p})
+            for i, p in enumerate(["What is 2+2?", "Name a fruit.", "Capital of Spain?", "Say hi."])
+        )
+        + "\n"
+    )
+    out = tmp_path / "t.parquet"
+    r = runner.invoke(
+        app,
+        [
+            "generate",
+            "--prompts",
+            str(prompts),
+            "--out",
+            str(out),
+            "--max-new-tokens",
+            "8",
+            "--jsonl",
+            str(tmp_path / "t.jsonl"),
+        ],
+    )
+    assert r.exit_code == 0, r.output
+    traces = load_traces(out)
+    assert [t.id for t in traces] == ["q0", "q1", "q2", "q3"]
+    assert len((tmp_path / "t.jsonl").read_text().splitlines()) == 4
+
+    labels = tmp_path / "labels.csv"
+    labels.write_text("id,label\nq0,1\nq1,0\nq2,1\nq3,0\n")
+    cal = tmp_path / "cal.json"
+    r = runner.invoke(app, ["fit-calibrator", str(out), "--labels", str(labels), "--out", str(cal)])
+    assert r.exit_code == 0, r.output
+    r = runner.invoke(app, ["score", str(out), "--calibrator", str(cal), "--csv", str(tmp_path / "s.csv")])
+    assert r.exit_code == 0, r.output
+    import csv
+
+    with open(tmp_path / "s.csv", newline="") as f:
+        rows = list(csv.reader(f))
+    assert rows[0] == ["id", "tokens", "stop", "c_trace", "p_trace_plus", "answer"] and len(rows) == 5
+
+
+def test_errors_are_clear(tmp_path: Path, shared_model) -> None:  # type: ignore[no-untyped-def]
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"prompt": "ok"}\n{not json\n')
+    r = runner.invoke(app, ["generate", "--prompts", str(bad), "--out", str(tmp_path / "x.parquet")])
+    assert r.exit_code == 2 and "bad.jsonl:2" in r.output
+    corrupt = tmp_path / "c.parquet"
+    corrupt.write_text("not parquet")
+    r = runner.invoke(app, ["score", str(corrupt)])
+    assert r.exit_code == 2 and "not a readable Parquet" in r.output
+    r = runner.invoke(app, ["generate", "--out", str(tmp_path / "x.parquet")])
+    assert r.exit_code == 2 and "exactly one of" in r.output
+
+
+@pytest.fixture()
+def traces_file(tmp_path: Path, shared_model) -> Path:  # type: ignore[no-untyped-def]
+    prompts = tmp_path / "p.jsonl"
+    prompts.write_text("\n".join(json.dumps({"id": f"q{i}", "prompt": f"Question {i}?"}) for i in range(4)) + "\n")
+    out = tmp_path / "t.parquet"
+    r = runner.invoke(app, ["generate", "--prompts", str(prompts), "--out", str(out), "--max-new-tokens", "4"])
+    assert r.exit_code == 0, r.output
+    return out
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "message"),
+    [
+        ("noid.csv", "answer,label\nq0,1\n", "the CSV needs the columns id and label; missing: id"),
+        ("lists.jsonl", '["q0", 1]\n', 'each line must be an object {"id": ..., "label": 0 or 1}'),
+        ("badlabel.csv", "id,label\nq0,yes\n", "label must be 0 or 1, got 'yes'"),
+        ("empty.csv", "id,label\n", "no labels found"),
+        ("partial.csv", "id,label\nq0,1\n", "3 traces have no label"),
+    ],
+)
+def test_fit_calibrator_label_errors(tmp_path: Path, traces_file: Path, name: str, content: str, message: str) -> None:
+    labels = tmp_path / name
+    labels.write_text(content)
+    out = tmp_path / "c.json"
+    r = runner.invoke(app, ["fit-calibrator", str(traces_file), "--labels", str(labels), "--out", str(out)])
+    assert r.exit_code == 2 and message in r.output, r.output
+    assert "Traceback" not in r.output
+
+
+def test_outputs_pointing_at_folders_are_clear_errors(tmp_path: Path, traces_file: Path) -> None:
+    folder = tmp_path / "dir"
+    folder.mkdir()
+    labels = tmp_path / "l.csv"
+    labels.write_text("id,label\nq0,1\nq1,0\nq2,1\nq3,0\n")
+    for args in (
+        ["fit-calibrator", str(traces_file), "--labels", str(labels), "--out", str(folder)],
+        ["score", str(traces_file), "--csv", str(folder)],
+        ["generate", "--prompts", str(labels), "--out", str(folder)],
+    ):
+        r = runner.invoke(app, args)
+        assert r.exit_code == 2 and f"{folder} is a folder: give a file path" in r.output, (args, r.output)
+
+
+def test_out_path_creates_the_parent_and_refuses_a_folder(tmp_path: Path) -> None:
+    target = tmp_path / "a" / "b" / "t.parquet"
+    assert out_path(target, "traces") == target and target.parent.is_dir()
+    with pytest.raises(ValidationError, match=r"is a folder: give a file path for the CSV \(e.g. .*out.csv\)"):
+        out_path(tmp_path, "CSV")
+
+
+def test_generate_refuses_a_bad_limit_before_loading_a_model(tmp_path: Path) -> None:
+    prompts = tmp_path / "p.jsonl"
+    prompts.write_text('"hi"\n')
+    r = runner.invoke(
+        app, ["generate", "--prompts", str(prompts), "--out", str(tmp_path / "t.parquet"), "--limit", "0"]
+    )
+    assert r.exit_code == 2 and "--limit must be a whole number ≥ 1, got 0" in r.output, r.output
+
+
+def test_score_shows_a_missing_confidence_as_a_dash(tmp_path: Path, traces_file: Path) -> None:
+    """A NaN confidence is shown as the CLI's one missing-number mark in the table (the CSV keeps NaN)."""
+    from tracecal.cli.common import MISSING
+    from tracecal.cli.traces import _score_table
+
+    rows = [{"id": "q0", "c_trace": float("nan"), "answer": "[red]x[/red]"}]
+    table = _score_table("t", rows, 5)
+    cells = [list(col.cells) for col in table.columns]
+    assert cells == [["q0"], [MISSING], ["\\[red]x\\[/red]"]]
+    r = runner.invoke(app, ["score", str(traces_file), "--show", "2"])
+    assert r.exit_code == 0 and "c_trace" in r.output, r.output

@@ -1,0 +1,19 @@
+"""The estimators package: importing it registers every built-in estimator, in the registry's fixed order."""
+
+from __future__ import annotations
+
+import tracecal.estimators as est
+
+
+def test_the_registry_order_is_trace_family_then_baselines_then_extra() -> None:
+    names = list(est.REGISTRY)
+    assert names[:6] == [
+        "trace",
+        "trace_plus",
+        "trace_plus_seqlik",
+        "trace_plus_prior",
+        "trace_plus_prior_mono",
+        "trace_plus_cv",
+    ]
+    assert names[6:25] == est.PAPER_BASELINES and names[25:] == ["p_true", "verbalized"]
+    assert set(est.__all__) <= set(dir(est)) and est.resolve_estimators("trace-only")[0] == "trace"

@@ -1,0 +1,96 @@
+"""The evaluation settings: `EvalConfig` holds a `ScoreConfig` (keywords and attributes read through), writes the
+flat dict every config.json has, validates with one vocabulary and travels to workers (pickle)."""
+
+from __future__ import annotations
+
+import json
+import pickle
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from tracecal.cli.app import app
+from tracecal.errors import TracecalError, ValidationError
+from tracecal.estimators import REGISTRY
+from tracecal.evaluation.config import EVAL_CONSTRAINTS, KEY_ORDER, ConfigError, EvalConfig, legacy_identity
+from tracecal.evaluation.protocol import ScoreConfig
+from tracecal.testing import write_synthetic_run
+
+
+def test_eval_config_holds_a_score_config_and_keeps_its_keywords() -> None:
+    cfg = EvalConfig(tasks=["triviaqa"], n_seeds=3, cal_frac=0.5, shard_size=8, sel_alpha=0.2)
+    assert isinstance(cfg.score, ScoreConfig) and cfg.score.n_seeds == 3 and cfg.n_seeds == 3
+    assert cfg.estimators == list(REGISTRY) and cfg.score.sel_alpha == 0.2 and cfg.shard_size == 8
+    cfg.n_seeds = 5  # written through to the score config
+    assert cfg.score.n_seeds == 5 and "n_seeds" not in vars(cfg)
+    assert EvalConfig(["svamp"], score=ScoreConfig(["trace"], n_seeds=2)).n_seeds == 2
+    with pytest.raises(TypeError, match="nonsense"):
+        EvalConfig(["svamp"], nonsense=1)
+    with pytest.raises(TypeError, match="not both"):
+        EvalConfig(["svamp"], score=ScoreConfig(["trace"]), n_seeds=2)
+    with pytest.raises(AttributeError):
+        _ = cfg.nonsense  # type: ignore[attr-defined]  # an attribute no config has
+
+
+def test_to_dict_is_flat_in_the_stored_order_and_pickles() -> None:
+    cfg = EvalConfig(["triviaqa"], limit=10, estimators=["trace"])
+    d = cfg.to_dict()
+    assert tuple(d) == KEY_ORDER and d["estimators"] == ["trace"] and d["limit"] == 10 and d["n_boot"] == 1000
+    assert d["estimators"] is not cfg.estimators  # a copy
+    back = pickle.loads(pickle.dumps(cfg))
+    assert back == cfg and back.n_seeds == 20
+    assert legacy_identity(d | {"dtype": "auto", "model": None}) == cfg.identity() | {"model": "smollm2-135m-instruct"}
+
+
+def test_validation_names_the_option_as_the_command_line_spells_it() -> None:
+    assert set(EVAL_CONSTRAINTS) == {
+        "limit",
+        "dtype",
+        "batch_size",
+        "max_new_tokens",
+        "num_beams",
+        "beam_max_new_tokens",
+        "shard_size",
+        "on_error",
+    }
+    for kw, msg in (
+        ({"num_beams": 1}, "num-beams must be a whole number ≥ 2, got 1"),
+        ({"batch_size": True}, "batch-size must be a whole number ≥ 1, got True"),
+        ({"max_new_tokens": 0}, "max-new-tokens must be a whole number ≥ 1 or None, got 0"),
+        ({"n_bins": 0}, "n-bins must be a whole number ≥ 1, got 0"),
+        ({"tasks": []}, "no tasks given"),
+    ):
+        with pytest.raises(ConfigError) as err:
+            EvalConfig(**({"tasks": ["triviaqa"]} | kw)).validate()
+        assert str(err.value).startswith(msg), str(err.value)
+    assert issubclass(ConfigError, ValidationError) and issubclass(ConfigError, TracecalError)
+    assert issubclass(ConfigError, ValueError)
+
+
+def test_evaluate_passes_and_records_the_statistics_settings(tmp_path: Path) -> None:
+    """`EvalConfig` carries n_boot, level, sel_alpha, sel_delta and sel_holdout into `ScoreConfig` (validated: a clear
+    message, exit status 2, nothing written), and ``--score-only`` reuses the values recorded in the run's config."""
+    from tracecal.cli.evaluate import evaluate_config as _evaluate_config
+
+    sc = EvalConfig(["triviaqa"], n_boot=200, level=0.9, sel_alpha=0.3, sel_delta=0.05, sel_holdout=0.4).score
+    assert (sc.n_boot, sc.level, sc.sel_alpha, sc.sel_delta, sc.sel_holdout) == (200, 0.9, 0.3, 0.05, 0.4)
+    for kw, msg in (
+        ({"sel_holdout": 1.0}, "sel-holdout"),
+        ({"n_boot": -1}, "n-boot"),
+        ({"level": 1.5}, "level"),
+        ({"sel_alpha": 0.0}, "alpha"),
+        ({"sel_delta": 2}, "delta"),
+    ):
+        with pytest.raises(ConfigError, match=msg):
+            EvalConfig(["triviaqa"], **kw).validate()
+    run = tmp_path / "run"
+    for opt, msg in (("--sel-holdout", "sel-holdout"), ("--sel-alpha", "alpha"), ("--n-boot", "n-boot")):
+        r = CliRunner().invoke(app, ["evaluate", "--run-dir", str(run), "--tasks", "triviaqa", opt, "-1"])
+        assert r.exit_code == 2 and msg in r.output and "Traceback" not in r.output and not run.exists(), r.output
+    write_synthetic_run(run, tasks=("triviaqa",), n_per_task=40, n_seeds=2)
+    doc = json.loads((run / "config.json").read_text())
+    doc["config"] |= {"n_boot": 7, "sel_alpha": 0.4, "sel_holdout": 0.25}
+    (run / "config.json").write_text(json.dumps(doc))
+    cfg = _evaluate_config(run, tasks="triviaqa", estimators="trace")  # outside a command: every stored value
+    assert (cfg.n_boot, cfg.sel_alpha, cfg.sel_holdout, cfg.level) == (7, 0.4, 0.25, 0.95)

@@ -1,0 +1,96 @@
+"""`tracecal.secl.adapter`: the losses, the LoRA step, reset to the base weights, save/load; one slow test on the real
+default model (`model`), where the point is that a step moves a real model's verbalised confidence."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from tests.secl.helpers import ALWAYS, base_dist
+from tracecal.secl import (
+    SECLAdapter,
+    SECLConfig,
+    directional_loss,
+    expected_confidence,
+    mse_loss,
+    run_secl,
+    target_bins,
+)
+from tracecal.secl.stream import verbal_prompts
+
+
+def test_losses_move_confidence_toward_tau() -> None:
+    t = target_bins(torch.tensor([0.05, 0.5, 0.95]), 10, 0.1)
+    assert torch.allclose(t.sum(-1), torch.ones(3, dtype=t.dtype))
+    assert t.argmax(-1).tolist() == [0, 4, 9] or t.argmax(-1).tolist() == [0, 5, 9]
+    for loss_name in ("directional", "mse"):
+        logits = torch.zeros(1, 101)
+        logits[0, 80:] = 4.0  # confident: v ≈ 0.9
+        logits.requires_grad_(True)
+        opt = torch.optim.SGD([logits], lr=5.0)
+        v0 = float(expected_confidence(torch.softmax(logits.detach(), -1)))
+        for _ in range(20):
+            dist = torch.softmax(logits, -1)
+            tau = torch.tensor([0.2])
+            loss = directional_loss(dist, tau) if loss_name == "directional" else mse_loss(dist, tau)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        v1 = float(expected_confidence(torch.softmax(logits.detach(), -1)))
+        assert v1 < v0 - 0.02, (loss_name, v0, v1)  # both losses lower a too-high confidence
+
+
+def test_reset_restores_base_weights_exactly(tiny_model, stream, frozen) -> None:  # type: ignore[no-untyped-def]
+    lm = tiny_model
+    prompts = verbal_prompts(lm, stream, frozen.answers)[:3]
+    state0 = {k: v.clone() for k, v in lm.model.state_dict().items()}
+    base = base_dist(lm, prompts)
+    with SECLAdapter(lm, SECLConfig(seed=0)) as ad:
+        for p in prompts[:2]:
+            ad.update(p, 0.0, force=True)
+        assert not torch.equal(base_dist(lm, prompts), base)
+        ad.reset()
+        assert ad.pristine and ad.delta_norm() == 0.0
+        assert torch.equal(base_dist(lm, prompts), base)  # bit for bit
+    # closing removes the LoRA layers: the same modules and weights as before
+    state1 = lm.model.state_dict()
+    assert state1.keys() == state0.keys() and all(torch.equal(state0[k], state1[k]) for k in state0)
+    assert not getattr(lm.model, "peft_config", None)
+    # the reset flag in a run: every question starts from the base model
+    res = run_secl(lm, stream, dataclasses.replace(ALWAYS, accumulate=False), frozen=frozen)
+    np.testing.assert_allclose(res.records.v_before, frozen.v, atol=2e-5)  # batched vs single read
+
+
+def test_adapter_save_and_reload_gives_same_confidences(tiny_model, stream, frozen, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    prompts = verbal_prompts(tiny_model, stream, frozen.answers)
+    with SECLAdapter(tiny_model, SECLConfig(seed=1, lora_layers=1)) as ad:
+        assert ad.layers == [1]  # the top layer of two
+        for p in prompts[:2]:
+            ad.update(p, 0.05, force=True)
+        v_adapted, _ = ad.confidence(prompts)
+        ad.save(tmp_path / "ad")
+    assert (tmp_path / "ad" / "adapter_model.safetensors").is_file()
+    assert (tmp_path / "ad" / "adapter_config.json").is_file()
+    with SECLAdapter.load(tiny_model, tmp_path / "ad") as ad2:
+        assert not ad2.pristine and ad2.cfg.lora_layers == 1
+        v_loaded, _ = ad2.confidence(prompts)
+    np.testing.assert_array_equal(v_loaded, v_adapted)
+    assert not np.allclose(v_adapted, frozen.v, atol=1e-3)
+
+
+@pytest.mark.slow
+def test_real_model_step_moves_verbalised_confidence_toward_tau(model, stream) -> None:  # type: ignore[no-untyped-def]
+    """On SmolLM2 (not a random model): one bounded LoRA step moves v toward a far τ, each way, by ≤ max_step."""
+    p = verbal_prompts(model, stream[:1], ["Paris"])[0]
+    for direction in (-1, 1):
+        with SECLAdapter(model, SECLConfig(seed=0)) as ad:
+            v = float(ad.confidence([p])[0][0])
+            tau = float(np.clip(v + 0.4 * direction, 0.0, 1.0))
+            info = ad.update(p, tau)
+            assert info.updated and np.sign(info.v_after - info.v_before) == direction, (v, tau, info)
+            assert abs(info.v_after - info.v_before) <= ad.cfg.max_step * 1.05 + 1e-9
+    assert not getattr(model.model, "peft_config", None)

@@ -1,0 +1,93 @@
+"""The frozen-pass file cache (tracecal.secl.cache): reused for the same model and (a sub-stream of) the same
+stream, recomputed otherwise, never overwriting another stream's file; what it does is reported, one line each."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+import pytest
+
+import tracecal.secl.cache as cache_mod
+from tracecal.secl.cache import frozen_for, matching_pass
+from tracecal.secl.frozen import FrozenPass
+
+
+def _items(n: int) -> list[Any]:
+    return [SimpleNamespace(id=f"d/{i}", domain="d") for i in range(n)]
+
+
+def _pass(items: list[Any], model_id: str = "m") -> FrozenPass:
+    n = len(items)
+    return FrozenPass(
+        ids=[it.id for it in items],
+        domains=[it.domain for it in items],
+        model_id=model_id,
+        answers=[f"a{i}" for i in range(n)],
+        entropy=[np.zeros(2) for _ in range(n)],
+        surprisal=[np.ones(2) for _ in range(n)],
+        tau=np.linspace(0, 1, n),
+        v=np.linspace(1, 0, n),
+        tau_tokens=np.full(n, 3, dtype=np.int64),
+        v_tokens=np.full(n, 4, dtype=np.int64),
+    )
+
+
+@pytest.fixture()
+def computed(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Replace the model's frozen pass by `_pass` and record how many questions each call computed."""
+    calls: list[int] = []
+
+    def fake(lm: Any, items: Any, batch_size: int, progress: Any = None) -> FrozenPass:
+        calls.append(len(items))
+        return _pass(list(items), lm.model_id)
+
+    monkeypatch.setattr(cache_mod, "frozen_pass", fake)
+    return calls
+
+
+def test_computed_then_reused_for_a_sub_stream(tmp_path: Path, computed: list[int]) -> None:
+    lm, cache, notes = SimpleNamespace(model_id="m"), tmp_path / "frozen.json", []
+    first = frozen_for(lm, _items(4), cache, 2, report=notes.append)
+    assert computed == [4] and cache.is_file() and len(first) == 4
+    sub = _items(4)[1:3]
+    again = frozen_for(lm, sub, cache, 2, report=notes.append)
+    assert computed == [4] and again.ids == ["d/1", "d/2"]
+    np.testing.assert_array_equal(again.tau, first.tau[1:3])
+    assert notes == ["frozen pass over 4 questions…", f"reusing the frozen pass from {cache}"]
+
+
+@pytest.mark.parametrize(("model_id", "n", "why"), [("other", 2, "computed with 'm', not 'other'"), ("m", 5, "lacks")])
+def test_a_mismatch_is_recomputed_and_the_file_kept(
+    tmp_path: Path, computed: list[int], model_id: str, n: int, why: str
+) -> None:
+    cache = tmp_path / "frozen.json"
+    _pass(_items(3)).save(cache)
+    before, notes = cache.read_text(), []
+    got = frozen_for(SimpleNamespace(model_id=model_id), _items(n), cache, 2, report=notes.append)
+    assert computed == [n] and len(got) == n and got.model_id == model_id
+    assert cache.read_text() == before  # never overwrites another stream's cache
+    assert notes[0].startswith(f"{cache} does not match (") and why in notes[0] and notes[0].endswith("; recomputing")
+
+
+def test_without_a_cache_it_computes_and_logs(computed: list[int], caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level("INFO", logger="tracecal.secl.cache"):
+        frozen_for(SimpleNamespace(model_id="m"), _items(2), None, 2)
+    assert computed == [2] and "frozen pass over 2 questions" in caplog.text
+
+
+def test_a_file_that_is_not_a_frozen_pass_is_an_error(tmp_path: Path, computed: list[int]) -> None:
+    bad = tmp_path / "frozen.json"
+    bad.write_text('{"format": 99}')
+    with pytest.raises(ValueError, match="not a SECL frozen-pass file"):
+        frozen_for(SimpleNamespace(model_id="m"), _items(2), bad, 2)
+    assert computed == []
+
+
+def test_matching_pass() -> None:
+    frozen = _pass(_items(3))
+    assert matching_pass(frozen, SimpleNamespace(model_id="m"), _items(3)[::-1]).ids == ["d/2", "d/1", "d/0"]
+    with pytest.raises(ValueError, match="computed with 'm', not 'x'"):
+        matching_pass(frozen, SimpleNamespace(model_id="x"), _items(3))

@@ -1,0 +1,75 @@
+"""Shared by the gateway tests: a fake backend (fixed traces, no step hooks), a blocking one, the SSE reader."""
+
+from __future__ import annotations
+
+import json
+import threading
+
+import numpy as np
+
+from tracecal.traces.trace import Trace
+
+CHAT = {"model": "fake", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 3}
+
+
+def fake_trace(prompt: object, n: int = 3) -> Trace:
+    s, h = np.array([0.5, 0.2, 1.0])[:n], np.array([1.0, 2.0, 3.0])[:n]
+    return Trace(
+        text="abc"[:n],
+        token_ids=np.arange(n),
+        surprisal=s,
+        entropy=h,
+        token_strings=list("abc"[:n]),
+        offsets=np.arange(n),
+        stop_reason="eos",
+    )
+
+
+class FakeModel:
+    """A backend without step hooks: three fixed tokens per prompt ("empty" gives none)."""
+
+    model_id = "fake"
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[list[object], int]] = []
+
+    def generate(self, prompts, max_new_tokens=32, **kwargs):  # type: ignore[no-untyped-def]
+        self.seen.append((list(prompts), max_new_tokens))
+        return [fake_trace(p, 0 if p == "empty" else min(3, max_new_tokens)) for p in prompts]
+
+
+class BlockingModel(FakeModel):
+    """Holds every generate call until released (queue and timeout tests)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.release, self.entered = threading.Event(), threading.Event()
+
+    def generate(self, prompts, max_new_tokens=32, **kwargs):  # type: ignore[no-untyped-def]
+        self.entered.set()
+        self.release.wait(10)
+        return super().generate(prompts, max_new_tokens)
+
+
+def error_messages(r) -> str:  # type: ignore[no-untyped-def]
+    """All messages of a 422 answer, with their field paths, as one string."""
+    detail = r.json()["detail"]
+    if isinstance(detail, str):
+        return detail
+    return " | ".join(f"{'.'.join(map(str, d['loc']))}: {d['msg']}" for d in detail)
+
+
+PROMPTS = ["What is the capital of France?", "Name a colour.", "hi"]
+
+
+MODEL = "tiny-random-llama"
+
+
+def sse_events(text: str) -> list[object]:
+    """The JSON payloads of an SSE body, and the final "[DONE]" marker as a string."""
+    out: list[object] = []
+    for block in text.split("\n\n"):
+        if block.startswith("data: "):
+            data = block[len("data: ") :]
+            out.append(data if data == "[DONE]" else json.loads(data))
+    return out

@@ -1,0 +1,46 @@
+"""`tracecal.serve.streaming`: streamed and non-streamed answers and confidences agree (tiny random model)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from fastapi.testclient import TestClient
+
+from tests.serve.helpers import MODEL, PROMPTS, sse_events
+from tracecal.serve import create_app
+from tracecal.serve.scoring import prefix_risks
+from tracecal.traces.trace import TraceBatch
+
+
+def test_streamed_and_non_streamed_agree(tiny_model) -> None:  # type: ignore[no-untyped-def]
+    body = {"model": MODEL, "messages": [{"role": "user", "content": PROMPTS[0]}], "max_tokens": 8}
+    with TestClient(create_app(tiny_model)) as c:
+        plain = c.post("/v1/chat/completions", json=body | {"return_trace": True}).json()["choices"][0]
+        r = c.post("/v1/chat/completions", json=body | {"stream": True, "stream_options": {"include_usage": True}})
+    assert r.status_code == 200 and r.headers["content-type"].startswith("text/event-stream")
+    events = sse_events(r.text)
+    assert events[-1] == "[DONE]" and events[0]["choices"][0]["delta"]["role"] == "assistant"  # type: ignore[index]
+    chunks = [e for e in events[1:-1] if e["choices"]]  # type: ignore[index]
+    tokens = [e for e in chunks if "risk" in e["choices"][0]]
+    text = "".join(e["choices"][0]["delta"].get("content", "") for e in chunks)
+    last = chunks[-1]["choices"][0]
+    assert text == plain["message"]["content"] and last["finish_reason"] == plain["finish_reason"]
+    conf = {k: v for k, v in plain["confidence"].items() if k != "trace"}
+    assert last["confidence"] == conf  # identical numbers, streamed or not
+    assert len(tokens) == conf["tokens"] and [e["choices"][0]["risk"]["tokens"] for e in tokens] == list(
+        range(1, conf["tokens"] + 1)
+    )
+    want = prefix_risks(
+        TraceBatch.from_lists([plain["confidence"]["trace"]["surprisal"]], [plain["confidence"]["trace"]["entropy"]])
+    )[0]
+    np.testing.assert_allclose([e["choices"][0]["risk"]["risk"] for e in tokens], want, rtol=1e-12)
+    assert events[-2]["usage"]["completion_tokens"] == conf["tokens"]  # type: ignore[index]
+
+
+def test_an_event_is_one_json_data_line() -> None:
+    from tracecal.serve.streaming import sse
+
+    assert sse({"a": "é"}) == 'data: {"a": "é"}\n\n'
+    assert sse_events(sse({"a": 1}) + "data: [DONE]\n\n") == [{"a": 1}, "[DONE]"]
+    with pytest.raises(ValueError):
+        sse({"x": float("nan")})  # never a non-JSON number on the wire

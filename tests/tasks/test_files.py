@@ -1,0 +1,86 @@
+"""The user's prompt and label files (tracecal.tasks.files)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tracecal.errors import TracecalError
+from tracecal.tasks.files import (
+    InputFileError,
+    InputFileNotFoundError,
+    jsonl_lines,
+    parse_label,
+    read_labels,
+    read_prompt_file,
+)
+
+
+def _write(tmp_path: Path, name: str, text: str) -> Path:
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_prompts_from_strings_objects_and_chats(tmp_path: Path) -> None:
+    text = '"plain"\n\n{"id": "q7", "prompt": "Hi?"}\n{"messages": [{"role": "user", "content": "Yo"}]}\n'
+    prompts, ids = read_prompt_file(_write(tmp_path, "p.jsonl", "\ufeff" + text))
+    assert prompts == ["plain", "Hi?", [{"role": "user", "content": "Yo"}]]
+    assert ids == ["0", "q7", "2"]
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ('{"prompt": "ok"}\n{not json\n', r"p.jsonl:2: invalid JSON"),
+        ('{"prompt": ""}\n', r"p.jsonl:1: expected a string or an object with a non-empty 'prompt'"),
+        ("[1, 2]\n", r"p.jsonl:1: expected a string"),
+        ("\n\n", r"p.jsonl: no prompts found"),
+    ],
+)
+def test_bad_prompt_files_name_the_line(tmp_path: Path, text: str, message: str) -> None:
+    with pytest.raises(InputFileError, match=message):
+        read_prompt_file(_write(tmp_path, "p.jsonl", text))
+
+
+def test_missing_files_are_named(tmp_path: Path) -> None:
+    for read, what in ((read_prompt_file, "prompts"), (read_labels, "labels")):
+        with pytest.raises(InputFileNotFoundError, match=f"{what} file not found: .*nope"):
+            read(tmp_path / "nope")
+    with pytest.raises(FileNotFoundError):  # the builtin it refines
+        read_labels(tmp_path)
+
+
+def test_labels_from_csv_and_jsonl(tmp_path: Path) -> None:
+    assert read_labels(_write(tmp_path, "l.csv", "id,label,note\nq0,1,x\nq1,0,y\n")) == {"q0": 1, "q1": 0}
+    jsonl = '{"id": 3, "label": true}\n{"id": "q4", "label": "0"}\n'
+    assert read_labels(_write(tmp_path, "l.jsonl", jsonl)) == {"3": 1, "q4": 0}
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "message"),
+    [
+        ("noid.csv", "answer,label\nq0,1\n", "the CSV needs the columns id and label; missing: id"),
+        ("short.csv", "id,label\nq0\n", r"short.csv:2: expected 2 fields"),
+        ("lists.jsonl", '["q0", 1]\n', 'each line must be an object {"id": ..., "label": 0 or 1}'),
+        ("badlabel.csv", "id,label\nq0,yes\n", r"badlabel.csv:2: label must be 0 or 1, got 'yes'"),
+        ("badlabel.jsonl", '{"id": "a", "label": 2}\n', r"badlabel.jsonl:1: label must be 0 or 1, got 2"),
+        ("empty.csv", "id,label\n", "no labels found"),
+    ],
+)
+def test_bad_label_files_say_what_to_fix(tmp_path: Path, name: str, text: str, message: str) -> None:
+    with pytest.raises(InputFileError, match=message):
+        read_labels(_write(tmp_path, name, text))
+
+
+def test_the_errors_are_tracecal_errors_and_builtins() -> None:
+    assert issubclass(InputFileError, TracecalError) and issubclass(InputFileError, ValueError)
+    assert issubclass(InputFileNotFoundError, TracecalError) and issubclass(InputFileNotFoundError, FileNotFoundError)
+
+
+def test_parse_label_and_jsonl_lines(tmp_path: Path) -> None:
+    assert [parse_label(v, "x") for v in (0, 1, "0", "1", True, False)] == [0, 1, 0, 1, 1, 0]
+    with pytest.raises(InputFileError, match="here: label must be 0 or 1, got 0.5"):
+        parse_label(0.5, "here")
+    assert list(jsonl_lines(_write(tmp_path, "a.jsonl", '1\n\n{"a": 2}\n'))) == [(1, 1), (3, {"a": 2})]
