@@ -29,19 +29,12 @@ import numpy as np  # noqa: E402
 
 from tracecal.backends.topk import TOPK_ESTIMATORS, topk_entropy  # noqa: E402
 from tracecal.estimators import Inputs, get_estimator  # noqa: E402
+from tracecal.estimators.baselines import PAPER_BASELINES  # noqa: E402
 from tracecal.stats.metrics import auroc  # noqa: E402
 from tracecal.traces.trace import TraceBatch  # noqa: E402
 
-SCORES = (
-    "trace",
-    "neg_mean_entropy",
-    "neg_max_entropy",
-    "neg_first3_entropy",
-    "neg_last3_entropy",
-    "neg_window_entropy",
-    "neg_entropy_var",
-    "neg_entropy_slope",
-)
+# TRACE and the entropy baselines of the paper's list (METHOD §4, 7-13): the scores a top-k entropy estimate changes
+SCORES = ("trace", *[n for n in PAPER_BASELINES if n.startswith("neg_") and "entropy" in n])
 
 
 def collect(task_name: str, n: int, store_k: int, batch_size: int, cache: Path) -> dict[str, np.ndarray]:
