@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numbers
 from collections.abc import Callable, Sequence
-from typing import Any, NamedTuple, Protocol, runtime_checkable
+from typing import Any, NamedTuple, Protocol, TypedDict, Unpack, runtime_checkable
 
 import numpy as np
 
@@ -29,6 +29,7 @@ __all__ = [
     "Backend",
     "BackendUnsupportedError",
     "GenerateArgs",
+    "GenerateOptions",
     "LocalBackend",
     "Prompt",
     "PromptTooLongError",
@@ -41,7 +42,6 @@ __all__ = [
     "decoded_prefixes",
     "local_trace",
     "name_trace",
-    "prompt_ids",
     "prompt_text",
     "stop_string_hit",
     "supports_on_step",
@@ -50,6 +50,21 @@ __all__ = [
 
 Prompt = str | list[dict[str, str]] | dict[str, Any]
 """A prompt: plain text, a list of chat messages, or a dict with ``prompt``/``messages`` (+ ``id``)."""
+
+
+class GenerateOptions(TypedDict, total=False):
+    """The keywords every backend's ``generate`` takes (each optional; the defaults are the backends')."""
+
+    top_logprobs: int
+    """k ≥ 0 alternatives stored per step (default 0: none)."""
+    stop_strings: Sequence[str]
+    """Answers end before the first of these strings (default: none)."""
+    batch_size: int | None
+    """Prompts per batch or concurrent requests (default: the backend's ``batch_size``)."""
+    ids: Sequence[str] | None
+    """One id per prompt, stored in its trace (default: the prompt's position)."""
+    progress: Callable[[int], None] | None
+    """Called with the number of prompts finished since the last call."""
 
 
 @runtime_checkable
@@ -81,20 +96,12 @@ class Backend(Protocol):
         ...
 
     def generate(
-        self,
-        prompts: Sequence[Prompt],
-        max_new_tokens: int = 32,
-        *,
-        top_logprobs: int = 0,
-        stop_strings: Sequence[str] = (),
-        batch_size: int | None = None,
-        ids: Sequence[str] | None = None,
-        progress: Callable[[int], None] | None = None,
+        self, prompts: Sequence[Prompt], max_new_tokens: int = 32, **options: Unpack[GenerateOptions]
     ) -> list[Trace]:
-        """Decode one answer per prompt and return its trace (same order as ``prompts``). Every backend takes these
-        keywords (``ids`` are stored in the traces); backends take more (the HF backend's sampling keywords), and one
-        that reports each decoding step takes ``on_step`` (HF: `tracecal.backends.recorder.StepHook`), which callers
-        check for with :func:`supports_on_step`."""
+        """Decode one answer per prompt and return its trace (same order as ``prompts``). Every backend takes the
+        keywords of `GenerateOptions`; backends take more (the HF backend's sampling keywords), and one that reports
+        each decoding step takes ``on_step`` (HF: `tracecal.backends.recorder.StepHook`), which callers check for
+        with :func:`supports_on_step`."""
         ...
 
     def beam_scores(self, prompts: Sequence[Prompt], num_beams: int = 5, max_new_tokens: int = 32) -> np.ndarray:
@@ -258,29 +265,6 @@ def char_offsets(prefix_texts: Sequence[str], text: str) -> tuple[np.ndarray, li
     starts = np.maximum.accumulate(starts)
     strings = [text[starts[i] : starts[i + 1]] for i in range(T)]
     return starts[:T], strings
-
-
-def prompt_ids(tokenizer: Any, prompt: Prompt, chat: bool, system_prompt: str | None = None) -> list[int]:
-    """The token ids fed to the model for ``prompt``, the one chat-template path of every local backend
-    (`HFModel.encode_prompt` and the llama.cpp backend call it, so both feed the model the same ids).
-    A dict with ``prompt_ids`` is taken as already encoded; message lists (and plain strings when ``chat``)
-    go through the tokenizer's chat template with the generation prompt; plain text otherwise."""
-    if isinstance(prompt, dict) and prompt.get("prompt_ids") is not None:
-        return [int(i) for i in prompt["prompt_ids"]]
-    if isinstance(prompt, dict):
-        prompt = prompt.get("messages") or prompt.get("prompt") or ""
-    if isinstance(prompt, list):
-        messages = list(prompt)
-    elif chat:
-        messages = [{"role": "user", "content": prompt}]
-    else:
-        return list(tokenizer(prompt, add_special_tokens=True)["input_ids"])
-    if system_prompt and messages[0].get("role") != "system":
-        messages = [{"role": "system", "content": system_prompt}, *messages]
-    ids = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
-    if hasattr(ids, "keys"):
-        ids = ids["input_ids"]
-    return [int(i) for i in ids]
 
 
 def prompt_text(prompt: Prompt) -> str:

@@ -22,7 +22,6 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, LogitsProcessorLis
 from tracecal.backends.base import (
     Prompt,
     check_generate_args,
-    check_positive_int,
     decoded_prefixes,
     local_trace,
     name_trace,
@@ -36,7 +35,6 @@ from tracecal.backends.defaults import (
     gguf_checkpoint,
     named_gguf_path,
     named_models_hint,
-    tokenizer_stop_ids,
     torch_dtype,
 )
 from tracecal.backends.hf_passes import HFForwardPasses
@@ -93,15 +91,10 @@ class HFModel(HFForwardPasses):
         batch_size: int = 16,
     ) -> None:
         self.model = model.eval()
-        self.tokenizer = tokenizer
-        self.model_id = model_id
-        self.chat = bool(getattr(tokenizer, "chat_template", None)) if chat is None else chat
-        self.system_prompt = system_prompt
-        self.batch_size = check_positive_int(batch_size, "batch_size")
         if tokenizer.pad_token_id is None:
             tokenizer.pad_token = tokenizer.eos_token
         self.pad_id = int(tokenizer.pad_token_id)
-        self.stop_ids = self._stop_token_ids()
+        super().__init__(tokenizer, model_id, chat, system_prompt, batch_size)
 
     # ------------------------------------------------------------------ loading
     @classmethod
@@ -151,9 +144,9 @@ class HFModel(HFForwardPasses):
         """Rows of the output embedding (the size of the distribution H_t is computed over)."""
         return int(self.model.get_output_embeddings().weight.shape[0])
 
-    def _stop_token_ids(self) -> list[int]:
+    def _model_eos_ids(self) -> list[int]:
         eos = self.model.generation_config.eos_token_id
-        return tokenizer_stop_ids(self.tokenizer, [] if eos is None else [eos] if isinstance(eos, int) else eos)
+        return [] if eos is None else [eos] if isinstance(eos, int) else list(eos)
 
     # ------------------------------------------------------------------ generation
     def generate(

@@ -21,14 +21,14 @@ from tracecal.backends.base import (
     check_positive_int,
     check_prompt_lengths,
     check_prompts,
-    prompt_ids,
 )
+from tracecal.backends.prompting import TokenizerBackend
 from tracecal.backends.recorder import output_cache
 
 __all__ = ["HFForwardPasses"]
 
 
-class HFForwardPasses:
+class HFForwardPasses(TokenizerBackend):
     """Forward passes over a loaded causal LM (a mixin: ``HFModel`` provides the attributes below)."""
 
     model: Any
@@ -56,13 +56,6 @@ class HFForwardPasses:
         """``max_position_embeddings`` (or ``n_positions``) of the model config; 2048 if neither is set."""
         cfg = self.model.config
         return int(getattr(cfg, "max_position_embeddings", None) or getattr(cfg, "n_positions", None) or 2048)
-
-    def encode_prompt(self, prompt: Prompt) -> list[int]:
-        """The exact ids fed to the model: chat template for chat models, plain text otherwise.
-
-        A dict with ``prompt_ids`` is taken as already encoded (e.g. to re-run a stored trace's prompt).
-        """
-        return prompt_ids(self.tokenizer, prompt, self.chat, self.system_prompt)
 
     def left_pad(self, seqs: Sequence[Sequence[int]]) -> tuple[torch.Tensor, torch.Tensor]:
         """(input_ids, attention_mask) of token-id lists, left padded with ``pad_id`` to the longest, on ``device``."""

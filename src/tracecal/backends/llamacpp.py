@@ -37,7 +37,6 @@ from tracecal.backends.base import (
     decoded_prefixes,
     local_trace,
     name_trace,
-    prompt_ids,
     stop_string_hit,
 )
 from tracecal.backends.defaults import (
@@ -45,8 +44,8 @@ from tracecal.backends.defaults import (
     NAMED_MODELS,
     gguf_checkpoint,
     named_gguf_path,
-    tokenizer_stop_ids,
 )
+from tracecal.backends.prompting import TokenizerBackend
 from tracecal.errors import TracecalError, ValidationError
 from tracecal.traces.trace import Trace
 
@@ -56,7 +55,6 @@ __all__ = [
     "import_llama_cpp",
     "llama_model_params",
     "logits_stats",
-    "prompt_ids",
 ]
 
 
@@ -110,7 +108,7 @@ def import_llama_cpp() -> Any:
     return llama_cpp
 
 
-class LlamaCppModel:
+class LlamaCppModel(TokenizerBackend):
     """A GGUF model run in-process by llama.cpp that returns `Trace` objects (a :class:`Backend`).
 
     Args:
@@ -124,6 +122,8 @@ class LlamaCppModel:
             server does; changes no number unless the model was loaded with ``extra_buffers``).
     """
 
+    # The same constructor keywords as HFModel's, on purpose (`load_model` passes one set to either backend);
+    # what they set is shared in `TokenizerBackend.__init__`, only the signatures repeat (`duplicates` lists them).
     def __init__(
         self,
         llm: Any,
@@ -135,14 +135,9 @@ class LlamaCppModel:
         reuse_prefix: bool = True,
     ) -> None:
         self.llm = llm
-        self.tokenizer = tokenizer
-        self.model_id = model_id
-        self.chat = bool(getattr(tokenizer, "chat_template", None)) if chat is None else chat
-        self.system_prompt = system_prompt
-        self.batch_size = check_positive_int(batch_size, "batch_size")
         self.reuse_prefix = reuse_prefix
         self._lib = import_llama_cpp()
-        self.stop_ids = self._stop_token_ids()
+        super().__init__(tokenizer, model_id, chat, system_prompt, batch_size)
         self._stop_set = frozenset(self.stop_ids)
 
     # ------------------------------------------------------------------ loading
@@ -206,14 +201,10 @@ class LlamaCppModel:
         """The llama.cpp context (``n_ctx``): prompt + answer tokens must fit."""
         return int(self.llm.n_ctx())
 
-    def _stop_token_ids(self) -> list[int]:
-        """The HF backend's stop set: the tokenizer's EOS, end-of-turn tokens of the vocabulary, the GGUF's EOS."""
+    def _model_eos_ids(self) -> list[int]:
+        """The GGUF's EOS id (the rest of the stop set is the HF backend's, `TokenizerBackend._stop_token_ids`)."""
         eos = int(self.llm.token_eos())
-        return tokenizer_stop_ids(self.tokenizer, [eos] if eos >= 0 else [])
-
-    def encode_prompt(self, prompt: Prompt) -> list[int]:
-        """The exact ids fed to llama.cpp: the HF backend's chat template / tokenizer (:func:`prompt_ids`)."""
-        return prompt_ids(self.tokenizer, prompt, self.chat, self.system_prompt)
+        return [eos] if eos >= 0 else []
 
     def _check_length(self, prompt_ids: list[list[int]], max_new_tokens: int) -> None:
         ctx = self.context_length

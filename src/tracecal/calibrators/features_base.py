@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 import warnings
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, ClassVar, TypeGuard
 
 import numpy as np
@@ -47,6 +48,8 @@ __all__ = [
     "PENALTIES",
     "TraceFeatureCalibrator",
     "LinearTraceCalibrator",
+    "FeatureParams",
+    "PARAMS",
     "is_traces",
     "fit_labels",
     "finite_fit_rows",
@@ -260,18 +263,36 @@ class TraceFeatureCalibrator(Calibrator):
         self._set_model_state(state)
 
 
-class LinearTraceCalibrator(TraceFeatureCalibrator):
+PARAMS = dataclass(eq=False, repr=False, kw_only=True)
+"""The decorator that writes a calibrator's ``__init__`` from its annotated parameters: keyword-only, each stored
+as given (sklearn's rule: validation happens in ``fit``), no ``__eq__`` and sklearn's ``__repr__``."""
+
+
+@PARAMS
+class FeatureParams:
+    """TRACE+'s feature parameters (`tracecal.signals.features`), one definition for the calibrators built on them.
+
+    Args:
+        lams: decay rates λ > 0 of the decayed entropy / surprisal confidences (paper: 2 and 4).
+        first_k: k ≥ 1 of the first-k entropy confidence (paper: 3).
+        kernel: decay kernel name (see `tracecal.signals.operators.KERNELS`).
+        seq_likelihood: add min p, geometric-mean p and the low-probability rate (ablation).
+        low_prob_threshold: p in (0, 1) below which a token counts as low-probability (our choice 0.5).
+    """
+
+    lams: Sequence[float] = (2.0, 4.0)
+    first_k: int = 3
+    kernel: str = "exp"
+    seq_likelihood: bool = False
+    low_prob_threshold: float = 0.5
+
+
+class LinearTraceCalibrator(TraceFeatureCalibrator, FeatureParams):
     """A logistic model on the kept standardised columns, P(correct) = σ(b + wᵀ·z): ``coef_`` (w), ``intercept_``
-    (b); with TRACE+'s feature parameters ``lams``, ``first_k``, ``kernel``, ``seq_likelihood`` and
-    ``low_prob_threshold`` (`tracecal.signals.features`)."""
+    (b); with TRACE+'s feature parameters (`FeatureParams`)."""
 
     coef_: np.ndarray
     intercept_: float
-    lams: Sequence[float]
-    first_k: int
-    kernel: str
-    seq_likelihood: bool
-    low_prob_threshold: float
 
     def _feature_args(self) -> tuple[tuple[float, ...], int, str, bool, float]:
         self._check_params()

@@ -18,7 +18,7 @@ wrong format or version, missing keys, inconsistent lengths or invalid values is
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any, ClassVar
 
 import numpy as np
@@ -26,11 +26,12 @@ from sklearn.linear_model import LogisticRegression
 
 from tracecal._validation import Interval
 from tracecal.calibrators.base import CalibratorFileError, ParamConstraint, json_array, json_float
-from tracecal.calibrators.features_base import FEATURE_CONSTRAINTS, LinearTraceCalibrator, Traces, logit
+from tracecal.calibrators.features_base import FEATURE_CONSTRAINTS, PARAMS, LinearTraceCalibrator, Traces, logit
 
 __all__ = ["TracePlus"]
 
 
+@PARAMS
 class TracePlus(LinearTraceCalibrator):
     """Logistic calibrator on the TRACE+ features.
 
@@ -76,21 +77,7 @@ class TracePlus(LinearTraceCalibrator):
     _TUPLE_PARAMS: ClassVar[tuple[str, ...]] = ("lams",)
     _LEGACY_TAIL: ClassVar[bool] = True
 
-    def __init__(
-        self,
-        C: float = 1.0,
-        lams: Sequence[float] = (2.0, 4.0),
-        first_k: int = 3,
-        kernel: str = "exp",
-        seq_likelihood: bool = False,
-        low_prob_threshold: float = 0.5,
-    ) -> None:
-        self.C = C
-        self.lams = lams
-        self.first_k = first_k
-        self.kernel = kernel
-        self.seq_likelihood = seq_likelihood
-        self.low_prob_threshold = low_prob_threshold
+    C: float = 1.0
 
     # ------------------------------------------------------------------ features
     def trace_feature_names(self) -> list[str]:

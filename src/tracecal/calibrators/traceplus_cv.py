@@ -42,7 +42,7 @@ from sklearn.model_selection import RepeatedStratifiedKFold
 
 from tracecal._validation import Interval, Options
 from tracecal.calibrators.base import CalibratorFileError, Flag, ListOf, ParamConstraint, json_array, json_float
-from tracecal.calibrators.features_base import PENALTIES, TraceFeatureCalibrator, Traces, logit, penalty_json
+from tracecal.calibrators.features_base import PARAMS, PENALTIES, TraceFeatureCalibrator, Traces, logit, penalty_json
 from tracecal.calibrators.logistic import DEFAULT_PENALTIES, batched_platt, log_loss, one_se_index, penalised_logistic
 from tracecal.signals.features import feature_names, trace_plus_features
 from tracecal.signals.operators import as_batch, trace_confidence
@@ -67,6 +67,7 @@ def _finite_or_none(a: np.ndarray) -> list[float | None]:
     return [float(v) if math.isfinite(v) else None for v in a]
 
 
+@PARAMS
 class TracePlusCV(TraceFeatureCalibrator):
     """A cross-validated mixture of Platt-scaled single trace statistics, with an L2-shrunk extension on TRACE+'s
     features when CV favours it (see the module docstring).
@@ -116,31 +117,17 @@ class TracePlusCV(TraceFeatureCalibrator):
     )
     _TUPLE_PARAMS: ClassVar[tuple[str, ...]] = ("penalties", "statistics")
 
-    def __init__(
-        self,
-        statistics: Sequence[str] = DEFAULT_STATISTICS,
-        consensus: bool = True,
-        default_anchor: str = CONSENSUS,
-        penalties: Sequence[float] = DEFAULT_PENALTIES,
-        combine: str = "bma",
-        monotone: bool = False,
-        n_folds: int = 5,
-        n_repeats: int = 3,
-        min_per_class: int = 5,
-        one_se: bool = True,
-        random_state: int = 0,
-    ) -> None:
-        self.statistics = statistics
-        self.consensus = consensus
-        self.default_anchor = default_anchor
-        self.penalties = penalties
-        self.combine = combine
-        self.monotone = monotone
-        self.n_folds = n_folds
-        self.n_repeats = n_repeats
-        self.min_per_class = min_per_class
-        self.one_se = one_se
-        self.random_state = random_state
+    statistics: Sequence[str] = DEFAULT_STATISTICS
+    consensus: bool = True
+    default_anchor: str = CONSENSUS
+    penalties: Sequence[float] = DEFAULT_PENALTIES
+    combine: str = "bma"
+    monotone: bool = False
+    n_folds: int = 5
+    n_repeats: int = 3
+    min_per_class: int = 5
+    one_se: bool = True
+    random_state: int = 0
 
     def _check_params(self) -> None:
         """The declared constraints, then the one that depends on two parameters: the default anchor must be a

@@ -47,6 +47,7 @@ from tracecal._validation import Interval
 from tracecal.calibrators.base import CalibratorFileError, Flag, ParamConstraint, json_array, json_float
 from tracecal.calibrators.features_base import (
     FEATURE_CONSTRAINTS,
+    PARAMS,
     PENALTIES,
     LinearTraceCalibrator,
     Traces,
@@ -70,6 +71,7 @@ def _penalty_from_json(v: Any, what: str) -> float:
     return json_float(v, what, 0.0, open_lo=True)
 
 
+@PARAMS
 class TracePlusPrior(LinearTraceCalibrator):
     """Logistic deviations from Platt(TRACE) on the TRACE+ features (see the module docstring).
 
@@ -102,31 +104,12 @@ class TracePlusPrior(LinearTraceCalibrator):
     _MODEL_KEYS: ClassVar[tuple[str, ...]] = ("weights", "bias", "prior_weights", "prior_bias", "penalty", "cv_loss")
     _TUPLE_PARAMS: ClassVar[tuple[str, ...]] = ("penalties", "lams")
 
-    def __init__(
-        self,
-        penalties: Sequence[float] = DEFAULT_PENALTIES,
-        n_folds: int = 5,
-        min_per_fold: int = 2,
-        one_se: bool = True,
-        monotone: bool = False,
-        lams: Sequence[float] = (2.0, 4.0),
-        first_k: int = 3,
-        kernel: str = "exp",
-        seq_likelihood: bool = False,
-        low_prob_threshold: float = 0.5,
-        random_state: int = 0,
-    ) -> None:
-        self.penalties = penalties
-        self.n_folds = n_folds
-        self.min_per_fold = min_per_fold
-        self.one_se = one_se
-        self.monotone = monotone
-        self.lams = lams
-        self.first_k = first_k
-        self.kernel = kernel
-        self.seq_likelihood = seq_likelihood
-        self.low_prob_threshold = low_prob_threshold
-        self.random_state = random_state
+    penalties: Sequence[float] = DEFAULT_PENALTIES
+    n_folds: int = 5
+    min_per_fold: int = 2
+    one_se: bool = True
+    monotone: bool = False
+    random_state: int = 0
 
     def trace_feature_names(self) -> list[str]:
         """Column names of `matrix` with the current parameters: the prior's score, then TRACE+'s features."""

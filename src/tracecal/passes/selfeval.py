@@ -180,6 +180,8 @@ def number_distribution(
     return probs, mass
 
 
+# The same inputs as `p_true`, on purpose: the two self-evaluation readings of the same (question, answer) pairs,
+# called side by side by the passes and SECL; their shared prompt building is `_paired_prompts`.
 def verbalized_confidence(
     lm: LocalBackend,
     questions: Sequence[str],

@@ -15,7 +15,8 @@ from typing import Any, TypedDict
 
 from fastapi import Request
 
-from tracecal.backends.base import BackendUnsupportedError, PromptTooLongError, prompt_ids
+from tracecal.backends.base import BackendUnsupportedError, PromptTooLongError
+from tracecal.backends.prompting import prompt_ids
 from tracecal.serve.batching import Batcher, Job
 from tracecal.serve.config import ServeConfig
 from tracecal.serve.drift import DriftMonitor
