@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -53,10 +55,148 @@ def test_contradicting_options_are_refused(over: dict[str, Any], message: str) -
 
 def test_abstain_from_refuses_a_threshold_given_twice(tmp_path) -> None:  # type: ignore[no-untyped-def]
     with pytest.raises(ValidationError, match="not both"):
-        _abstain_from(tmp_path / "s.json", None, 0.5, None, "auto", None, "hf")
-    assert _abstain_from(None, None, 0.5, None, "auto", None, "hf") == {}
+        _abstain_from(tmp_path / "s.json", None, 0.5)
+    assert _abstain_from(None, None, 0.5) == {}
 
 
 def test_a_bad_limit_exits_2_with_one_line() -> None:
     r = CliRunner().invoke(app, ["serve", "--max-queue", "0", "--no-model"])
     assert r.exit_code == 2 and r.output.startswith("error: ") and r.output.count("\n") == 1, r.output
+
+
+# ---------------------------------------------------------------------------------------- provenance
+
+
+@pytest.fixture(scope="module")
+def fitted(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """A calibrator fitted by `tracecal fit-calibrator` on traces of 'qwen2.5-coder-1.5b' in bfloat16, and a
+    selective.json of a synthetic run ('synthetic', float32) copied away from its run (the usual deployment)."""
+    import shutil
+
+    import numpy as np
+
+    from tracecal.analysis.selective import run_selective
+    from tracecal.testing import write_synthetic_run
+    from tracecal.traces.io import save_traces
+    from tracecal.traces.trace import Trace
+
+    d = tmp_path_factory.mktemp("prov")
+    rng = np.random.default_rng(0)
+    traces = [
+        Trace(
+            text="a b",
+            token_ids=[1, 2],
+            surprisal=rng.random(2),
+            entropy=rng.random(2),
+            model_id="qwen2.5-coder-1.5b",
+            decoding={"dtype": "bfloat16"},
+            id=f"q{i}",
+        )
+        for i in range(30)
+    ]
+    save_traces(traces, d / "traces.parquet")
+    (d / "labels.csv").write_text("id,label\n" + "".join(f"q{i},{i % 2}\n" for i in range(30)))
+    r = CliRunner().invoke(
+        app,
+        ["fit-calibrator", str(d / "traces.parquet"), "--labels", str(d / "labels.csv"), "--out", str(d / "cal.json")],
+    )
+    assert r.exit_code == 0, r.output
+    run = write_synthetic_run(d / "run", tasks=("triviaqa",), n_per_task=300)
+    doc = run_selective(run, alpha=0.5, delta=0.1, estimators=["trace"], n_splits=2)
+    doc["tasks"]["triviaqa"]["trace"]["deploy"]["threshold"] = 0.3
+    (d / "deployed").mkdir()
+    (d / "deployed" / "selective.json").write_text(json.dumps(doc))
+    shutil.copy(d / "cal.json", d / "deployed" / "cal.json")
+    return {"dir": d, "doc": doc}
+
+
+def test_the_files_carry_their_own_provenance(fitted: dict[str, Any]) -> None:
+    from tracecal.version import __version__
+
+    d = fitted["dir"]
+    cal = json.loads((d / "cal.json").read_text())["provenance"]
+    assert cal == {
+        "model": "qwen2.5-coder-1.5b",
+        "dtype": "bfloat16",
+        "tracecal": __version__,
+        "run": str(d / "traces.parquet"),
+    }
+    sel = fitted["doc"]["provenance"]
+    assert sel["model"] == "synthetic" and sel["dtype"] in ("float32", "bfloat16") and sel["run"] == str(d / "run")
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (
+            ["--calibrator", "{d}/deployed/cal.json"],
+            "was made on answers of 'qwen2.5-coder-1.5b'; this server serves 'smollm2-135m-instruct'",
+        ),
+        (
+            ["--calibrator", "{d}/deployed/cal.json", "--model", "qwen2.5-coder-1.5b"],
+            "was made on bfloat16 answers; this server's weights are float32",
+        ),
+        (
+            ["--abstain-from", "{d}/deployed/selective.json"],
+            "was made on answers of 'synthetic'; this server serves 'smollm2-135m-instruct'",
+        ),
+        (["--abstain-from", "{d}/deployed/selective.json", "--backend", "llamacpp"], "answers of 'synthetic'"),
+    ],
+)
+def test_a_file_made_on_another_model_or_dtype_is_refused_wherever_it_lies(
+    fitted: dict[str, Any], args: list[str], message: str
+) -> None:
+    """No config.json lies beside the copies: the files' own records name the model (and dtype) they hold for."""
+    import torch
+
+    if "float32" in message and torch.cuda.is_available():
+        pytest.skip("--dtype auto is bfloat16 with a GPU")
+    r = CliRunner().invoke(app, ["serve", *[a.format(d=fitted["dir"]) for a in args]])
+    out = " ".join(r.output.split())
+    assert r.exit_code == 2 and message in out and "--allow-foreign-calibrator" in out, r.output
+    assert "Traceback" not in r.output
+
+
+def test_the_override_serves_a_foreign_file_with_a_warning(fitted: dict[str, Any], monkeypatch, capsys) -> None:  # type: ignore[no-untyped-def]
+    import tracecal.backends
+    from tests.serve.helpers import FakeModel
+
+    monkeypatch.setattr(tracecal.backends, "load_model", lambda *a, **k: FakeModel())
+    d = fitted["dir"]
+    o = _defaults(calibrator=d / "deployed" / "cal.json", abstain_from=d / "deployed" / "selective.json")
+    with pytest.raises(ValidationError, match="answers of 'synthetic'"):
+        serve_app(o)
+    serve_app(o | {"allow_foreign_calibrator": True})
+    err = " ".join(capsys.readouterr().err.split())
+    assert err.count("served anyway (--allow-foreign-calibrator)") == 2, err
+    assert "answers of 'qwen2.5-coder-1.5b'" in err and "answers of 'synthetic'" in err
+
+
+def test_a_file_without_provenance_is_served_with_a_warning(
+    fitted: dict[str, Any], monkeypatch, capsys, tmp_path
+) -> None:  # type: ignore[no-untyped-def]
+    """Files written before provenance was kept: accepted (they cannot be checked) with a warning that says so."""
+    import tracecal.backends
+    from tests.serve.helpers import FakeModel
+
+    monkeypatch.setattr(tracecal.backends, "load_model", lambda *a, **k: FakeModel())
+    old = json.loads((fitted["dir"] / "cal.json").read_text())
+    del old["provenance"]
+    (tmp_path / "old.json").write_text(json.dumps(old))
+    doc = {k: v for k, v in fitted["doc"].items() if k != "provenance"}
+    (tmp_path / "selective.json").write_text(json.dumps(doc))
+    serve_app(_defaults(calibrator=tmp_path / "old.json", abstain_from=tmp_path / "selective.json"))
+    err = " ".join(capsys.readouterr().err.split())
+    assert err.count("records no provenance") == 2, err
+    assert serve_app(_defaults(calibrator=tmp_path / "old.json", no_model=True)) is not None  # nothing to compare
+
+
+def test_the_check_compares_only_what_both_sides_know() -> None:
+    from tracecal.cli.serve import check_provenance
+
+    rec = {"model": "m", "dtype": None, "tracecal": "0", "run": None}
+    check_provenance(Path("f.json"), rec, ("m", "bfloat16"), False)  # the file's dtype unknown
+    check_provenance(Path("f.json"), rec, None, False)  # --no-model: nothing served
+    check_provenance(Path("f.json"), rec, (None, None), False)  # an upstream of unknown name
+    with pytest.raises(ValidationError, match="f.json was made on answers of 'm'; this server serves 'n'"):
+        check_provenance(Path("f.json"), rec, ("n", None), False)

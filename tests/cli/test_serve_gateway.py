@@ -24,6 +24,12 @@ from tracecal.serve import ServeConfig, create_app
         (["--backend", "vllm"], "--backend must be hf or llamacpp"),
         (["--dtype", "int8"], "--dtype must be auto, float32, bfloat16 or float16"),
         (["--dtype", "bfloat16", "--backend", "llamacpp"], "--dtype applies to the in-process HF backend only"),
+        (["--port", "70000"], "--port must be a whole number in [1, 65535], got 70000"),  # not an OverflowError
+        (["--port", "0"], "--port must be a whole number in [1, 65535], got 0"),
+        (["--port", "-1"], "--port must be a whole number in [1, 65535], got -1"),
+        (["--port", "80.5"], "Invalid value for '--port'"),
+        (["--vocab-size", "1"], "--vocab-size must be a whole number ≥ 2, got 1"),
+        (["--top-logprobs", "0"], "--top-logprobs must be a whole number ≥ 1, got 0"),
     ],
 )
 def test_serve_command_refuses_bad_options_with_a_message(args: list[str], message: str) -> None:
@@ -59,7 +65,7 @@ def test_the_abstain_threshold_can_come_from_tracecal_selective(selective_file, 
     info = deployed_threshold(path, "trace", "triviaqa")
     want = json.loads(path.read_text())["tasks"]["triviaqa"]["trace"]["deploy"]["threshold"]
     assert info["threshold"] == want == 0.3 and info["model"] == "synthetic" and info["alpha"] == 0.4
-    settings = _abstain_from(path, "triviaqa", None, "synthetic", "auto", None, "hf")
+    settings = _abstain_from(path, "triviaqa", None, ("synthetic", None))
     assert settings["abstain_below"] == want and settings["abstain_on"] == "c_trace"
     with TestClient(create_app(fake, calibrator, ServeConfig(**settings))) as c:
         conf = c.post("/v1/chat/completions", json=CHAT).json()["choices"][0]["confidence"]

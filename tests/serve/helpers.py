@@ -73,3 +73,17 @@ def sse_events(text: str) -> list[object]:
             data = block[len("data: ") :]
             out.append(data if data == "[DONE]" else json.loads(data))
     return out
+
+
+class TokenizedModel(FakeModel):
+    """`FakeModel` with a real tokenizer: the gateway encodes prompts with `prompt_ids` (chat template), and
+    ``seen`` holds the ids the backend would have decoded from."""
+
+    def __init__(self, tokenizer) -> None:  # type: ignore[no-untyped-def]
+        super().__init__()
+        self.tokenizer = tokenizer
+
+    def encode_prompt(self, prompt):  # type: ignore[no-untyped-def]
+        from tracecal.backends.prompting import prompt_ids
+
+        return prompt_ids(self.tokenizer, prompt, chat=True)

@@ -32,11 +32,31 @@ def test_score_matches_library(client: TestClient) -> None:
         ({"surprisal": "x"}, "surprisal: Input should be a valid list"),
         ({"surprisal": [[0.1]]}, "entropy: Field required"),
         ({"surprisal": [[0.1]], "entropy": [[0.1]], "extra": 1}, "extra: Extra inputs are not permitted"),
+        ({"surprisal": [[1e308]], "entropy": [[0.1]]}, "surprisal.0.0: Input should be less than or equal to 10000"),
+        ({"surprisal": [[0.1]], "entropy": [[0.1, 1e300]]}, "entropy.0.1: Input should be less than or equal to 10000"),
     ],
 )
 def test_score_rejects_bad_input(client: TestClient, body: dict, message: str) -> None:
     r = client.post("/score", json=body)
     assert r.status_code == 422 and message in error_messages(r), error_messages(r)
+
+
+def test_score_at_the_largest_accepted_value_is_a_number_without_warnings(client: TestClient) -> None:
+    """Up to `MAX_TOKEN_NATS` every operator and the calibrator stay finite: numbers, no overflow warning."""
+    import warnings
+
+    from tracecal.traces.segments import MAX_TOKEN_NATS
+
+    body = {
+        "surprisal": [[MAX_TOKEN_NATS] * 300, [0.1, MAX_TOKEN_NATS]],
+        "entropy": [[MAX_TOKEN_NATS] * 300, [MAX_TOKEN_NATS, 0.0]],
+    }
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        r = client.post("/score", json=body)
+    assert r.status_code == 200, r.text
+    out = r.json()
+    assert all(isinstance(x, float) and 0 <= x <= 1 for x in out["trace_confidence"] + out["trace_plus"]), out
 
 
 def test_score_rejects_non_finite_numbers_as_json(client: TestClient) -> None:
@@ -64,6 +84,7 @@ def test_health_and_metrics(fake: FakeModel, calibrator, tmp_path) -> None:  # t
             "kind": "TracePlus",
             "path": str(path.resolve()),
             "sha256": hashlib.sha256(path.read_bytes()).hexdigest(),
+            "provenance": None,  # fitted here, on no model's recorded answers
         }
         m = c.get("/metrics")
         assert m.headers["content-type"].startswith("text/plain")

@@ -98,3 +98,51 @@ def test_the_request_models_read_their_fields() -> None:
         else:
             raise AssertionError(name)
     assert ScoreRequest(surprisal=[[0.1], []], entropy=[[0.2], []]).surprisal == [[0.1], []]
+
+
+SURROGATE = "\\ud800"  # a JSON escape of a lone (high) surrogate: json.loads accepts it, UTF-8 cannot encode it
+
+
+LONE = "lone surrogate"
+
+
+@pytest.mark.parametrize(
+    ("path", "raw", "param", "message"),
+    [
+        ("/v1/chat/completions", '"messages": [{"role": "user", "content": "a%sb"}]', "messages[0].content", LONE),
+        (
+            "/v1/chat/completions",
+            '"messages": [{"role": "user", "content": [{"type": "text", "text": "%s"}]}]',
+            "messages[0].content",
+            LONE,
+        ),
+        ("/v1/chat/completions", '"messages": [{"role": "user", "content": "hi", "name": "%s"}]', "name", LONE),
+        ("/v1/chat/completions", '"messages": [{"role": "user", "content": "hi"}], "stop": ["%s"]', "stop", LONE),
+        ("/v1/completions", '"prompt": "%s"', "prompt", LONE),
+        ("/v1/completions", '"prompt": ["ok", "%s"]', "prompt", LONE),
+        ("/v1/completions", '"prompt": "ok", "user": "%s"', "user", LONE),
+        ("/v1/completions", '"prompt": "ok", "%s": 1', None, "unable to parse raw data as a unicode string"),
+    ],
+)
+def test_a_lone_surrogate_is_a_400_naming_the_field(
+    client: TestClient, path: str, raw: str, param: str | None, message: str
+) -> None:
+    body = '{"model": "fake", "max_tokens": 2, ' + raw % SURROGATE + "}"
+    r = client.post(path, content=body.encode(), headers={"content-type": "application/json"})
+    assert r.status_code == 400, r.text
+    err = r.json()["error"]
+    assert (param is None or param in (err["param"] or "")) and message in err["message"], err
+    assert client.post("/v1/chat/completions", json=CHAT).status_code == 200  # still serving
+
+
+def test_an_error_that_echoes_a_lone_surrogate_can_still_be_sent() -> None:
+    from tracecal.serve.errors import error_body, printable, validation_detail
+
+    assert printable("a\ud800b") == "a\\ud800b" and printable("ünï") == "ünï"
+    assert error_body("bad \ud800", "t", "x\udfff")["error"] == {
+        "message": "bad \\ud800",
+        "type": "t",
+        "param": "x\\udfff",
+        "code": None,
+    }
+    assert validation_detail([{"loc": ("body", "\ud800"), "msg": "m\ud800"}])[0]["loc"] == ["body", "\\ud800"]

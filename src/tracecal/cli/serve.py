@@ -2,6 +2,13 @@
 
 Every limit is an option with a sane default (`tracecal.serve.config.ServeConfig`); bad values exit with a
 message and status 2, never a traceback.
+
+A ``--calibrator`` or ``--abstain-from`` file holds for one model's answers: its own provenance record
+(`tracecal.traces.provenance`) names the model and weight dtype, and a file made on another model or dtype than
+the one served is refused at start-up (``--allow-foreign-calibrator`` serves it anyway, with a warning). A file
+without a record (written before tracecal kept one) is served with a warning; for an ``--abstain-from`` file the
+run's ``config.json`` beside it, where there is one, stands in. Behind ``--upstream`` the model compared is
+``--upstream-model`` (when given) and no dtype; with ``--no-model`` nothing is served to compare with.
 """
 
 from __future__ import annotations
@@ -12,10 +19,10 @@ from typing import Annotated, Any
 import typer
 
 from tracecal._validation import Interval
-from tracecal.cli.common import check_option, user_errors
+from tracecal.cli.common import check_option, note, user_errors
 from tracecal.errors import ValidationError
 
-__all__ = ["serve_command"]
+__all__ = ["check_provenance", "serve_command"]
 
 #: The options that are `ServeConfig` fields of the same name (the abstain_* fields come from `_abstain_from`).
 CONFIG_OPTIONS = (
@@ -40,6 +47,14 @@ CONFIG_OPTIONS = (
     "drift_direction",
 )
 DTYPES = ("auto", "float32", "bfloat16", "float16")
+#: The values of the options that are not `ServeConfig` fields (checked before anything is loaded).
+OPTION_CONSTRAINTS = {
+    "--port": ("port", Interval(int, 1, 65535)),
+    "--threads": ("threads", Interval(int, 1, None)),
+    "--vocab-size": ("vocab_size", Interval(int, 2, None)),
+    "--top-logprobs": ("top_logprobs", Interval(int, 1, None)),
+}
+FOREIGN = "--allow-foreign-calibrator"
 
 
 @user_errors
@@ -84,6 +99,10 @@ def serve_command(
     drift_threshold: Annotated[float, typer.Option(help="Page-Hinkley alarm threshold λ (sd units)")] = 8.0,
     drift_min_samples: Annotated[int, typer.Option(help="answers in the detector's reference window")] = 20,
     drift_direction: Annotated[str, typer.Option(help="both | up | down")] = "both",
+    allow_foreign_calibrator: Annotated[
+        bool,
+        typer.Option(FOREIGN, help="serve a --calibrator / --abstain-from file made on another model or dtype (warns)"),
+    ] = False,
 ) -> None:
     """Run the OpenAI-compatible confidence gateway: /v1/chat/completions, /v1/completions, /v1/models, /score,
     /health, /metrics (docs/gateway.md)."""
@@ -94,8 +113,10 @@ def serve_command(
 
 
 def _check_backend_options(o: dict[str, Any]) -> None:
-    """Refuse options that contradict each other or name no backend (before any model or server is touched)."""
-    check_option("--threads", o["threads"], Interval(int, 1, None))
+    """Refuse options that contradict each other, name no backend or have values outside their range (before any
+    model or server is touched)."""
+    for flag, (name, constraint) in OPTION_CONSTRAINTS.items():
+        check_option(flag, o[name], constraint)
     if o["upstream"] and (o["no_model"] or o["model"]):
         raise ValidationError("--upstream proxies a server: leave out --model and --no-model")
     if o["backend"] not in ("hf", "llamacpp"):
@@ -111,32 +132,63 @@ def serve_app(o: dict[str, Any]) -> Any:
     (with the ``--abstain-from`` threshold), the calibrator and the backend(s)."""
     from tracecal.serve.config import ServeConfig
 
+    _check_backend_options(o)
     below = o["abstain_below"]
-    abstain = _abstain_from(
-        o["abstain_from"], o["abstain_task"], below, o["model"], o["dtype"], o["upstream"], o["backend"]
-    )
+    abstain = _abstain_from(o["abstain_from"], o["abstain_task"], below, _served(o), o["allow_foreign_calibrator"])
     cfg = ServeConfig(
         **{k: o[k] for k in CONFIG_OPTIONS},
         abstain_below=abstain.get("abstain_below", below),
         abstain_on=abstain.get("abstain_on", "auto"),
         abstain_source=abstain.get("abstain_source"),
     )
-    _check_backend_options(o)
     return _build_app(cfg, o)
+
+
+def _served(o: dict[str, Any]) -> tuple[str | None, str | None] | None:
+    """(model, weight dtype) this server will answer with, as answers record them (None: unknown); None with
+    ``--no-model``. In-process: the model's name or path and, for HF, the dtype ``--dtype`` resolves to."""
+    if o["no_model"]:
+        return None
+    if o["upstream"]:
+        return o["upstream_model"], None
+    from tracecal.backends.defaults import DEFAULT_MODEL
+    from tracecal.evaluation.config import resolve_dtype
+
+    return o["model"] or DEFAULT_MODEL, resolve_dtype(o["dtype"]) if o["backend"] == "hf" else None
+
+
+def check_provenance(
+    path: Path, record: dict[str, Any] | None, served: tuple[str | None, str | None] | None, allow: bool
+) -> None:
+    """Refuse (`ValidationError`) a file whose provenance names another model or dtype than ``served``, unless
+    ``allow``; a warning for a file without provenance or one served with ``allow``."""
+    if served is None:
+        return
+    if record is None:
+        note(f"warning: {path} records no provenance (an older tracecal wrote it): not checked against the model")
+        return
+    from tracecal.traces.provenance import mismatch
+
+    why = mismatch(record, *served)
+    if why and not allow:
+        hint = (
+            f" (add --dtype {record['dtype']})" if "server's weights" in why and record.get("dtype") in DTYPES else ""
+        )
+        raise ValidationError(f"{path} {why}{hint}; serve that model, or add {FOREIGN} to serve the file anyway")
+    if why:
+        note(f"warning: {path} {why}; served anyway ({FOREIGN}): its probabilities and guarantees do not hold")
 
 
 def _abstain_from(
     path: Path | None,
     task: str | None,
     below: float | None,
-    model: str | None,
-    dtype: str,
-    upstream: str | None,
-    backend: str,
+    served: tuple[str | None, str | None] | None = None,
+    allow_foreign: bool = False,
 ) -> dict[str, Any]:
     """ServeConfig settings for ``--abstain-from``: the `tracecal selective` threshold of the ``trace`` estimator,
-    applied to c_TRACE; refused for another model or weight dtype than the run's (the guarantee is for the answers
-    the threshold was certified on)."""
+    applied to c_TRACE; refused for another model or weight dtype than ``served`` (the guarantee is for the
+    answers the threshold was certified on: `check_provenance`)."""
     if path is None:
         if task is not None:
             raise ValidationError("--abstain-task goes with --abstain-from")
@@ -144,20 +196,12 @@ def _abstain_from(
     if below is not None:
         raise ValidationError("give --abstain-below or --abstain-from, not both")
     from tracecal.analysis.selective import deployed_threshold
-    from tracecal.backends.defaults import DEFAULT_MODEL
 
     info = deployed_threshold(path, "trace", task)
-    if not upstream:
-        run_model, served = info["model"] or DEFAULT_MODEL, model or DEFAULT_MODEL
-        if run_model != served:
-            raise ValidationError(
-                f"{path} was certified on answers of {run_model!r}; this server would load {served!r}"
-            )
-        run_dtype = info["dtype"] or "auto"
-        if backend == "hf" and run_dtype not in ("auto", "float32") and dtype != run_dtype:
-            raise ValidationError(
-                f"{path} was certified on {run_dtype} answers (the dtype changes answers): add --dtype {run_dtype}"
-            )
+    record = info.get("provenance")
+    if record is None and info.get("model"):  # an older file: the run's config.json beside it stands in
+        record = {"model": info["model"], "dtype": None if info.get("dtype") == "auto" else info.get("dtype")}
+    check_provenance(path, record, served, allow_foreign)
     source = (
         f"{info['path']} (sha256 {info['sha256'][:16]}; c_TRACE on {info['task']}, alpha={info['alpha']:g}, "
         f"delta={info['delta']:g}, chosen on {info['n_threshold']} answers)"
@@ -172,6 +216,8 @@ def _build_app(cfg: Any, o: dict[str, Any]) -> Any:
 
     calibrator = o["calibrator"]
     cal = load_calibrator(calibrator) if calibrator else None
+    if cal is not None:
+        check_provenance(calibrator, cal.provenance, _served(o), o["allow_foreign_calibrator"])
     if o["threads"]:
         import torch
 

@@ -5,8 +5,9 @@ Endpoints:
 * ``POST /v1/chat/completions``, ``POST /v1/completions``, ``GET /v1/models`` — OpenAI-compatible, each choice
   with a ``confidence`` object; streaming with the running risk (`tracecal.serve.routes`, `.streaming`).
 * ``POST /score`` — ``{"surprisal": [[…], …], "entropy": [[…], …]}`` (per-token nats, one list per answer)
-  → ``{"trace_confidence": […], "trace_plus": […] | null}``; zero-token answers give ``null``. Bad values:
-  422 with a JSON ``detail`` naming the field.
+  → ``{"trace_confidence": […], "trace_plus": […] | null}``; zero-token answers give ``null``. Bad values
+  (not a number, negative, above `tracecal.traces.segments.MAX_TOKEN_NATS`): 422 with a JSON ``detail`` naming
+  the field.
 * ``GET /health`` — model, calibrator provenance (kind, path, sha256), drift state, limits.
 * ``GET /metrics`` — Prometheus text format (`tracecal.serve.metrics`).
 

@@ -17,7 +17,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from tracecal.errors import TracecalError
 
-__all__ = ["APIError", "error_body", "install_error_handlers", "validation_detail"]
+__all__ = ["APIError", "error_body", "install_error_handlers", "printable", "validation_detail"]
 
 log = logging.getLogger("tracecal.serve")
 
@@ -59,17 +59,24 @@ class APIError(TracecalError):
         return JSONResponse(error_body(self.message, self.type, self.param, self.code), self.status, self.headers)
 
 
+def printable(text: str) -> str:
+    """``text`` with what UTF-8 cannot encode (lone surrogates a client sent, echoed in a message or a field
+    name) written as a ``\\udXXX`` escape, so that every error body can be sent."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 def error_body(message: str, type: str, param: str | None = None, code: str | None = None) -> dict[str, Any]:
-    """The OpenAI error object."""
-    return {"error": {"message": message, "type": type, "param": param, "code": code}}
+    """The OpenAI error object (message and param made `printable`)."""
+    where = None if param is None else printable(param)
+    return {"error": {"message": printable(message), "type": type, "param": where, "code": code}}
 
 
 def validation_detail(errors: Any) -> list[dict[str, Any]]:
     """pydantic's errors without the echoed input (which may be NaN, not valid JSON, or the whole body)."""
     out = []
     for e in errors:
-        msg = str(e.get("msg", "invalid value")).removeprefix("Value error, ")
-        loc = [x if isinstance(x, int | str) else str(x) for x in e.get("loc", ())]
+        msg = printable(str(e.get("msg", "invalid value")).removeprefix("Value error, "))
+        loc = [x if isinstance(x, int) else printable(str(x)) for x in e.get("loc", ())]
         out.append({"loc": loc, "msg": msg, "type": str(e.get("type", ""))})
     return out
 
@@ -118,7 +125,8 @@ def install_error_handlers(app: FastAPI) -> None:
         if request.url.path.startswith("/v1/"):
             msg = str(exc.detail) if exc.status_code != 404 else f"no such endpoint: {request.url.path}"
             return APIError(exc.status_code, msg, headers=dict(exc.headers or {})).response()
-        return JSONResponse({"detail": exc.detail}, exc.status_code, dict(exc.headers or {}))
+        detail = printable(exc.detail) if isinstance(exc.detail, str) else exc.detail
+        return JSONResponse({"detail": detail}, exc.status_code, dict(exc.headers or {}))
 
     @app.exception_handler(Exception)
     async def unexpected(request: Request, exc: Exception) -> JSONResponse:

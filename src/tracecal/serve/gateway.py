@@ -37,10 +37,12 @@ class GatewayOptions(TypedDict, total=False):
 
 
 def calibrator_info(calibrator: Any, path: str | Path | None = None) -> dict[str, Any] | None:
-    """Provenance of the loaded calibrator for /health: kind (class), file path and the file's sha256."""
+    """Provenance of the loaded calibrator for /health: kind (class), file path, the file's sha256 and the answers
+    it was fitted on (its ``provenance`` record: model, dtype, tracecal version, run; None for an older file)."""
     if calibrator is None:
         return None
-    info: dict[str, Any] = {"kind": type(calibrator).__name__, "path": None, "sha256": None}
+    record = getattr(calibrator, "provenance", None)
+    info: dict[str, Any] = {"kind": type(calibrator).__name__, "path": None, "sha256": None, "provenance": record}
     if path is not None:
         p = Path(path)
         info["path"], info["sha256"] = str(p.resolve()), hashlib.sha256(p.read_bytes()).hexdigest()
@@ -149,11 +151,14 @@ class Gateway:
             except (BackendUnsupportedError, AttributeError):
                 return None
 
-        encoded = await asyncio.to_thread(ids)
+        param = "messages" if kind == "chat" else "prompt"
+        try:
+            encoded = await asyncio.to_thread(ids)
+        except ValueError as e:  # text the tokenizer refuses (`prompt_ids`: not valid Unicode, an odd role)
+            raise APIError(400, str(e), param=param, code="invalid_value") from e
         if encoded is None:
             return prompt, 0
         n, limit, ctx = len(encoded), self.config.max_prompt_tokens, getattr(model, "context_length", None)
-        param = "messages" if kind == "chat" else "prompt"
         if n == 0:
             raise APIError(400, "the prompt encodes to zero tokens", param=param, code="invalid_value")
         if n > limit:

@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import Annotated, Literal
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
@@ -28,6 +29,8 @@ from pydantic import (
     model_validator,
 )
 
+from tracecal.traces.segments import MAX_TOKEN_NATS
+
 __all__ = [
     "ChatCompletionRequest",
     "ChatMessage",
@@ -35,13 +38,31 @@ __all__ = [
     "Nats",
     "ScoreRequest",
     "StreamOptions",
+    "Text",
     "TextPart",
 ]
 
-#: A per-token value in nats: a JSON number (not a string or a bool), finite, ≥ 0.
-Nats = Annotated[float, Field(strict=True, ge=0, allow_inf_nan=False)]
+
+def _unicode(v: str) -> str:
+    """``v`` if it is valid Unicode; a lone surrogate (JSON ``"\\ud800"`` without its pair) cannot be encoded as
+    UTF-8, tokenised or echoed back, so it is refused here (a 400 naming the field) rather than failing later."""
+    try:
+        v.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise ValueError(
+            f"not valid Unicode: a lone surrogate (\\u{ord(v[e.start]):04x}) at character {e.start}; "
+            "a \\ud800-\\udfff escape must be half of a surrogate pair"
+        ) from None
+    return v
+
+
+#: A JSON string (not a number) of valid Unicode.
+Text = Annotated[StrictStr, AfterValidator(_unicode)]
+#: A per-token value in nats: a JSON number (not a string or a bool), finite, in [0, `MAX_TOKEN_NATS`] (larger
+#: values come from no decoding step and would overflow the operators: 422 naming the field).
+Nats = Annotated[float, Field(strict=True, ge=0, le=MAX_TOKEN_NATS, allow_inf_nan=False)]
 Number = Annotated[float, Field(strict=True, allow_inf_nan=False)]
-StopField = StrictStr | Annotated[list[StrictStr], Field(max_length=4)] | None
+StopField = Text | Annotated[list[Text], Field(max_length=4)] | None
 
 
 class ScoreRequest(BaseModel):
@@ -71,7 +92,7 @@ class TextPart(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     type: Literal["text"] = Field(..., description="only 'text' parts (this model reads no images or audio)")
-    text: StrictStr
+    text: Text
 
 
 class ChatMessage(BaseModel):
@@ -80,8 +101,8 @@ class ChatMessage(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     role: Literal["system", "developer", "user", "assistant"]
-    content: StrictStr | Annotated[list[TextPart], Field(min_length=1)]
-    name: StrictStr | None = None
+    content: Text | Annotated[list[TextPart], Field(min_length=1)]
+    name: Text | None = None
 
     def as_dict(self) -> dict[str, str]:
         """The message as the chat template reads it (developer → system, text parts joined)."""
@@ -117,7 +138,7 @@ class _Common(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    model: StrictStr = Field(..., min_length=1, description="the served model's name (GET /v1/models)")
+    model: Text = Field(..., min_length=1, description="the served model's name (GET /v1/models)")
     max_tokens: StrictInt | None = Field(None, ge=1, description="tokens to generate at most")
     temperature: Number | None = Field(None, ge=0, le=2, description="0 or absent: this server decodes greedily")
     top_p: Number | None = Field(None, gt=0, le=1, description="1 or absent (greedy)")
@@ -126,7 +147,7 @@ class _Common(BaseModel):
     stream_options: StreamOptions | None = None
     stop: StopField = Field(None, description="up to 4 strings; the answer ends before the token completing one")
     seed: StrictInt | None = Field(None, description="accepted and ignored (greedy decoding is deterministic)")
-    user: StrictStr | None = None
+    user: Text | None = None
     presence_penalty: Number | None = Field(None, ge=-2, le=2, description="0 or absent")
     frequency_penalty: Number | None = Field(None, ge=-2, le=2, description="0 or absent")
     logit_bias: dict[str, Number] | None = Field(None, description="empty or absent")
@@ -195,10 +216,10 @@ class ChatCompletionRequest(_Common):
 class CompletionRequest(_Common):
     """``POST /v1/completions``: raw-text continuation (no chat template) of one prompt or a list of them."""
 
-    prompt: StrictStr | Annotated[list[StrictStr], Field(min_length=1)] = Field(..., description="text or texts")
+    prompt: Text | Annotated[list[Text], Field(min_length=1)] = Field(..., description="text or texts")
     logprobs: StrictInt | None = Field(None, ge=0, le=5, description="0 or absent")
     echo: StrictBool | None = Field(None, description="false or absent")
-    suffix: StrictStr | None = Field(None, description="absent (insertion is not supported)")
+    suffix: Text | None = Field(None, description="absent (insertion is not supported)")
     best_of: StrictInt | None = Field(None, ge=1, le=20, description="1 or absent")
 
     @model_validator(mode="after")
