@@ -1,11 +1,12 @@
 """Compare two results.json files: every number to an absolute tolerance of 1e-12 (NaN equals NaN), every other value
-equal; timings and versions are skipped. Exit 1 on any difference.
+equal; timings and versions are skipped; null (how tracecal writes a NaN) equals NaN. Exit 1 on any difference.
 
     python scripts/compare_results.py A/results.json B/results.json
 """
 import json, math, sys
 
 def walk(a, b, path, out, tol):
+    a, b = (math.nan if x is None and isinstance(y, float) else x for x, y in ((a, b), (b, a)))
     if isinstance(a, dict) and isinstance(b, dict):
         for k in sorted(set(a) | set(b)):
             if k in ("elapsed_s", "created", "timings", "version", "tracecal_version", "scored_at"):

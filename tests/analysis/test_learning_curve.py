@@ -139,3 +139,15 @@ def test_the_report_shows_comparisons_selective_answering_and_curves(run: Path) 
     assert "Paired comparisons" in stats and "against " in stats and "Selective answering" in stats
     assert 'id="fig-learning-curve-triviaqa"' in stats and 'href="#statistics"' in html
     assert "risk ≤ 0.4" in results_markdown(res)
+
+
+@pytest.mark.parametrize("sizes", ["", " , ", "1", "abc", "-4"])
+def test_bad_sizes_never_overwrite_the_stored_curve(tmp_path: Path, sizes: str) -> None:
+    run = write_synthetic_run(tmp_path / "run", tasks=("triviaqa",), n_per_task=60, n_seeds=2)
+    common = ["--splits", "2", "--n-boot", "0", "--estimators", "trace"]
+    ok = CliRunner().invoke(app, ["learning-curve", str(run), "--sizes", "10,20", *common])
+    assert ok.exit_code == 0, ok.output
+    before = {p.name: p.read_bytes() for p in run.glob("learning_curve*")}
+    r = CliRunner().invoke(app, ["learning-curve", str(run), f"--sizes={sizes}", *common])
+    assert r.exit_code == 2 and "sizes" in r.output and "Traceback" not in r.output, r.output
+    assert {p.name: p.read_bytes() for p in run.glob("learning_curve*")} == before

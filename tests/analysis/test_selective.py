@@ -57,3 +57,15 @@ def test_reading_a_threshold_does_not_import_the_report() -> None:
     code = "import sys, tracecal.analysis.selective; print(any(m.startswith('tracecal.report') for m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"
+
+
+def test_selective_json_is_standard_json_and_a_null_threshold_certifies_nothing(tmp_path: Path) -> None:
+    run = write_synthetic_run(tmp_path / "run", tasks=("triviaqa",), n_per_task=60, n_seeds=2)
+    doc = run_selective(run, alpha=0.001, delta=0.01, estimators=["trace"], n_splits=2)  # no α this small holds
+    assert doc["tasks"]["triviaqa"]["trace"]["deploy"]["threshold"] == float("inf")
+    text = (run / "selective.json").read_text()
+    stored = json.loads(text, parse_constant=lambda c: pytest.fail(f"selective.json holds {c}"))
+    deploy = stored["tasks"]["triviaqa"]["trace"]["deploy"]
+    assert deploy["threshold"] is None and deploy["certified"] is False
+    with pytest.raises(ValueError, match="every answer would abstain"):
+        deployed_threshold(run / "selective.json", "trace")

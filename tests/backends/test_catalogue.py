@@ -98,3 +98,70 @@ def test_catalogue_entries() -> None:
     paths = qwen_chunk_paths()
     assert [p.name for p in paths][:2] == ["part01.bin", "part02.bin"] and len(paths) == 22
     assert CATALOGUE["smollm2-135m-instruct"].present()  # the default ships with the package set-up
+
+
+def test_an_unwritable_cache_names_the_variable_that_moves_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tracecal.backends.catalogue import cache_dir_ready
+
+    m = fake_model(tmp_path, chunks(tmp_path, PARTS))
+    blocker = tmp_path / "home"
+    blocker.write_text("a file where the home folder should be")  # unwritable even for root
+    for var in ("TRACECAL_MODEL_CACHE", "XDG_CACHE_HOME"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("HOME", str(blocker))
+    with pytest.raises(ModelAssemblyError, match=r"cannot write the model cache .*home/\.cache.*TRACECAL_MODEL_CACHE"):
+        m.resolve()
+    monkeypatch.setenv("TRACECAL_MODEL_CACHE", str(blocker / "cache"))
+    with pytest.raises(ModelAssemblyError, match="set TRACECAL_MODEL_CACHE to a writable folder .*it is "):
+        cache_dir_ready(blocker / "cache")
+    monkeypatch.setenv("TRACECAL_MODEL_CACHE", str(tmp_path / "moved"))
+    assert m.resolve().read_bytes() == WHOLE and (tmp_path / "moved" / "fake.gguf").is_file()
+
+
+def test_a_full_disk_while_assembling_leaves_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import errno
+    import os
+
+    real = os.replace
+
+    def full(*a: object) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "replace", full)
+    target = tmp_path / "cache" / "m.gguf"
+    with pytest.raises(ModelAssemblyError, match="No space left on device; free some space or set TRACECAL_MODEL"):
+        assemble_chunks(chunks(tmp_path, PARTS), target, SHA, len(WHOLE))
+    monkeypatch.setattr(os, "replace", real)
+    assert list(target.parent.iterdir()) == []
+
+
+def _checkpoint(folder: Path) -> Path:
+    import json
+    import struct
+
+    folder.mkdir(parents=True)
+    header = json.dumps({"w": {"dtype": "F32", "shape": [4], "data_offsets": [0, 16]}}).encode()
+    (folder / "model.safetensors").write_bytes(struct.pack("<Q", len(header)) + header + bytes(16))
+    (folder / "config.json").write_text('{"model_type": "llama"}')
+    (folder / "tokenizer.json").write_text('{"model": {}}')
+    return folder
+
+
+@pytest.mark.parametrize("damage", ["truncated weights", "truncated json", "no weights"])
+def test_a_damaged_converted_checkpoint_is_deleted_to_be_converted_again(tmp_path: Path, damage: str) -> None:
+    from tracecal.backends.catalogue import checkpoint_intact, reusable_checkpoint
+
+    ok = _checkpoint(tmp_path / "ok")
+    assert checkpoint_intact(ok) and reusable_checkpoint(ok) and checkpoint_intact(ok)  # remembered (.intact)
+    bad = _checkpoint(tmp_path / "bad")
+    assert checkpoint_intact(bad)
+    if damage == "truncated weights":
+        w = bad / "model.safetensors"
+        w.write_bytes(w.read_bytes()[:-5])  # e.g. a full disk during an earlier copy
+    elif damage == "truncated json":
+        (bad / "tokenizer.json").write_text('{"model": ')
+    else:
+        (bad / "model.safetensors").unlink()
+    assert not checkpoint_intact(bad)
+    assert not reusable_checkpoint(bad) and not bad.exists()  # gguf_checkpoint converts it again
+    assert not reusable_checkpoint(tmp_path / "missing")

@@ -27,3 +27,18 @@ def test_cross_model_from_results_files(tmp_path: Path) -> None:
     r = CliRunner().invoke(app, ["cross-model", f"A={tmp_path / 'a'}", f"B={tmp_path / 'b'}", "--out", str(out)])
     assert r.exit_code == 0, r.output
     assert "**pooled**" in out.read_text() and json.loads(out.with_suffix(".json").read_text())["pooled"]
+
+
+def test_cross_model_reads_null_metrics_and_writes_standard_json(tmp_path: Path) -> None:
+    for name in ("a", "b"):
+        write_synthetic_run(tmp_path / name, tasks=("triviaqa",), n_per_task=60, seed=len(name))
+    res = tmp_path / "a" / "results.json"
+    doc = json.loads(res.read_text())
+    for m in doc["metrics"]["triviaqa"]["trace"].values():
+        m |= {"mean": None, "sd": None}  # how a NaN (a metric undefined on every split) is stored
+    res.write_text(json.dumps(doc, allow_nan=False))
+    out = tmp_path / "table.md"
+    r = CliRunner().invoke(app, ["cross-model", f"A={tmp_path / 'a'}", f"B={tmp_path / 'b'}", "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    text = out.with_suffix(".json").read_text()
+    json.loads(text, parse_constant=lambda c: (_ for _ in ()).throw(AssertionError(f"non-standard JSON: {c}")))

@@ -62,3 +62,51 @@ def test_run_view_logs_stages_and_deciles_without_a_terminal() -> None:
     text = console.export_text()
     assert "traces · [red]x[/red]" in text
     assert "whole run   0 %" in text and "whole run  50 %" in text and "whole run 100 %" in text
+
+
+def _one_line_error(r: object) -> str:
+    out = r.output  # type: ignore[attr-defined]
+    assert r.exit_code == 2 and "Traceback" not in out, out  # type: ignore[attr-defined]
+    lines = [ln for ln in out.splitlines() if ln.startswith("error:")]
+    assert len(lines) == 1, out
+    return lines[0]
+
+
+SMALL = ["--tasks", "triviaqa", "--limit", "8", "--shard-size", "4", "--estimators", "trace", "--seeds", "2"]
+SMALL += ["--max-new-tokens", "4", "--n-boot", "0", "--no-report"]
+
+
+def test_faults_are_one_line_messages_with_exit_2(tmp_path: Path, tiny_model, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    import errno
+
+    import tracecal.backends as backends
+    import tracecal.evaluation.runstore as runstore
+
+    monkeypatch.setattr(backends, "load_model", lambda *a, **k: tiny_model)
+    runner = CliRunner()
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "config.json").write_text('{"my": "settings"}')
+    for extra in ([], ["--score-only"]):
+        r = runner.invoke(app, ["evaluate", "--run-dir", str(mine), *SMALL, *extra])
+        assert "not a tracecal run" in _one_line_error(r)
+    assert [p.name for p in mine.iterdir()] == ["config.json"]
+    assert (mine / "config.json").read_text() == '{"my": "settings"}'
+    for args, option in ((["--cal-frac", "0.01"], "--cal-frac"), (["--limit", "1"], "--limit")):
+        r = runner.invoke(app, ["evaluate", "--run-dir", str(tmp_path / "few"), *SMALL, *args])
+        assert "too few to split" in _one_line_error(r) and option in r.output
+    assert not (tmp_path / "few").exists()
+    real = runstore.atomic_write
+
+    def full(path: Path, write: object) -> None:
+        if path.suffix == ".parquet" and path.name == "00001.parquet":
+            raise OSError(errno.ENOSPC, "No space left on device", str(path))
+        real(path, write)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(runstore, "atomic_write", full)
+    run = tmp_path / "run"
+    r = runner.invoke(app, ["evaluate", "--run-dir", str(run), *SMALL])
+    assert "No space left on device; free some space and run the same command again" in _one_line_error(r)
+    monkeypatch.setattr(runstore, "atomic_write", real)
+    r = runner.invoke(app, ["evaluate", "--run-dir", str(run), *SMALL])
+    assert r.exit_code == 0, r.output

@@ -94,3 +94,26 @@ def test_evaluate_passes_and_records_the_statistics_settings(tmp_path: Path) -> 
     (run / "config.json").write_text(json.dumps(doc))
     cfg = _evaluate_config(run, tasks="triviaqa", estimators="trace")  # outside a command: every stored value
     assert (cfg.n_boot, cfg.sel_alpha, cfg.sel_holdout, cfg.level) == (7, 0.4, 0.25, 0.95)
+
+
+@pytest.mark.parametrize(("n", "cal_frac"), [(1, 0.35), (2, 0.35), (5, 0.2), (12, 0.01), (13, 0.5), (20, 0.97)])
+def test_split_sizes_are_the_extremes_of_the_protocols_split(n: int, cal_frac: float) -> None:
+    import numpy as np
+
+    from tracecal.evaluation.config import split_sizes
+    from tracecal.stats.splits import stratified_split
+
+    sizes = [len(stratified_split(np.array([1] * n1 + [0] * (n - n1)), cal_frac, 0)[0]) for n1 in range(n + 1)]
+    assert split_sizes(n, cal_frac) == (min(sizes), max(sizes))
+
+
+def test_too_few_questions_to_split_name_the_options() -> None:
+    from types import SimpleNamespace
+
+    from tracecal.evaluation.config import check_splittable
+
+    task = SimpleNamespace(name="t")
+    check_splittable([(task, [0] * 12)], 0.35)  # fine
+    for n, frac in ((1, 0.35), (12, 0.01), (12, 0.99)):
+        with pytest.raises(ConfigError, match=f"t: {n} question.*--cal-frac {frac:g}.*--limit"):
+            check_splittable([(task, [0] * n)], frac)

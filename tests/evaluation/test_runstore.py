@@ -4,6 +4,7 @@ shards, reading back, and a worker that waits for the shard another worker holds
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import threading
@@ -130,3 +131,100 @@ def test_two_workers_share_one_run_directory(tmp_path: Path, tiny_model) -> None
         t.join()
     assert sum(done.values()) == 16  # every question generated exactly once between the two workers
     assert [len(RunStore(run).read_traces_shard("triviaqa", k)) for k in range(4)] == [4, 4, 4, 4]
+
+
+def _snapshot(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+@pytest.mark.parametrize("own_config", [True, False])
+def test_a_folder_of_other_files_is_never_written_into(tmp_path: Path, own_config: bool) -> None:
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("my notes")
+    if own_config:
+        (mine / "config.json").write_text(json.dumps({"name": "my project", "tasks": "not a list"}))
+    before = _snapshot(mine)
+    s = RunStore(mine)
+    with pytest.raises(RunStoreError, match="not a tracecal run") as e:
+        s.open({"tasks": ["a"]}, {"model": "m"})
+    assert "--run-dir" in str(e.value)
+    with pytest.raises(RunStoreError, match="not a tracecal run"):
+        s.check({"model": "m"})
+    if own_config:
+        with pytest.raises(NotARunError, match="not a tracecal run"):
+            s.config()
+    assert _snapshot(mine) == before and not (mine / ".locks").exists()
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    RunStore(empty).open({"tasks": ["a"]}, {"model": "m"})  # an empty folder is fine
+    assert RunStore(empty).exists()
+
+
+def test_shards_without_their_config_json_are_refused(tmp_path: Path) -> None:
+    s = RunStore(tmp_path / "r")
+    s.open({"tasks": ["t"]}, {"model": "m", "max_new_tokens": 6})
+    s.write_shard("traces", "t", 0, pa.table({"id": ["a"]}))
+    (s.path / "config.json").unlink()
+    with pytest.raises(RunStoreError, match="holds shards but no config.json.*restore its config.json"):
+        s.open({"tasks": ["t"]}, {"model": "m", "max_new_tokens": 3})
+    assert not (s.path / "config.json").exists()  # no config claiming other settings
+
+
+def test_shards_carry_question_digests(tmp_path: Path) -> None:
+    s = RunStore(tmp_path)
+    s.write_shard("extra", "t", 0, pa.table({"id": ["a", "b"], "x": [1.0, 2.0]}), {"a": "d1", "b": "d2"})
+    s.write_shard("extra", "t", 2, pa.table({"id": ["c"], "x": [3.0]}))
+    assert s.shard_indices("extra", "t") == [0, 2] and s.shard_count("extra", "t") == 2
+    assert s.shard_stamp("extra", "t", 0) == (["a", "b"], {"a": "d1", "b": "d2"})
+    assert s.shard_stamp("extra", "t", 2) == (["c"], None)  # written without digests (an older run)
+    (tmp_path / "extra" / "t" / "00002.parquet").write_bytes(b"not parquet")
+    with pytest.raises(RunStoreError, match="not a readable shard.*delete it"):
+        s.shard_stamp("extra", "t", 2)
+
+
+def test_json_files_are_standard_json_and_read_back_with_nan(tmp_path: Path) -> None:
+    s = RunStore(tmp_path)
+    metrics = {"t": {"e": {"auroc": {"mean": float("nan"), "sd": float("inf"), "n_seeds": 2}}}}
+    s.write_results({"config": {"model": None}, "tasks": {}, "metrics": metrics}, "", "")
+    s.write_artefact("selective", {"threshold": float("inf")})
+    for name in ("results.json", "selective.json"):
+        text = (tmp_path / name).read_text()
+        assert "NaN" not in text and "Infinity" not in text
+        json.loads(text, parse_constant=lambda c, name=name: pytest.fail(f"{name} holds {c}"))
+    back = s.read_results()
+    assert back["metrics"]["t"]["e"]["auroc"]["mean"] != back["metrics"]["t"]["e"]["auroc"]["mean"]  # NaN
+    assert back["config"]["model"] is None and s.read_artefact("selective") == {"threshold": None}
+
+
+def test_write_errors_are_messages_and_leave_files_whole(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import errno
+
+    import tracecal.evaluation.runstore as runstore
+
+    s = RunStore(tmp_path / "r")
+    s.open({"tasks": ["t"]}, {"model": "m"})
+    before = (s.path / "config.json").read_bytes()
+
+    def full(path: Path, write: object) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device", str(path))
+
+    monkeypatch.setattr(runstore, "atomic_write", full)
+    with pytest.raises(RunStoreError, match="cannot write .*00000.parquet: No space left on device; free some space"):
+        s.write_shard("traces", "t", 0, pa.table({"id": ["a"]}))
+    with pytest.raises(RunStoreError, match="free some space"):
+        s.open({"tasks": ["t", "u"]}, {"model": "m"})
+    assert (s.path / "config.json").read_bytes() == before and not s.has("traces", "t", 0)
+    monkeypatch.undo()
+    real_open = os.open
+
+    def read_only(path: object, flags: int, *a: object) -> int:
+        if str(path).startswith(str(s.path)) and flags & (os.O_WRONLY | os.O_RDWR | os.O_CREAT):
+            raise OSError(errno.EROFS, "Read-only file system", str(path))
+        return real_open(path, flags, *a)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(os, "open", read_only)
+    with pytest.raises(RunStoreError, match="Read-only file system; the folder is read-only or immutable"):
+        s.add_time("score", 1.0)
+    with pytest.raises(RunStoreError, match="read-only or immutable"):
+        s.claim("traces", "t", 0)

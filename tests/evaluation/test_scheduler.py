@@ -54,3 +54,28 @@ def test_a_complete_run_loads_no_resource_and_computes_nothing(tmp_path: Path) -
 def test_unit_weight_is_answers_times_cost() -> None:
     u = Unit("extra", SimpleNamespace(name="t"), 0, 0, 8)
     assert u.weight == 8 * PASSES["extra"].cost_weight
+
+
+def test_units_carry_the_digests_of_their_questions_and_a_change_is_refused(tmp_path: Path) -> None:
+    import pyarrow as pa
+    import pytest
+
+    from tracecal.evaluation.runstore import DataChangedError
+    from tracecal.evaluation.scheduler import check_stored, question_digest
+
+    q = lambda i, text="Q": SimpleNamespace(id=f"t-{i}", question=f"{text}{i}", context="", choices=[])  # noqa: E731
+    tasks = [(SimpleNamespace(name="t"), [q(i) for i in range(6)])]
+    cfg = EvalConfig(["triviaqa"], estimators=["trace"], shard_size=4)
+    store = RunStore(tmp_path / "run")
+    sched = Scheduler(store, cfg, Resources(cfg), lambda *_: None)
+    u = sched.units(tasks)[1]
+    assert u.digests == {f"t-{i}": question_digest(q(i)) for i in (4, 5)}
+    assert question_digest(q(4)) != question_digest(q(4, "other "))
+    assert question_digest(SimpleNamespace(id="x", question="Q", golds=["a"])) == question_digest(
+        SimpleNamespace(id="x", question="Q", golds=["b"])
+    )  # golds are not in it: a corrected gold is relabelled
+    sched.save(u, pa.table({"id": ["t-4", "t-5"]}), 0.0)
+    check_stored(store, tasks, ["traces"], 4)  # unchanged: fine
+    tasks[0][1][5] = q(5, "edited ")
+    with pytest.raises(DataChangedError, match="t: 1 question.* of shard 1 of the traces pass changed.*'t-5'"):
+        check_stored(store, tasks, ["traces"], 4)

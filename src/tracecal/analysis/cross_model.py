@@ -24,6 +24,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from tracecal.evaluation.outputs import nan_for_null
+
 __all__ = ["CANDIDATES", "PAPER_TABLE2", "TASK_SETS", "cross_model_markdown", "cross_model_table", "read_results"]
 
 CANDIDATES = ("trace", "trace_plus", "trace_plus_cv")
@@ -42,7 +44,7 @@ def read_results(path: str | os.PathLike[str]) -> dict[str, Any]:
     p = Path(path)
     p = p / "results.json" if p.is_dir() else p
     with p.open(encoding="utf-8") as f:
-        return dict(json.load(f))
+        return dict(nan_for_null(json.load(f)))  # null metrics (standard JSON) read as NaN
 
 
 def _setting(res: Mapping[str, Any], task: str) -> dict[str, Any] | None:

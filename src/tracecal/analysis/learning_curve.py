@@ -29,6 +29,7 @@ import numpy as np
 
 from tracecal._validation import Interval, check_param
 from tracecal.estimators import REGISTRY, get_estimator, needs_of, resolve_estimators
+from tracecal.evaluation.outputs import plain_json
 from tracecal.evaluation.protocol import Progress, ScoreConfig, TaskStats, one_split, sanitize
 from tracecal.evaluation.runstore import RunStore
 from tracecal.evaluation.stored import load_stored_tasks
@@ -58,6 +59,8 @@ ARTEFACT = "learning_curve"
 
 
 def _check_sizes(data: TaskStats, sizes: Sequence[int]) -> list[int]:
+    if isinstance(sizes, str | bytes) or not len(sizes):
+        raise ValueError(f"sizes: give at least one calibration-set size (whole numbers ≥ 2, e.g. 100,200): {sizes!r}")
     n, n1 = len(data), int(data.y.sum())
     if n1 < 2 or n - n1 < 2:
         raise ValueError(f"{data.task}: {n1} correct of {n} answers: a learning curve needs ≥ 2 of each class")
@@ -205,15 +208,6 @@ def learning_curve(
     }
 
 
-def _plain(obj: Any) -> Any:
-    """NaN → None, recursively (plain JSON)."""
-    if isinstance(obj, dict):
-        return {k: _plain(v) for k, v in obj.items()}
-    if isinstance(obj, list | tuple):
-        return [_plain(v) for v in obj]
-    return None if isinstance(obj, float) and not math.isfinite(obj) else obj
-
-
 def curves_csv(doc: dict[str, Any]) -> str:
     """CSV text: task, estimator, size, metric, mean, sd, lo, hi, n_splits — one row per point."""
     buf = io.StringIO()
@@ -256,7 +250,7 @@ def run_learning_curve(
     data = load_stored_tasks(store, resolve_estimators(names), tasks)
     doc = store.read_artefact(ARTEFACT) or {"tasks": {}}
     for d in data:
-        doc["tasks"][d.task] = _plain(learning_curve(d, names, progress=progress, **kw))
+        doc["tasks"][d.task] = plain_json(learning_curve(d, names, progress=progress, **kw))
     store.write_artefact(ARTEFACT, doc)
     store.write_text("learning_curve.csv", curves_csv(doc))
     return doc

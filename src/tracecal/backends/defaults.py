@@ -24,12 +24,14 @@ from tracecal.backends.catalogue import (
     GEMMA_MODEL,
     NAMED_MODELS,
     QWEN_MODEL,
+    cache_dir_ready,
     default_gguf_path,
     file_sha256,
     gemma_gguf_path,
     model_cache_dir,
     named_gguf_path,
     named_models_hint,
+    reusable_checkpoint,
 )
 
 __all__ = [
@@ -81,9 +83,10 @@ def gguf_checkpoint(gguf: str | os.PathLike[str], out: str | os.PathLike[str] | 
     if not path.is_file():
         raise FileNotFoundError(f"GGUF file not found: {path}")
     target = Path(out) if out is not None else model_cache_dir() / "hf" / f"{path.stem}-{file_sha256(path)[:16]}"
-    if (target / "model.safetensors").is_file():
+    cached = out is None  # the cache's own folder is checked whole (a damaged one is converted again)
+    if reusable_checkpoint(target) if cached else (target / "model.safetensors").is_file():
         return target
-    target.parent.mkdir(parents=True, exist_ok=True)
+    cache_dir_ready(target.parent) if cached else target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}."))
     try:
         model = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, dtype=torch.float32)

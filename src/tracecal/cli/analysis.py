@@ -62,11 +62,13 @@ def cross_model_command(
     import json
 
     from tracecal.analysis.cross_model import cross_model_markdown, cross_model_table, read_results
+    from tracecal.evaluation.outputs import plain_json
 
     doc = cross_model_table({label: read_results(p) for label, p in _runs(runs).items()})
     md = cross_model_markdown(doc)
     out_console.print(md, markup=False, highlight=False)
     if out is not None:
         out.write_text(md, encoding="utf-8")
-        out.with_suffix(".json").write_text(json.dumps(doc, indent=1, default=str), encoding="utf-8")
+        text = json.dumps(plain_json(doc), indent=1, default=str, allow_nan=False)  # standard JSON: NaN as null
+        out.with_suffix(".json").write_text(text, encoding="utf-8")
         note(f"wrote {out} and {out.with_suffix('.json')}")

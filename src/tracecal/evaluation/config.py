@@ -12,8 +12,11 @@ anything is written.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
+
+import numpy as np
 
 from tracecal._validation import Interval, Options, check_params
 from tracecal.errors import ValidationError
@@ -28,6 +31,8 @@ __all__ = [
     "EVAL_CONSTRAINTS",
     "resolve_dtype",
     "legacy_identity",
+    "split_sizes",
+    "check_splittable",
 ]
 
 DTYPES = ("auto", "float32", "bfloat16", "float16")
@@ -191,3 +196,26 @@ def legacy_identity(config: dict[str, Any]) -> dict[str, Any]:
     if ident.get("dtype", "auto") == "auto":
         ident["dtype"] = "float32"
     return ident
+
+
+def split_sizes(n: int, cal_frac: float) -> tuple[int, int]:
+    """The smallest and largest calibration split `tracecal.stats.splits.stratified_split` can draw from ``n``
+    answers, over every number n₁ of correct ones: round(f·n₀) + round(f·n₁) when both classes have ≥ 2 answers,
+    else round(f·n) (f = ``cal_frac``; round half to even, as ``round``)."""
+    n1 = np.arange(n + 1)
+    n0 = n - n1
+    cal = np.where(np.minimum(n0, n1) < 2, np.round(cal_frac * n), np.round(cal_frac * n0) + np.round(cal_frac * n1))
+    return int(cal.min()), int(cal.max())
+
+
+def check_splittable(tasks: Sequence[tuple[Any, Sequence[Any]]], cal_frac: float) -> None:
+    """Refuse (`ConfigError`, before anything is generated) a task whose questions cannot be split into a
+    calibration and an evaluation part of ≥ 1 answer each whatever the labels turn out to be (`split_sizes`)."""
+    for task, exs in tasks:
+        lo, hi = split_sizes(len(exs), cal_frac)
+        if lo < 1 or hi > len(exs) - 1:
+            raise ConfigError(
+                f"{task.name}: {len(exs)} question(s) are too few to split with --cal-frac {cal_frac:g} (the "
+                f"calibration split could hold {lo if lo < 1 else hi} of {len(exs)}; each part needs ≥ 1 answer): "
+                "raise --limit (or add questions), or choose a --cal-frac nearer 0.5"
+            )

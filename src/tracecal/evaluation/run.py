@@ -25,11 +25,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from tracecal.estimators import Inputs, needs_of
-from tracecal.evaluation.config import ConfigError, EvalConfig, legacy_identity
+from tracecal.evaluation.config import ConfigError, EvalConfig, check_splittable, legacy_identity
 from tracecal.evaluation.protocol import Progress, TaskStats, score_tasks
 from tracecal.evaluation.results import Results, results_csv, results_markdown
-from tracecal.evaluation.runstore import TRACES, NotARunError, RunStore
-from tracecal.evaluation.scheduler import LocalExecutor, Resources, Scheduler, Tasks
+from tracecal.evaluation.runstore import TRACES, DataChangedError, NotARunError, RunStore
+from tracecal.evaluation.scheduler import LocalExecutor, Resources, Scheduler, Tasks, check_stored
 from tracecal.passes import ANSWER, PASSES, TOKEN, VECTOR
 from tracecal.traces.trace import TraceBatch
 
@@ -62,6 +62,11 @@ def load_task_stats(
             "incomplete, or --limit / the data differ from the run's (see its config.json)"
         )
     by_id = {ex.id: ex for ex in examples}
+    if unknown := [t.id for t in traces if t.id not in by_id]:
+        raise DataChangedError(
+            f"{task.name}: the run holds answers to {len(unknown)} question(s) the task does not have (e.g. "
+            f"{unknown[0]!r}): a shard of another task or run? Restore the data, or use a new --run-dir"
+        )
     exs = [by_id[t.id] for t in traces]
     y = np.array([task.label(ex, t.text) for ex, t in zip(exs, traces, strict=True)], dtype=np.int64)
     inputs = Inputs(TraceBatch.from_traces(traces), traces)
@@ -123,6 +128,8 @@ def score_run(
     t0 = time.perf_counter()
     passes = needs_of(cfg.estimators)
     tasks = tasks if tasks is not None else _load_examples(cfg)
+    check_splittable(tasks, cfg.cal_frac)
+    check_stored(store, tasks, passes)  # answers to changed questions are never scored against the new ones
     data = [load_task_stats(store, t, exs, passes, allow_missing) for t, exs in tasks]
     for d in data:
         if d.missing:
@@ -168,6 +175,7 @@ def evaluate(
             raise NotARunError(f"{run_path} is not a run directory (no config.json): nothing to score")
         return score_run(store, cfg, progress, allow_missing=True)
     tasks = _load_examples(cfg)  # data errors surface before the run directory is touched
+    check_splittable(tasks, cfg.cal_frac)  # too few questions to split: refused before anything is generated
     executor = executor or LocalExecutor()
     if model is not None and not isinstance(executor, LocalExecutor):
         raise ConfigError("a loaded model cannot be shipped to workers: give its name, path or URL (--model)")
@@ -175,6 +183,7 @@ def evaluate(
     identity = cfg.identity()
     store.check(identity, legacy=legacy_identity)
     sched = Scheduler(store, cfg, Resources(cfg, model), progress)
+    check_stored(store, tasks, [p.name for p in sched.passes], cfg.shard_size)  # changed data: before any model
     executor.prepare(sched, tasks)  # a model that does not load leaves no run directory behind
     store.open(cfg.to_dict(), identity, legacy=legacy_identity)
     executor.run(sched, tasks, poll_s)

@@ -19,7 +19,11 @@ should not share one run directory this way (use one driver that writes through 
 
 Identity: the settings that change what the stored shards contain (model, *resolved* dtype, limit, decoding
 budget, shard size, ...) are fixed by the first writer; a later open with a different identity raises
-`ConfigMismatchError` and writes nothing. The read-modify-write of ``config.json`` is done under a lock.
+`ConfigMismatchError` and writes nothing. The read-modify-write of ``config.json`` is done under a lock. A folder
+with other files, a ``config.json`` that is not a run's, or shards without their ``config.json`` is refused and
+never written into. Each shard's metadata holds the digest of each answer's question (`write_shard`, `shard_stamp`):
+a resumed run notices changed data. JSON is standard (`tracecal.evaluation.outputs`: NaN and ±∞ as null); an
+``OSError`` of a write (full disk, read-only folder) is a `RunStoreError` saying what to do; files stay whole.
 """
 
 from __future__ import annotations
@@ -38,13 +42,15 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from tracecal.errors import TracecalError
+from tracecal.evaluation.outputs import nan_for_null, os_error_message, plain_json
 from tracecal.traces.io import FILE_MODE, atomic_write, load_traces, traces_to_table
 from tracecal.traces.trace import Trace
 
-__all__ = ["RunStore", "Claim", "ConfigMismatchError", "NotARunError", "RunStoreError", "TRACES"]
+__all__ = ["RunStore", "Claim", "ConfigMismatchError", "DataChangedError", "NotARunError", "RunStoreError", "TRACES"]
 
 TRACES = "traces"  # the generation pass: one trace per answer
 TABLES = ("rows", "scores", "predictions")
+DIGESTS = b"tracecal_question_digests"  # shard metadata: JSON {answer id: digest of the question it answers}
 
 
 class RunStoreError(TracecalError, ValueError):
@@ -57,6 +63,16 @@ class ConfigMismatchError(RunStoreError):
 
 class NotARunError(RunStoreError, FileNotFoundError):
     """The path holds no run (no ``config.json``) where one is required."""
+
+
+class DataChangedError(RunStoreError):
+    """The stored answers were given to other questions than the task's data holds now."""
+
+
+def _is_run_config(doc: Any) -> bool:
+    """Whether a parsed ``config.json`` is one a run store wrote (``{"config": {"tasks": [...], ...}, ...}``)."""
+    conf = doc.get("config") if isinstance(doc, dict) else None
+    return isinstance(conf, dict) and isinstance(conf.get("tasks"), list)
 
 
 class Claim:
@@ -115,14 +131,23 @@ class RunStore:
         return self.path.joinpath(*parts)
 
     def _atomic(self, path: Path, write: Callable[[str], object]) -> None:
-        atomic_write(path, write)  # temp file + rename: a crash never leaves a half-written file
+        try:
+            atomic_write(path, write)  # temp file + rename: a crash never leaves a half-written file
+        except OSError as e:
+            raise RunStoreError(os_error_message(e, path)) from e
+
+    def _lock_fd(self, lock: Path) -> int:
+        """The open lock file ``lock`` (created with its folder); an OSError as a `RunStoreError` that says why."""
+        try:
+            lock.parent.mkdir(parents=True, exist_ok=True)
+            return os.open(lock, os.O_CREAT | os.O_RDWR, FILE_MODE)
+        except OSError as e:
+            raise RunStoreError(os_error_message(e, lock)) from e
 
     @contextlib.contextmanager
     def _locked(self, name: str) -> Iterator[None]:
         """Hold an exclusive (blocking) lock named ``name`` for the duration of the block."""
-        lock = self._p(".locks", name + ".lock")
-        lock.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(lock, os.O_CREAT | os.O_RDWR, FILE_MODE)
+        fd = self._lock_fd(self._p(".locks", name + ".lock"))
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             yield
@@ -131,7 +156,7 @@ class RunStore:
             os.close(fd)
 
     def _write_json(self, path: Path, obj: Any) -> None:
-        text = json.dumps(obj, indent=1, allow_nan=True, default=str)
+        text = json.dumps(plain_json(obj), indent=1, allow_nan=False, default=str)
         self._atomic(path, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
 
     def _read_json(self, path: Path) -> Any:
@@ -161,8 +186,9 @@ class RunStore:
         ``merge``: list-valued config keys whose values are unioned with the stored ones (e.g. tasks).
         ``legacy``: derives the identity of a run written before identities were stored from its config.
         """
+        self._usable()  # before the lock file is made: a folder that is not a run gets nothing written
         with self._locked("config"):
-            old = self._read_json(self._p("config.json"))
+            old = self._run_config()
             stored = dict(config)
             if old is not None:
                 identity = self._checked(old, identity, legacy)
@@ -173,8 +199,8 @@ class RunStore:
         return stored
 
     def check(self, identity: dict[str, Any], legacy: Callable[[dict[str, Any]], dict[str, Any]] | None = None) -> None:
-        """Raise `ConfigMismatchError` if the stored run has another identity (writes nothing)."""
-        old = self._read_json(self._p("config.json"))
+        """Raise `ConfigMismatchError` for another identity, `RunStoreError` for a folder that is not a run."""
+        old = self._usable()
         if old is not None:
             self._checked(old, identity, legacy)
 
@@ -193,9 +219,41 @@ class RunStore:
                 )
         return {**old_id, **identity}
 
+    def _run_config(self) -> dict[str, Any] | None:
+        """The parsed ``config.json``; None without one; `NotARunError` for one a run store did not write."""
+        doc = self._read_json(self._p("config.json"))
+        if doc is not None and not _is_run_config(doc):
+            raise NotARunError(
+                f"{self.path} holds a config.json that is not a tracecal run's: tracecal writes nothing there; "
+                "choose another (new or empty) --run-dir"
+            )
+        return doc
+
+    def _usable(self) -> dict[str, Any] | None:
+        """The stored config, or None for a folder a new run may be made in (missing, empty, or holding only lock
+        files and temporary files of an interrupted write); `RunStoreError` for any other folder."""
+        doc = self._run_config()
+        if doc is not None or not self.path.is_dir():
+            return doc
+        try:
+            entries = sorted(e.name for e in self.path.iterdir() if e.name != ".locks" and not e.name.endswith(".tmp"))
+        except OSError as e:
+            raise RunStoreError(f"cannot read {self.path}: {e.strerror or e}") from e
+        if any(any(self._p(e).glob("*/*.parquet")) for e in entries):
+            raise RunStoreError(
+                f"{self.path} holds shards but no config.json, so the settings they were made with are unknown: "
+                "restore its config.json, or use a new --run-dir (tracecal does not guess)"
+            )
+        if entries:
+            raise RunStoreError(
+                f"{self.path} is not empty and is not a tracecal run (no config.json; it holds {entries[0]!r}, ...): "
+                "tracecal writes nothing there; choose a new or empty --run-dir"
+            )
+        return None
+
     def config(self) -> dict[str, Any]:
         """The stored ``config.json`` (``{"config", "identity", "versions", "updated"}``)."""
-        doc = self._read_json(self._p("config.json"))
+        doc = self._run_config()
         if doc is None:
             raise NotARunError(f"{self.path} is not a run directory (no config.json): run `tracecal evaluate` first")
         return doc
@@ -209,13 +267,8 @@ class RunStore:
         return self._shard(pass_name, task, k).is_file()
 
     def claim(self, pass_name: str, task: str, k: int) -> Claim | None:
-        """Claim shard ``k`` for this process; None while another process (or claim) holds it.
-
-        The caller checks `has` after claiming: the shard may have been written since it looked.
-        """
-        lock = self._p(".locks", _safe_name(pass_name, "pass"), _safe_name(task, "task"), f"{k:05d}.lock")
-        lock.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(lock, os.O_CREAT | os.O_RDWR, FILE_MODE)
+        """Claim shard ``k``; None while another process (or claim) holds it. Check `has` again once claimed."""
+        fd = self._lock_fd(self._p(".locks", _safe_name(pass_name, "pass"), _safe_name(task, "task"), f"{k:05d}.lock"))
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -223,8 +276,13 @@ class RunStore:
             return None
         return Claim(fd)
 
-    def write_shard(self, pass_name: str, task: str, k: int, table: pa.Table) -> None:
-        """Write one shard of a pass (atomically; a shard is never rewritten in place by a resumed run)."""
+    def write_shard(
+        self, pass_name: str, task: str, k: int, table: pa.Table, digests: dict[str, str] | None = None
+    ) -> None:
+        """Write one shard of a pass, atomically, with ``digests`` ({answer id: question digest}) in its metadata."""
+        if digests is not None:
+            meta = dict(table.schema.metadata or {}) | {DIGESTS: json.dumps(digests).encode()}
+            table = table.replace_schema_metadata(meta)
         self._atomic(self._shard(pass_name, task, k), lambda tmp: pq.write_table(table, tmp, compression="zstd"))
 
     def write_traces(self, task: str, k: int, traces: Sequence[Trace]) -> None:
@@ -252,9 +310,24 @@ class RunStore:
         """The traces of shard ``k`` of a task's generation pass."""
         return load_traces(self._shard(TRACES, task, k))
 
-    def shard_count(self, pass_name: str, task: str) -> int:
+    def shard_indices(self, pass_name: str, task: str) -> list[int]:
+        """The numbers k of the shards of a pass written for a task, sorted."""
         d = self._p(_safe_name(pass_name, "pass"), _safe_name(task, "task"))
-        return sum(1 for _ in d.glob("*.parquet")) if d.is_dir() else 0
+        files = d.glob("[0-9]*.parquet") if d.is_dir() else ()
+        return sorted(int(f.stem) for f in files if f.stem.isdigit())
+
+    def shard_stamp(self, pass_name: str, task: str, k: int) -> tuple[list[str], dict[str, str] | None]:
+        """The answer ids of shard ``k`` and its question digests (None for a shard written without them)."""
+        f = self._shard(pass_name, task, k)
+        try:
+            ids = [str(i) for i in pq.read_table(f, columns=["id"]).column("id").to_pylist()]
+            raw = (pq.read_schema(f).metadata or {}).get(DIGESTS)
+            return ids, (json.loads(raw) if raw else None)
+        except (OSError, ValueError, KeyError, pa.ArrowInvalid) as e:
+            raise RunStoreError(f"{f} is not a readable shard ({e}): delete it and run again to compute it anew") from e
+
+    def shard_count(self, pass_name: str, task: str) -> int:
+        return len(self.shard_indices(pass_name, task))
 
     # ----------------------------------------------------------------------------------- outputs
     def write_table(self, name: str, table: pa.Table) -> None:
@@ -280,13 +353,14 @@ class RunStore:
         return pq.read_schema(p).names if p.is_file() else []
 
     def write_results(self, results: dict[str, Any], csv_text: str, markdown: str) -> None:
-        """``results.json`` (NaN kept as NaN), ``results.csv`` and ``results.md``."""
+        """``results.json`` (NaN and ±∞ as null), ``results.csv`` and ``results.md``."""
         self._write_json(self._p("results.json"), results)
         self._atomic(self._p("results.csv"), lambda tmp: Path(tmp).write_text(csv_text, encoding="utf-8"))
         self._atomic(self._p("results.md"), lambda tmp: Path(tmp).write_text(markdown, encoding="utf-8"))
 
     def read_results(self) -> dict[str, Any]:
-        doc = self._read_json(self._p("results.json"))
+        """``results.json``, a null metric read as NaN (`tracecal.evaluation.outputs.nan_for_null`)."""
+        doc = nan_for_null(self._read_json(self._p("results.json")))
         if doc is None:
             raise NotARunError(
                 f"{self.path / 'results.json'} not found: is {self.path} a scored run directory (tracecal evaluate)?"

@@ -5,13 +5,20 @@ selected estimators need (dependencies first, then the cheaper passes first), cl
 `RunStore` (a kernel lock: several workers may share a run directory), computes it with `compute_unit` and
 writes it; `Resources` loads the language model / embedder only when a unit needs one. An executor runs the
 units: `LocalExecutor` in this process, `tracecal.evaluation.ray.RayExecutor` on Ray actors.
+
+Every shard is written with the digest of each answer's question (`question_digest`: its id's text, context and
+choices — what the prompt is made of); `check_stored` compares the stored digests with the task's data before
+anything is computed or scored, and refuses a run whose questions changed (`DataChangedError`). The golds are not
+in the digest: a corrected gold is relabelled at scoring (labels are always computed from the current data).
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
@@ -19,10 +26,19 @@ import pyarrow as pa
 from tracecal.estimators import needs_of
 from tracecal.evaluation.config import EvalConfig
 from tracecal.evaluation.protocol import Progress
-from tracecal.evaluation.runstore import TRACES, RunStore
+from tracecal.evaluation.runstore import TRACES, DataChangedError, RunStore
 from tracecal.passes import PASSES, Pass
 
-__all__ = ["Resources", "Unit", "Scheduler", "compute_unit", "LocalExecutor", "Tasks"]
+__all__ = [
+    "Resources",
+    "Unit",
+    "Scheduler",
+    "compute_unit",
+    "LocalExecutor",
+    "Tasks",
+    "question_digest",
+    "check_stored",
+]
 
 Tasks = Sequence[tuple[Any, list[Any]]]  # (task, its examples) pairs, as `tracecal.evaluation.run` loads them
 
@@ -60,6 +76,7 @@ class Unit:
     k: int
     a: int
     b: int
+    digests: dict[str, str] = field(default_factory=dict)  # {answer id: `question_digest`} of answers a:b
 
     @property
     def weight(self) -> float:
@@ -81,7 +98,7 @@ class Scheduler:
     def units(self, tasks: Tasks) -> list[Unit]:
         size = self.cfg.shard_size
         return [
-            Unit(p.name, task, k, a, min(a + size, len(exs)))
+            Unit(p.name, task, k, a, min(a + size, len(exs)), {ex.id: question_digest(ex) for ex in exs[a : a + size]})
             for p in self.passes
             for task, exs in tasks
             for k, a in enumerate(range(0, len(exs), size))
@@ -129,7 +146,7 @@ class Scheduler:
 
     def save(self, u: Unit, table: pa.Table, seconds: float) -> None:
         """Write the table of unit ``u`` through the store and add its compute time (seconds) to its stage."""
-        self.store.write_shard(u.pass_name, u.task.name, u.k, table)
+        self.store.write_shard(u.pass_name, u.task.name, u.k, table, u.digests or None)
         self.store.add_time(f"{'generate' if u.pass_name == TRACES else u.pass_name}/{u.task.name}", seconds)
 
     def _do(self, u: Unit, examples: list[Any]) -> bool:
@@ -149,6 +166,53 @@ class Scheduler:
             self.save(u, table, time.perf_counter() - t0)
             self.progress(f"{u.pass_name} {name}", u.b, len(examples))
         return True
+
+
+def question_digest(example: Any) -> str:
+    """The first 16 hex digits of the SHA-256 of what a question's prompt is made of: its text, context and
+    choices (``[question, context, choices]`` as JSON). Golds are left out (they are relabelled, not answered)."""
+    parts = [getattr(example, "question", ""), getattr(example, "context", ""), getattr(example, "choices", [])]
+    return hashlib.sha256(json.dumps(parts, ensure_ascii=False).encode()).hexdigest()[:16]
+
+
+def _changed(task: str, where: str, stored: dict[str, str | None], now: dict[str, str]) -> str | None:
+    """The complaint about one stored shard whose question digests ``stored`` differ from ``now``, or None."""
+    if unknown := [i for i in stored if i not in now]:
+        return (
+            f"{task}: {where} holds answers to {len(unknown)} question(s) the task's data does not have (e.g. "
+            f"{unknown[0]!r}): a shard of another task or run, or data rows removed. Restore the data, or use a new "
+            "--run-dir"
+        )
+    if changed := [i for i, d in stored.items() if d is not None and now[i] != d]:
+        return (
+            f"{task}: {len(changed)} question(s) of {where} changed since they were answered (e.g. {changed[0]!r}: "
+            "its text, context or choices differ). Restore the original data file, or use a new --run-dir (a "
+            "changed gold alone is fine: answers are relabelled at scoring)"
+        )
+    return None
+
+
+def check_stored(store: RunStore, tasks: Tasks, passes: Sequence[str], shard_size: int | None = None) -> None:
+    """Refuse (`DataChangedError`, before anything is computed) a run whose stored shards of ``passes`` answer other
+    questions than ``tasks`` hold now: an id the data lacks, a changed question (`question_digest`; shards written
+    before digests were stored are checked by id only) and, with ``shard_size``, a shard k that does not hold the
+    answers to questions k·size … (k+1)·size − 1 (rows added, removed or reordered)."""
+    for task, exs in tasks:
+        now = {ex.id: question_digest(ex) for ex in exs}
+        ids = [ex.id for ex in exs]
+        for name in passes:
+            for k in store.shard_indices(name, task.name):
+                where = f"shard {k} of the {name} pass"
+                got, digests = store.shard_stamp(name, task.name, k)
+                stored: dict[str, str | None] = dict(digests) if digests else dict.fromkeys(got)
+                msg = _changed(task.name, where, stored, now)
+                if msg is None and shard_size and set(got) != set(ids[k * shard_size : (k + 1) * shard_size]):
+                    msg = (
+                        f"{task.name}: {where} answers other questions than the data holds at its place (rows "
+                        "added, removed or reordered since). Restore the original data file, or use a new --run-dir"
+                    )
+                if msg:
+                    raise DataChangedError(msg)
 
 
 def compute_unit(p: Pass, res: Resources, task: Any, examples: Sequence[Any], traces: Sequence[Any]) -> pa.Table:
