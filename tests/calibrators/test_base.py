@@ -40,7 +40,7 @@ def test_base_class_and_scalar_base_dispatch(tmp_path: Path) -> None:
     with pytest.raises(CalibratorFileError, match=r"Calibrator.load reads \['Calibrator'\] .*load_calibrator"):
         Calibrator.load(path)
     d = json.loads(path.read_text())
-    assert list(d) == ["format", "format_version", "class", "params", "state", "versions"]
+    assert list(d) == ["format", "format_version", "class", "params", "state", "versions", "provenance"]
     assert d["params"] == {"C": 1e6, "max_iter": 1000}
 
 
@@ -105,3 +105,29 @@ def test_every_calibrator_declares_a_constraint_for_each_parameter() -> None:
 
     for name, cls in CALIBRATOR_CLASSES.items():
         assert set(cls._parameter_constraints) == set(cls().get_params(deep=False)), name
+
+
+def test_a_calibrator_file_with_a_byte_order_mark_loads(tmp_path: Path) -> None:
+    cal = PlattCalibrator().fit([0.1, 0.4, 0.6, 0.9], [0, 1, 0, 1])
+    path = tmp_path / "bom.json"
+    path.write_bytes(json.dumps(cal.to_dict()).encode("utf-8-sig"))
+    assert PlattCalibrator.load(path).predict_proba([0.3]) == pytest.approx(cal.predict_proba([0.3]))
+
+
+def test_every_file_carries_its_provenance_and_loads_it_back(tmp_path: Path) -> None:
+    """The answers a calibrator was fitted on travel with the file: unknown fields null, this tracecal's version;
+    a file from before provenance loads with none; a malformed record is refused naming the field."""
+    from tracecal.version import __version__
+
+    cal = PlattCalibrator().fit([0.1, 0.4, 0.6, 0.9], [0, 1, 0, 1])
+    plain = json.loads(cal.save(tmp_path / "plain.json").read_text())["provenance"]
+    assert plain == {"model": None, "dtype": None, "tracecal": __version__, "run": None}
+    cal.provenance = {"model": "m", "dtype": "bfloat16", "tracecal": "0.0.1", "run": "/runs/a"}
+    back = ScalarCalibrator.load(cal.save(tmp_path / "p.json"))
+    assert back.provenance == cal.provenance and back.to_dict()["provenance"] == cal.provenance
+    d = json.loads((tmp_path / "p.json").read_text())
+    del d["provenance"]
+    assert Calibrator.from_dict(d, registry={"PlattCalibrator": PlattCalibrator}).provenance is None
+    for bad, what in (([1], "'provenance' must be a JSON object"), ({"model": 3}, "provenance 'model' must be")):
+        with pytest.raises(CalibratorFileError, match=what):
+            Calibrator.from_dict(d | {"provenance": bad}, registry={"PlattCalibrator": PlattCalibrator})

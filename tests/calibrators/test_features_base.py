@@ -111,3 +111,75 @@ def test_list_parameters_come_back_as_tuples(cls: type) -> None:
         assert isinstance(back[key], tuple)
     if "penalties" in cls._TUPLE_PARAMS:
         assert back["penalties"] == (1.0, math.inf)
+
+
+def _saved(cls: type, single_class: bool = False) -> dict:
+    b, y = _traces(60)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return cls().fit(b, np.zeros(60, int) if single_class else y).to_dict()
+
+
+@pytest.mark.parametrize("cls", CLASSES)
+@pytest.mark.parametrize(
+    ("key", "value", "match"),
+    [
+        ("means", 1e308, r"state.means must lie in \[-1e\+06, 1e\+06\], got state.means\[0\] = 1e\+308"),
+        ("sds", 1e300, r"state.sds must lie in \[-1e\+06, 1e\+06\], got state.sds\[0\] = 1e\+300"),
+        ("sds", 1e-300, r"state.sds\[0\] = 1e-300: a kept column has sd > 1e-12"),
+    ],
+)
+def test_absurd_standardisation_is_refused_naming_the_field(cls: type, key: str, value: float, match: str) -> None:
+    from tracecal.calibrators.base import CalibratorFileError
+
+    d = _saved(cls)
+    assert d["state"]["kept"][0]
+    d["state"][key] = [value, *d["state"][key][1:]]
+    with pytest.raises(CalibratorFileError, match=match):
+        cls.from_dict(d)
+
+
+@pytest.mark.parametrize("cls", [TracePlus, TracePlusPrior])
+def test_absurd_weights_are_refused(cls: type) -> None:
+    from tracecal.calibrators.base import CalibratorFileError
+
+    d = _saved(cls)
+    d["state"]["weights"] = [1e308, *d["state"]["weights"][1:]]
+    with pytest.raises(CalibratorFileError, match=r"state.weights must lie in \[-1e\+06, 1e\+06\]"):
+        cls.from_dict(d)
+    d = _saved(cls)
+    d["state"]["bias"] = -1e308
+    with pytest.raises(CalibratorFileError, match=r"state.bias must lie in \[-1e\+06, 1e\+06\], got -1e\+308"):
+        cls.from_dict(d)
+
+
+@pytest.mark.parametrize("cls", [TracePlus, TracePlusPrior])
+def test_a_constant_with_weights_is_refused(cls: type) -> None:
+    """A constant calibrator predicts its base rate and ignores weights: a file with both is a forgery."""
+    from tracecal.calibrators.base import CalibratorFileError
+
+    d = _saved(cls)
+    n = sum(d["state"]["kept"])
+    cls.from_dict(_saved(cls, single_class=True))  # a real constant calibrator loads
+    d["state"]["constant"] = 0.5
+    d["state"]["weights"] = [1.0] * n
+    with pytest.raises(CalibratorFileError, match=r"state.constant is set, so the weights \(coef_\) must all be 0"):
+        cls.from_dict(d)
+
+
+@pytest.mark.parametrize("cls", CLASSES)
+def test_scoring_absurd_input_is_refused_or_finite_never_an_overflow(cls: type) -> None:
+    b, y = _traces(60)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        cal = cls().fit(b, y)
+    huge = [Trace(text="x", token_ids=[1, 2], surprisal=[0.1, 1e308], entropy=[1e308, 0.2], id="h")]
+    with pytest.raises(ValueError, match=r"answer 0 \(id 'h'\): .* is 1e\+308; .* must be ≤ 10000 nats"):
+        cal.predict_proba(huge)
+    M = cal.matrix(b)[:3]
+    M[0, :] = 1e308
+    M[1, :] = -1e308
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # an overflow warning fails the test
+        p = cal.predict_proba(M)
+    assert np.all((p >= 0) & (p <= 1))

@@ -263,11 +263,11 @@ def test_from_dict_rejects_bad_input():
     "name, state, match",
     [
         ("platt", {"constant": 5}, r"state.constant \(a probability\) must lie in \[0, 1\], got 5"),
-        ("platt", {"scale": 0.0}, r"state.scale \(a standard deviation\) must lie in \(0, inf\], got 0.0"),
+        ("platt", {"scale": 0.0}, r"state.scale \(a standard deviation\) must lie in \(0, 1e\+12\], got 0.0"),
         ("platt", {"base_rate": -0.1}, r"state.base_rate \(a probability\) must lie in \[0, 1\]"),
         ("platt", {"n_fit": 0}, r"state.n_fit must lie in \[1, inf\]"),
         ("platt", {"intercept": "1.0"}, "state.intercept must be a number, got '1.0'"),
-        ("temperature", {"temperature": -2.0}, r"state.temperature must lie in \(0, inf\]"),
+        ("temperature", {"temperature": -2.0}, r"state.temperature must lie in \[1e-06, 1e\+06\]"),
         ("isotonic", {"y_thresholds": [0.0, 0.5, 2.0]}, r"y_thresholds are probabilities in \[0, 1\]"),
         ("isotonic", {"x_thresholds": [0.0, 1.0]}, r"state.y_thresholds must have 2 entries"),
         ("isotonic", {"x_thresholds": [2.0, 1.0, 0.0]}, "must be non-decreasing"),
@@ -429,3 +429,46 @@ def test_temperature_min_max_lives_in_its_class():
     assert [x.tolist() for x in TemperatureCalibrator().prepare_scores(cal, ev)] == [t_cal.tolist(), t_ev.tolist()]
     for name in ("platt", "isotonic"):  # the others take the scores as they are
         np.testing.assert_array_equal(make_calibrator(name).prepare_scores(cal, ev)[1], ev)
+
+
+@pytest.mark.parametrize(
+    "state, match",
+    [
+        ({"mean": 1e308}, r"state.mean must lie in \[-1e\+12, 1e\+12\], got 1e\+308"),
+        ({"scale": 1e300}, r"state.scale \(a standard deviation\) must lie in \(0, 1e\+12\], got 1e\+300"),
+        ({"coef": -1e308}, r"state.coef must lie in \[-1e\+06, 1e\+06\], got -1e\+308"),
+        ({"intercept": 1e7}, r"state.intercept must lie in \[-1e\+06, 1e\+06\], got 10000000.0"),
+        ({"constant": 0.5}, r"state.constant is set, so state.mean, state.scale, state.coef, state.intercept must"),
+    ],
+)
+def test_absurd_or_contradictory_platt_files_are_refused_naming_the_field(state, match, tmp_path):
+    p = tmp_path / "bad.json"
+    p.write_text(json.dumps(_with_state(_platt_dict(), **state)))
+    with pytest.raises(CalibratorFileError, match=match):
+        PlattCalibrator.load(p)
+
+
+def test_temperature_and_isotonic_files_with_absurd_values_are_refused(tmp_path):
+    s, y = _overconfident(200, seed=9)
+    for name, state, match in (
+        ("temperature", {"temperature": 1e-300}, r"state.temperature must lie in \[1e-06, 1e\+06\]"),
+        ("isotonic", {"x_thresholds": [0.0, 1e300]}, r"state.x_thresholds must lie in \[-1e\+12, 1e\+12\]"),
+        ("isotonic", {"constant": 0.4}, r"state.constant is set, so state.x_thresholds, state.y_thresholds must"),
+    ):
+        d = make_calibrator(name).fit(s, y).to_dict()
+        if name == "isotonic":
+            d = _with_state(d, y_thresholds=[0.2, 0.8], **{"x_thresholds": [0.0, 1.0], **state})
+        else:
+            d = _with_state(d, **state)
+        with pytest.raises(CalibratorFileError, match=match):
+            calibrator_from_dict(d)
+
+
+def test_platt_scores_absurd_inputs_without_overflow():
+    cal = PlattCalibrator().fit([0.1, 0.4, 0.6, 0.9], [0, 1, 0, 1])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # an overflow warning fails the test
+        p = cal.predict_proba([-1.7e308, 0.5, 1.7e308])
+    assert np.all(np.isfinite(p)) and p[0] in (0.0, 1.0) and p[2] in (0.0, 1.0) and p[0] != p[2]
+    with pytest.raises(ValueError, match=r"PlattCalibrator.fit: scores must lie in \[-1e\+12, 1e\+12\]"):
+        PlattCalibrator().fit([0.1, 1e13], [0, 1])

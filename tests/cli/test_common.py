@@ -73,3 +73,27 @@ def test_fmt_num_shows_every_missing_number_the_same_way() -> None:
 def test_split_names() -> None:
     assert split_names(" a, b,,c ") == ["a", "b", "c"]
     assert split_names(None) == [] and split_names("") == [] and split_names(" , ") == []
+
+
+def test_refuse_input_as_output_sees_through_links_and_shard_folders(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import os
+    from pathlib import Path
+
+    from tracecal.cli.common import refuse_input_as_output
+
+    data = tmp_path / "in.parquet"
+    data.write_bytes(b"input")
+    shards = tmp_path / "shards"
+    shards.mkdir()
+    (shards / "00000.parquet").write_bytes(b"shard")
+    (shards / "notes.csv").write_bytes(b"not read by the command")
+    sym, hard = tmp_path / "sym.parquet", tmp_path / "hard.parquet"
+    sym.symlink_to(data)
+    os.link(data, hard)
+    for out in (data, sym, hard, tmp_path / "." / "in.parquet"):
+        with pytest.raises(ValidationError, match=rf"--out {out} is the traces {data}: writing it would destroy"):
+            refuse_input_as_output(out, "--out", [("traces", data)])
+    with pytest.raises(ValidationError, match=r"--csv .*00000.parquet is the traces .*00000.parquet \(a file of"):
+        refuse_input_as_output(shards / "00000.parquet", "--csv", [("traces", shards)])
+    for out in (tmp_path / "new.json", shards / "notes.csv", Path(str(data) + ".bak")):
+        refuse_input_as_output(out, "--out", [("traces", data), ("traces", shards), ("labels", None)])

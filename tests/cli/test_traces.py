@@ -150,3 +150,139 @@ def test_score_shows_a_missing_confidence_as_a_dash(tmp_path: Path, traces_file:
     assert cells == [["q0"], [MISSING], ["\\[red]x\\[/red]"]]
     r = runner.invoke(app, ["score", str(traces_file), "--show", "2"])
     assert r.exit_code == 0 and "c_trace" in r.output, r.output
+
+
+# ------------------------------------------------------------------ outputs that are inputs, special files, faults
+
+
+def _labels(tmp_path: Path, text: str = "id,label\nq0,1\nq1,0\nq2,1\nq3,0\n") -> Path:
+    labels = tmp_path / "labels.csv"
+    labels.write_text(text)
+    return labels
+
+
+def test_an_output_that_is_an_input_is_refused_and_the_input_kept(tmp_path: Path, traces_file: Path) -> None:
+    import os
+
+    labels = _labels(tmp_path)
+    cal = tmp_path / "cal.json"
+    assert (
+        runner.invoke(app, ["fit-calibrator", str(traces_file), "--labels", str(labels), "--out", str(cal)]).exit_code
+        == 0
+    )
+    link, hard = tmp_path / "link.parquet", tmp_path / "hard.parquet"
+    link.symlink_to(traces_file)
+    os.link(traces_file, hard)
+    prompts = tmp_path / "p.jsonl"
+    before = {p: p.read_bytes() for p in (traces_file, labels, cal, prompts)}
+    cases = [
+        (["fit-calibrator", str(traces_file), "--labels", str(labels), "--out", str(traces_file)], "--out", "traces"),
+        (["fit-calibrator", str(traces_file), "--labels", str(labels), "--out", str(labels)], "--out", "labels file"),
+        (["fit-calibrator", str(traces_file), "--labels", str(labels), "--out", str(link)], "--out", "traces"),
+        (["fit-calibrator", str(traces_file), "--labels", str(labels), "--out", str(hard)], "--out", "traces"),
+        (["score", str(traces_file), "--csv", str(traces_file)], "--csv", "traces"),
+        (["score", str(traces_file), "--calibrator", str(cal), "--csv", str(cal)], "--csv", "calibrator"),
+        (["score", str(tmp_path), "--csv", str(traces_file)], "--csv", "traces"),  # a folder of shards
+        (["generate", "--prompts", str(prompts), "--out", str(prompts)], "--out", "prompts file"),
+        (
+            ["generate", "--prompts", str(prompts), "--out", str(tmp_path / "n.parquet"), "--jsonl", str(prompts)],
+            "--jsonl",
+            "prompts file",
+        ),
+    ]
+    for args, option, what in cases:
+        r = runner.invoke(app, args)
+        assert r.exit_code == 2 and f"{option} " in r.output and f"is the {what} " in r.output, (args, r.output)
+        assert "would destroy that input" in r.output and "Traceback" not in r.output
+    assert {p: p.read_bytes() for p in before} == before  # every input byte-identical
+    same = tmp_path / "same.parquet"
+    r = runner.invoke(app, ["generate", "--prompts", str(prompts), "--out", str(same), "--jsonl", str(same)])
+    assert r.exit_code == 2 and "are the same file" in r.output and not same.exists(), r.output
+
+
+def test_outputs_are_written_through_links_and_into_pipes(tmp_path: Path, traces_file: Path) -> None:
+    import os
+    import stat
+
+    real = tmp_path / "real.csv"
+    link = tmp_path / "link.csv"
+    link.symlink_to(real)
+    assert runner.invoke(app, ["score", str(traces_file), "--csv", str(link)]).exit_code == 0
+    assert link.is_symlink() and real.read_text().startswith("id,tokens,stop,c_trace")
+    cal_link = tmp_path / "current.json"  # a link to the deployed calibrator, as a user keeps one
+    cal_link.symlink_to(tmp_path / "v1.json")
+    args = ["fit-calibrator", str(traces_file), "--labels", str(_labels(tmp_path)), "--out", str(cal_link)]
+    assert runner.invoke(app, args).exit_code == 0
+    assert cal_link.is_symlink() and json.loads((tmp_path / "v1.json").read_text())["class"] == "TracePlus"
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        r = runner.invoke(app, ["score", str(traces_file), "--csv", str(fifo)])
+        assert r.exit_code == 0, r.output
+        assert os.read(reader, 1 << 16).decode().startswith("id,tokens,stop,c_trace")
+    finally:
+        os.close(reader)
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode)
+
+
+def test_generate_refuses_a_zero_budget_and_reads_no_folder(tmp_path: Path, shared_model) -> None:  # type: ignore[no-untyped-def]
+    prompts = tmp_path / "p.jsonl"
+    prompts.write_text('"hi"\n')
+    out = tmp_path / "t.parquet"
+    for option, value, lowest in (("--max-new-tokens", "0", 1), ("--batch-size", "0", 1), ("--top-logprobs", "-1", 0)):
+        r = runner.invoke(app, ["generate", "--prompts", str(prompts), "--out", str(out), option, value])
+        assert r.exit_code == 2 and f"{option} must be a whole number ≥ {lowest}, got {value}" in r.output, r.output
+    r = runner.invoke(app, ["generate", "--prompts", str(tmp_path), "--out", str(out)])
+    assert r.exit_code == 2 and f"prompts file {tmp_path} is a folder" in r.output and "Traceback" not in r.output
+    assert not out.exists()
+
+
+def test_duplicate_ids_are_refused_naming_them(tmp_path: Path, traces_file: Path) -> None:
+    from tracecal.traces.io import save_traces
+
+    prompts = tmp_path / "dup.jsonl"
+    prompts.write_text('{"id": "a", "prompt": "x"}\n{"id": "a", "prompt": "y"}\n')
+    r = runner.invoke(app, ["generate", "--prompts", str(prompts), "--out", str(tmp_path / "d.parquet")])
+    assert r.exit_code == 2 and "1 ids occur more than once: 'a' (2×)" in r.output, r.output
+    traces = load_traces(traces_file)
+    traces[1].id = traces[0].id
+    dup = save_traces(traces, tmp_path / "dup.parquet")
+    cal = tmp_path / "c.json"
+    r = runner.invoke(app, ["fit-calibrator", str(dup), "--labels", str(_labels(tmp_path)), "--out", str(cal)])
+    assert r.exit_code == 2 and "the traces: 1 ids occur more than once: 'q0' (2×)" in r.output and not cal.exists()
+    conflict = _labels(tmp_path, "id,label\nq0,1\nq1,0\nq2,1\nq3,0\nq1,1\n")
+    r = runner.invoke(app, ["fit-calibrator", str(traces_file), "--labels", str(conflict), "--out", str(cal)])
+    assert r.exit_code == 2 and "labels.csv:6: id 'q1' is labelled 1 here but 0" in r.output and not cal.exists()
+
+
+def test_an_excel_label_file_is_read(tmp_path: Path, traces_file: Path) -> None:
+    labels = tmp_path / "excel.csv"
+    labels.write_bytes("id,label\r\nq0,1\r\nq1,0\r\nq2,1\r\nq3,0\r\nq3,0\r\n".encode("utf-8-sig"))
+    r = runner.invoke(
+        app, ["fit-calibrator", str(traces_file), "--labels", str(labels), "--out", str(tmp_path / "c.json")]
+    )
+    assert r.exit_code == 0, r.output
+
+
+def test_a_full_or_read_only_disk_is_a_message_and_loses_nothing(tmp_path: Path, traces_file: Path) -> None:
+    from tests.traces.disk import fill, read_only, small_filesystem, tmp_files
+
+    labels = _labels(tmp_path)
+    with small_filesystem(tmp_path) as mnt:
+        cal, csv = mnt / "cal.json", mnt / "s.csv"
+        cal.write_text("old calibrator")
+        csv.write_text("old csv")
+        fill(mnt)
+        for args in (
+            ["fit-calibrator", str(traces_file), "--labels", str(labels), "--out", str(cal)],
+            ["score", str(traces_file), "--csv", str(csv)],
+        ):
+            r = runner.invoke(app, args)
+            assert r.exit_code == 2 and "error:" in r.output and "No space left on device" in r.output, r.output
+            assert "Traceback" not in r.output
+        assert cal.read_text() == "old calibrator" and csv.read_text() == "old csv" and tmp_files(mnt) == []
+        (mnt / ".filler").unlink()
+        read_only(mnt)
+        r = runner.invoke(app, ["score", str(traces_file), "--csv", str(mnt / "new.csv")])
+        assert r.exit_code == 2 and "Read-only file system" in r.output and "Traceback" not in r.output, r.output

@@ -10,6 +10,8 @@ from tracecal.errors import TracecalError
 from tracecal.tasks.files import (
     InputFileError,
     InputFileNotFoundError,
+    check_unique_ids,
+    join_labels,
     jsonl_lines,
     parse_label,
     read_labels,
@@ -84,3 +86,47 @@ def test_parse_label_and_jsonl_lines(tmp_path: Path) -> None:
     with pytest.raises(InputFileError, match="here: label must be 0 or 1, got 0.5"):
         parse_label(0.5, "here")
     assert list(jsonl_lines(_write(tmp_path, "a.jsonl", '1\n\n{"a": 2}\n'))) == [(1, 1), (3, {"a": 2})]
+
+
+def test_a_folder_is_not_a_prompts_or_labels_file(tmp_path: Path) -> None:
+    for read, what in ((read_prompt_file, "prompts"), (read_labels, "labels")):
+        with pytest.raises(
+            InputFileNotFoundError, match=f"{what} file {tmp_path} is a folder: give the path of a file"
+        ):
+            read(tmp_path)
+
+
+def test_duplicate_prompt_ids_are_refused_naming_them(tmp_path: Path) -> None:
+    lines = ['{"id": "a", "prompt": "1"}', '{"id": "b", "prompt": "2"}', '{"id": "a", "prompt": "3"}', '"x"']
+    text = "\n".join([*lines, '{"id": "3", "prompt": "4"}']) + "\n"
+    with pytest.raises(InputFileError, match=r"p.jsonl: 2 ids occur more than once: 'a' \(2×\), '3' \(2×\)"):
+        read_prompt_file(_write(tmp_path, "p.jsonl", text))  # "x" on line 4 gets its position, 3, as id
+
+
+def test_labels_repeated_with_the_same_label_are_accepted_conflicting_ones_refused(tmp_path: Path) -> None:
+    assert read_labels(_write(tmp_path, "ok.csv", "id,label\nq0,1\nq1,0\nq0,1\n")) == {"q0": 1, "q1": 0}
+    with pytest.raises(InputFileError, match=r"bad.csv:4: id 'q0' is labelled 0 here but 1 on an earlier line"):
+        read_labels(_write(tmp_path, "bad.csv", "id,label\nq0,1\nq1,0\nq0,0\n"))
+    with pytest.raises(InputFileError, match=r"bad.jsonl:2: id '7' is labelled 1 here but 0 on an earlier line"):
+        read_labels(_write(tmp_path, "bad.jsonl", '{"id": 7, "label": 0}\n{"id": "7", "label": true}\n'))
+
+
+def test_a_label_csv_saved_by_excel_is_read(tmp_path: Path) -> None:
+    path = tmp_path / "excel.csv"
+    path.write_bytes("id,label\r\nq0,1\r\nq1,0\r\n".encode("utf-8-sig"))  # UTF-8 with a byte-order mark
+    assert read_labels(path) == {"q0": 1, "q1": 0}
+
+
+def test_join_labels_refuses_repeated_trace_ids_and_missing_labels() -> None:
+    labels = {"a": 1, "b": 0}
+    assert join_labels(["b", "a"], labels, "l.csv") == [0, 1]
+    with pytest.raises(InputFileError, match=r"the traces: 1 ids occur more than once: 'a' \(2×\)"):
+        join_labels(["a", "b", "a"], labels, "l.csv")
+    with pytest.raises(InputFileError, match=r"1 traces have no label in l.csv \(first: \['c'\]\)"):
+        join_labels(["a", "c"], labels, "l.csv")
+
+
+def test_check_unique_ids_shows_at_most_five() -> None:
+    check_unique_ids(["a", "b"], "x")
+    with pytest.raises(InputFileError, match=r"x: 7 ids occur more than once: '0' \(2×\), .*'4' \(2×\), …; give"):
+        check_unique_ids([str(i) for i in range(7)] * 2, "x")

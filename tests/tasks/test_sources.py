@@ -78,3 +78,23 @@ def test_data_dir_env_var_is_used_by_loaders(tmp_path: Path, monkeypatch: pytest
     assert len(ex) == 1 and ex[0].question == "2+2?" and ex[0].golds == ["4", "four"]
     with pytest.raises(FileNotFoundError, match="svamp"):
         get_task("svamp").load()
+
+
+def test_a_folder_given_as_a_task_file_is_named_as_a_folder(tmp_path: Path) -> None:
+    from tracecal.tasks.example import TaskFileNotFoundError
+    from tracecal.tasks.sources import FileSource
+
+    (tmp_path / "d.jsonl").mkdir()
+    with pytest.raises(TaskFileNotFoundError, match=r"d.jsonl is a folder: give the path of a file"):
+        FileSource(str(tmp_path / "d.jsonl"), relative=False).resolve()
+
+
+def test_every_row_reader_drops_a_byte_order_mark(tmp_path: Path) -> None:
+    """Excel saves CSV as UTF-8 with a BOM: the first column must still be named ``id``, not ``\\ufeffid``."""
+    from tracecal.tasks.sources import iter_csv, iter_json_list, iter_jsonl
+
+    bom = "\ufeff"
+    csv_rows = list(iter_csv(write_file(tmp_path / "a.csv", bom + "id,question\r\nq1,Hi?\r\n")))
+    assert [r.record for r in csv_rows] == [{"id": "q1", "question": "Hi?"}]
+    assert [r.record for r in iter_jsonl(write_file(tmp_path / "a.jsonl", bom + '{"id": 1}\n'))] == [{"id": 1}]
+    assert [r.record for r in iter_json_list(write_file(tmp_path / "a.json", bom + '[{"id": 2}]'))] == [{"id": 2}]

@@ -149,3 +149,14 @@ def test_answer_may_be_a_list_of_aliases(tmp_path: Path) -> None:
     assert get_task(str(p)).label(ex[0], "It is Paris, France.") == 1
     m = write_file(tmp_path / "m.jsonl", jsonl_text({"question": "2+3?", "answer": ["5", "five"]}))
     assert load_user_file(m, kind="math")[0].golds == ["5"]
+
+
+def test_max_new_tokens_zero_is_refused_not_read_as_the_default(tmp_path: Path) -> None:
+    from tracecal.errors import ValidationError
+
+    p = write_file(tmp_path / "qa.jsonl", jsonl_text({"question": "Capital of France?", "answer": "Paris"}))
+    default = task_from_file(p).max_new_tokens
+    assert default > 0 and task_from_file(p, max_new_tokens=5).max_new_tokens == 5
+    for bad in (0, -3, 2.5):
+        with pytest.raises(ValidationError, match=rf"max_new_tokens must be a whole number ≥ 1, got {bad}"):
+            task_from_file(p, max_new_tokens=bad)  # type: ignore[arg-type]

@@ -3,18 +3,22 @@ permissions, clear errors on corrupt files."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from tests.traces.disk import fill, read_only, small_filesystem, tmp_files
 from tracecal.traces.io import (
     TraceFileError,
+    atomic_write,
     export_jsonl,
     import_jsonl,
     load_trace_batch,
     load_traces,
     save_traces,
+    traces_to_table,
 )
 from tracecal.traces.trace import Trace, TraceBatch
 
@@ -121,8 +125,16 @@ def test_saved_files_get_the_usual_permissions(tmp_path) -> None:  # type: ignor
     assert stat.S_IMODE(os.stat(p).st_mode) == FILE_MODE == 0o666 & ~mask  # not mkstemp's 0600
 
 
+def _write_unchecked(traces: list[Trace], path: Path) -> Path:
+    """A traces file written without the value check of `save_traces` (as another tool could)."""
+    import pyarrow.parquet as pq
+
+    pq.write_table(traces_to_table(traces), path)
+    return path
+
+
 def test_load_traces_refuses_bad_values(tmp_path: Path) -> None:
-    p = save_traces([_trace([0.1], [0.2], "ok"), _trace([0.2, -3.0], [0.1, 0.1], "bad1")], tmp_path / "t.parquet")
+    p = _write_unchecked([_trace([0.1], [0.2], "ok"), _trace([0.2, -3.0], [0.1, 0.1], "bad1")], tmp_path / "t.parquet")
     with pytest.raises(TraceFileError, match=r"t.parquet: row 1 \(id 'bad1'\): surprisal of token 1 is -3.0"):
         load_traces(p)
     with pytest.raises(TraceFileError, match=r"t.parquet: row 1: surprisal of token 1 is -3.0"):
@@ -132,11 +144,142 @@ def test_load_traces_refuses_bad_values(tmp_path: Path) -> None:
 
 
 def test_import_jsonl_refuses_bad_values(tmp_path: Path) -> None:
-    p = export_jsonl([_trace([0.1], [0.2], "a"), _trace([0.1], [np.nan], "b")], tmp_path / "t.jsonl")
-    text = p.read_text().replace("\n", "\n\n", 1)  # a blank line: the error names the file's line, not the index
-    p.write_text(text)
+    p = tmp_path / "t.jsonl"
+    rows = [_trace([0.1], [0.2], "a").to_dict(), _trace([0.1], [np.nan], "b").to_dict()]
+    p.write_text("\n\n".join(json.dumps(r) for r in rows) + "\n")  # a blank line: the error names the file's line
     with pytest.raises(TraceFileError, match=r"t.jsonl:3 \(id 'b'\): entropy of token 0 is nan"):
         import_jsonl(p)
     p.write_text("[" * 50_000 + "]" * 50_000 + "\n")
     with pytest.raises(TraceFileError, match="t.jsonl:1: not a trace \\(nested too deeply\\)"):
         import_jsonl(p)
+
+
+# ---------------------------------------------------------------------------------------------- writes
+
+
+@pytest.mark.parametrize(
+    ("surprisal", "entropy", "message"),
+    [
+        ([0.1, np.nan], [0.1, 0.1], "surprisal of token 1 is nan"),
+        ([0.1, 0.1], [np.inf, 0.1], "entropy of token 0 is inf"),
+        ([-2.0], [0.1], "surprisal of token 0 is -2.0"),
+        ([0.1], [-0.5], "entropy of token 0 is -0.5"),
+        ([1e308], [0.1], "surprisal of token 0 is 1e[+]308; surprisal must be ≤ 10000 nats"),
+    ],
+)
+def test_save_refuses_what_load_would_refuse(tmp_path: Path, surprisal: list, entropy: list, message: str) -> None:
+    bad = [_trace([0.1], [0.2], "ok"), _trace(surprisal, entropy, "b7")]
+    for write, name in ((save_traces, "t.parquet"), (export_jsonl, "t.jsonl")):
+        with pytest.raises(TraceFileError, match=rf"{name}: not written: answer 1 \(id 'b7'\): {message}"):
+            write(bad, tmp_path / name)
+        assert not (tmp_path / name).exists()
+    assert bad[1].surprisal.tolist() == pytest.approx(surprisal, nan_ok=True)  # the traces are not modified
+
+
+def test_values_at_the_bound_and_round_off_round_trip(tmp_path: Path) -> None:
+    from tracecal.traces.segments import MAX_TOKEN_NATS
+
+    t = _trace([MAX_TOKEN_NATS, -1e-8], [0.0, MAX_TOKEN_NATS], "edge")
+    back = load_traces(save_traces([t], tmp_path / "t.parquet"))[0]
+    assert back.surprisal.tolist() == [MAX_TOKEN_NATS, 0.0] and back.entropy.tolist() == [0.0, MAX_TOKEN_NATS]
+    assert t.surprisal[1] == -1e-8  # the caller's trace keeps its value; the read clips the round-off
+    assert import_jsonl(export_jsonl([t], tmp_path / "t.jsonl"))[0].surprisal.tolist() == [MAX_TOKEN_NATS, 0.0]
+
+
+def test_import_jsonl_reads_a_byte_order_mark(tmp_path: Path) -> None:
+    p = tmp_path / "bom.jsonl"
+    p.write_text("\ufeff" + json.dumps(_trace([0.1], [0.2], "a").to_dict()) + "\n", encoding="utf-8")
+    assert [t.id for t in import_jsonl(p)] == ["a"]
+
+
+def test_writing_through_a_symlink_replaces_its_target_and_keeps_the_link(tmp_path: Path) -> None:
+    real = tmp_path / "data" / "real.parquet"
+    real.parent.mkdir()
+    real.write_bytes(b"old")
+    link = tmp_path / "link.parquet"
+    link.symlink_to(real)
+    save_traces([_trace([0.1], [0.2], "a")], link)
+    assert link.is_symlink() and link.resolve() == real.resolve()
+    assert [t.id for t in load_traces(real)] == ["a"]
+    assert tmp_files(real.parent) == [] and sorted(p.name for p in tmp_path.iterdir()) == ["data", "link.parquet"]
+    dangling = tmp_path / "dangling.jsonl"
+    dangling.symlink_to(tmp_path / "data" / "new.jsonl")
+    export_jsonl([_trace([0.1], [0.2], "b")], dangling)
+    assert dangling.is_symlink() and [t.id for t in import_jsonl(tmp_path / "data" / "new.jsonl")] == ["b"]
+
+
+def test_a_named_pipe_is_written_into_not_replaced(tmp_path: Path) -> None:
+    import os
+    import stat
+
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)  # a reader is there: opening it to write does not block
+    try:
+        atomic_write(fifo, lambda name: Path(name).write_text("through the pipe\n"))
+        assert os.read(reader, 1000) == b"through the pipe\n"
+    finally:
+        os.close(reader)
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode) and tmp_files(tmp_path) == []
+
+
+def test_a_character_device_is_written_into_not_replaced(tmp_path: Path) -> None:
+    import os
+    import stat
+
+    dev = tmp_path / "null"
+    try:
+        os.mknod(dev, stat.S_IFCHR | 0o666, os.makedev(1, 3))  # the /dev/null device, in this test's folder
+    except (PermissionError, OSError) as e:
+        pytest.skip(f"cannot make a device node here ({e}); the named-pipe test covers the same path")
+    link = tmp_path / "out.parquet"
+    link.symlink_to(dev)  # like /dev/stdout, a link to a device
+    save_traces([_trace([0.1], [0.2], "a")], link)
+    assert stat.S_ISCHR(os.stat(dev).st_mode) and link.is_symlink() and tmp_files(tmp_path) == []
+
+
+def test_a_folder_or_read_only_file_is_refused(tmp_path: Path) -> None:
+    import os
+
+    with pytest.raises(IsADirectoryError, match="is a folder"):
+        save_traces([], tmp_path)
+    ro = tmp_path / "ro.parquet"
+    ro.write_bytes(b"keep me")
+    ro.chmod(0o444)
+    if os.access(ro, os.W_OK):
+        pytest.skip("this process (root) may write a read-only file: nothing to refuse")
+    with pytest.raises(PermissionError, match="read-only file: not replaced"):
+        save_traces([], ro)
+    assert ro.read_bytes() == b"keep me"
+
+
+def test_a_failed_write_keeps_the_old_file_and_leaves_no_temporary(tmp_path: Path) -> None:
+    import errno
+
+    target = tmp_path / "t.csv"
+    target.write_bytes(b"old content")
+
+    def half_then_full(name: str) -> None:
+        Path(name).write_bytes(b"half")
+        raise OSError(errno.ENOSPC, "No space left on device", name)
+
+    with pytest.raises(OSError, match="No space left"):
+        atomic_write(target, half_then_full)
+    assert target.read_bytes() == b"old content" and tmp_files(tmp_path) == []
+
+
+def test_a_full_or_read_only_disk_keeps_the_old_file(tmp_path: Path) -> None:
+    rng = np.random.default_rng(0)
+    big = [_trace(list(rng.random(4000)), list(rng.random(4000)), f"q{i}") for i in range(40)]  # ~2.5 MB
+    with small_filesystem(tmp_path) as mnt:
+        old = save_traces(big[:1], mnt / "t.parquet")
+        before = old.read_bytes()
+        fill(mnt)
+        with pytest.raises(OSError, match="No space left on device"):
+            save_traces(big, old)
+        assert old.read_bytes() == before and tmp_files(mnt) == []
+        (mnt / ".filler").unlink()
+        read_only(mnt)
+        with pytest.raises(OSError, match="(?i)read-only file"):
+            save_traces(big[:1], old)
+        assert old.read_bytes() == before and tmp_files(mnt) == []

@@ -71,3 +71,21 @@ def test_trace_confidence_refuses_negative_surprisal() -> None:
         trace_confidence(bad)
     c = trace_confidence([_trace([0.0, 1e-300], [0.0, 0.0])])
     assert c[0] == 1.0
+
+
+def test_absurd_finite_values_are_refused_before_any_operator_overflows() -> None:
+    """Entropy or surprisal of 1e308 nats made the operators overflow (inf, NaN and a RuntimeWarning): every
+    boundary now refuses values above MAX_TOKEN_NATS, naming the answer; values up to it stay finite."""
+    import warnings
+
+    from tracecal.traces.trace import MAX_TOKEN_NATS
+
+    for s, h in (([0.1, 1e308], [0.1, 0.1]), ([0.1, 0.1], [0.1, 1e308])):
+        with pytest.raises(
+            ValueError, match=rf"answer 0 \(id 'x'\): .* of token 1 is 1e\+308; .* ≤ {MAX_TOKEN_NATS:g}"
+        ):
+            trace_confidence([_trace(s, h, "x")])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no overflow warning at the bound
+        c = trace_confidence([_trace([MAX_TOKEN_NATS] * 50, [MAX_TOKEN_NATS] * 50)])
+    assert np.isfinite(c).all() and 0.0 <= c[0] <= 1.0

@@ -3,16 +3,19 @@
 ``cal.save(path)`` writes, and ``Cls.load(path)`` reads, one envelope (never pickle) ::
 
     {"format": "tracecal.calibrator", "format_version": 2, "class": "PlattCalibrator",
-     "params": {...}, "state": {...}, "versions": {"tracecal": ..., "numpy": ..., "sklearn": ...}}
+     "params": {...}, "state": {...}, "versions": {"tracecal": ..., "numpy": ..., "sklearn": ...},
+     "provenance": {"model": ..., "dtype": ..., "tracecal": ..., "run": ...}}
 
-``params`` are the ``__init__`` arguments (``get_params(deep=False)``), ``state`` the learned attributes
-(each class's ``_get_state``). The class is looked up by name in a fixed registry of classes (never
-imported by name): `tracecal.calibrators.scalar.SCALAR_CLASSES` for the scalar calibrators, and
+``params`` are the ``__init__`` arguments, ``state`` the learned attributes (each class's ``_get_state``),
+``provenance`` the answers it was fitted on (``cal.provenance``, `tracecal.traces.provenance`; null fields where
+unknown; absent from older files). The class is looked up by name in a fixed registry (never imported by name):
+`tracecal.calibrators.scalar.SCALAR_CLASSES` for the scalar calibrators, and
 `tracecal.calibrators.CALIBRATOR_CLASSES` (`tracecal.calibrators.load_calibrator`) for all, TRACE+ included.
-Every value is checked on load — probabilities in [0, 1], finite weights and means, positive scales,
-lengths consistent with the feature names, known kernels, bounded file size and nesting — and anything
-else raises `CalibratorFileError` (a ``ValueError``) naming the file and what to fix. The older layouts
-(TracePlus ``"format": "tracecal.TracePlus"`` version 1; scalar ``{"kind", "format_version": 1}``) still load.
+Every value is checked on load (`tracecal.calibrators.values`) — probabilities in [0, 1], finite weights and means
+of magnitude at most `MAX_ABS_STATE`, positive scales, lengths consistent with the feature names, known kernels,
+bounded file size and nesting — and anything else raises `CalibratorFileError` (a ``ValueError``) naming the
+file and what to fix. The older layouts (TracePlus ``"format": "tracecal.TracePlus"`` version 1; scalar
+``{"kind", "format_version": 1}``) still load.
 
 Hyper-parameters are declared once per class in ``_parameter_constraints`` (`tracecal._validation`'s
 `Interval` / `Options`, plus `Flag` and `ListOf` for booleans and lists) and checked by one call,
@@ -36,8 +39,17 @@ from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted
 
 from tracecal._validation import Constraint, Interval, Options, check_param
-from tracecal.errors import TracecalError, ValidationError
+from tracecal.calibrators.values import (
+    MAX_ABS_STATE,
+    Z_CLIP,
+    CalibratorFileError,
+    check_number,
+    json_array,
+    json_float,
+)
+from tracecal.errors import ValidationError
 from tracecal.traces.io import atomic_write
+from tracecal.traces.provenance import provenance, read_provenance
 from tracecal.version import __version__
 
 __all__ = [
@@ -55,7 +67,9 @@ __all__ = [
     "versions",
     "FORMAT",
     "FORMAT_VERSION",
+    "MAX_ABS_STATE",
     "MAX_DEPTH",
+    "Z_CLIP",
     "MAX_FILE_BYTES",
 ]
 
@@ -69,67 +83,11 @@ _LEGACY_KINDS = {"platt": "PlattCalibrator", "isotonic": "IsotonicCalibrator", "
 _REFIT = "refit the calibrator and save it again (the file was edited or corrupted)"
 
 
-class CalibratorFileError(TracecalError, ValueError):
-    """A saved calibrator (JSON file or dict) is malformed, holds invalid values, or is of another kind or
-    an unsupported version; the message says what to fix."""
-
-
 def versions() -> dict[str, str]:
     """Versions of tracecal, numpy and scikit-learn, written into every calibrator file."""
     import sklearn
 
     return {"tracecal": __version__, "numpy": np.__version__, "sklearn": sklearn.__version__}
-
-
-# ---------------------------------------------------------------------------------------- JSON values
-
-
-def check_number(
-    value: Any,
-    what: str,
-    lo: float = -math.inf,
-    hi: float = math.inf,
-    *,
-    open_lo: bool = False,
-    open_hi: bool = False,
-    integer: bool = False,
-    error: type[ValueError] = ValueError,
-) -> float:
-    """``value`` as a float if it is a finite real number (an integer with ``integer``) in [lo, hi] (ends
-    excluded with ``open_lo`` / ``open_hi``); else ``error`` saying what ``what`` must be. Booleans are refused."""
-    kinds = (int, np.integer) if integer else (int, float, np.integer, np.floating)
-    if isinstance(value, bool | np.bool_) or not isinstance(value, kinds):
-        raise error(f"{what} must be {'an integer' if integer else 'a number'}, got {value!r}")
-    out = float(value)
-    if not math.isfinite(out):
-        raise error(f"{what} must be finite, got {value!r}")
-    if out < lo or out > hi or (open_lo and out == lo) or (open_hi and out == hi):
-        left, right = "(" if open_lo else "[", ")" if open_hi else "]"
-        raise error(f"{what} must lie in {left}{lo:g}, {hi:g}{right}, got {value!r}")
-    return out
-
-
-def json_float(value: Any, what: str, lo: float = -math.inf, hi: float = math.inf, open_lo: bool = False) -> float:
-    """A finite JSON number in [lo, hi] (or (lo, hi] with ``open_lo``); else `CalibratorFileError`."""
-    return check_number(value, what, lo, hi, open_lo=open_lo, error=CalibratorFileError)
-
-
-def json_array(value: Any, what: str, n: int | None = None, dtype: type = np.float64) -> np.ndarray:
-    """A JSON list of finite numbers (or booleans, ``dtype=bool``) of length ``n``, as a 1-D array."""
-    try:
-        arr = np.asarray(value) if isinstance(value, list) else None
-    except (ValueError, TypeError, OverflowError):  # ragged nesting, odd objects
-        arr = None
-    kinds = "b" if dtype is bool else "iuf"
-    if arr is None or arr.ndim != 1 or (arr.size and arr.dtype.kind not in kinds):
-        kind = "true/false values" if dtype is bool else "numbers"
-        raise CalibratorFileError(f"{what} must be a flat list of {kind}, got {str(value)[:80]}")
-    arr = arr.astype(dtype)
-    if dtype is not bool and not np.all(np.isfinite(arr)):
-        raise CalibratorFileError(f"{what} must hold finite numbers (no NaN / Infinity)")
-    if n is not None and arr.size != n:
-        raise CalibratorFileError(f"{what} must have {n} entries (one per feature), got {arr.size}")
-    return arr
 
 
 def _too_deep(obj: Any, limit: int) -> bool:
@@ -150,7 +108,7 @@ def read_calibrator_json(path: str | os.PathLike[str]) -> Any:
     try:
         if path.stat().st_size > MAX_FILE_BYTES:
             raise CalibratorFileError(f"{path}: not a calibrator file: larger than {MAX_FILE_BYTES >> 20} MiB")
-        text = path.read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8-sig")  # a byte-order mark (an editor's) is dropped
     except FileNotFoundError:
         raise
     except (OSError, UnicodeDecodeError) as e:
@@ -292,6 +250,7 @@ class Calibrator(BaseEstimator):
     """
 
     _parameter_constraints: ClassVar[dict[str, ParamConstraint]] = {}
+    provenance: dict[str, str | None] | None = None  # the answers it was fitted on (`tracecal.traces.provenance`)
 
     def _check_params(self) -> None:
         """Raise ``ValueError`` saying which hyper-parameter is invalid (called by ``fit`` and on load)."""
@@ -318,7 +277,7 @@ class Calibrator(BaseEstimator):
 
     # ---- persistence -----------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
-        """The JSON envelope ``{"format", "format_version", "class", "params", "state", "versions"}``."""
+        """The JSON envelope ``{"format", "format_version", "class", "params", "state", "versions", "provenance"}``."""
         self._check_fitted()
         return {
             "format": FORMAT,
@@ -327,6 +286,7 @@ class Calibrator(BaseEstimator):
             "params": _jsonable(self.get_params(deep=False)),
             "state": self._get_state(),
             "versions": versions(),
+            "provenance": self.provenance or provenance(None, None, None),
         }
 
     @classmethod
@@ -376,6 +336,7 @@ class Calibrator(BaseEstimator):
             obj._set_state(state)
         except (TypeError, ValueError, KeyError) as exc:  # CalibratorFileError is a ValueError
             raise CalibratorFileError(f"invalid {name} state: {exc}; {_REFIT}") from exc
+        obj.provenance = read_provenance(d.get("provenance"), CalibratorFileError)
         return obj
 
     def save(self, path: str | os.PathLike[str]) -> Path:

@@ -5,7 +5,10 @@ matrix, one row per answer, NaN rows for zero-token answers) and standardises th
 
     z_j = (M_j − mean_j) / scale_j,   scale_j = sd_j,   a column kept (``kept_``) iff sd_j > `SD_EPS`
 
-(a dropped column gets scale 1 and no weight). `TraceFeatureCalibrator` owns what the three share: the
+(a dropped column gets scale 1 and no weight). A saved state is loaded only with means and weights of magnitude
+≤ `MAX_ABS_STATE`, scales in (0, `MAX_ABS_STATE`] (> `SD_EPS` for a kept column) and, for a constant
+calibrator, no non-zero weight; z is clipped to ±`Z_CLIP`, so the log-odds of any finite feature matrix is a
+finite number (never an overflow). `TraceFeatureCalibrator` owns what the three share: the
 traces-or-matrix dispatch (`TraceFeatureCalibrator._as_matrix`), the fit set-up (labels, zero-token rows,
 column names, standardisation), the single-class warning, the sklearn tags, JSON's list → tuple parameters
 (∞ as ``"inf"``) and the standardisation part of the saved state. `LinearTraceCalibrator` adds the logistic
@@ -27,6 +30,7 @@ from sklearn.utils.validation import validate_data
 
 from tracecal._validation import Interval, Options
 from tracecal.calibrators.base import (
+    Z_CLIP,
     Calibrator,
     CalibratorFileError,
     Flag,
@@ -43,6 +47,7 @@ from tracecal.traces.trace import Trace, TraceBatch
 
 __all__ = [
     "SD_EPS",
+    "Z_CLIP",
     "Traces",
     "FEATURE_CONSTRAINTS",
     "PENALTIES",
@@ -207,6 +212,12 @@ class TraceFeatureCalibrator(Calibrator):
         self.constant_: float | None = None
         return M, yy
 
+    def standardise(self, M: np.ndarray) -> np.ndarray:
+        """z = (M − mean_) / scale_ of every column, shape (B, n_features), clipped to ±`Z_CLIP` (NaN stays NaN):
+        a finite number for any finite M, without an overflow warning."""
+        with np.errstate(over="ignore"):  # beyond float64 → ±inf, clipped next
+            return np.clip((M - self.mean_) / self.scale_, -Z_CLIP, Z_CLIP)
+
     def _single_class(self, y: np.ndarray) -> bool:
         """True (with a `SingleClassWarning`, and ``constant_`` = the base rate) when ``y`` has one class."""
         if y.min() != y.max():
@@ -252,6 +263,11 @@ class TraceFeatureCalibrator(Calibrator):
         if np.any(sds <= 0):
             raise CalibratorFileError(f"state.sds are standard deviations: each must be > 0, got {sds.min():g}")
         kept = json_array(state["kept"], "state.kept", n, dtype=bool)
+        if np.any(kept & (sds <= SD_EPS)):
+            j = int(np.argmax(kept & (sds <= SD_EPS)))
+            raise CalibratorFileError(
+                f"state.sds[{j}] = {float(sds[j])!r}: a kept column has sd > {SD_EPS:g} (fit drops it)"
+            )
         self.feature_names_, self.n_features_in_, self.mean_, self.scale_, self.kept_ = names, n, means, sds, kept
         constant = state.get("constant")
         self.constant_ = None if constant is None else json_float(constant, "state.constant (a probability)", 0, 1)
@@ -261,6 +277,11 @@ class TraceFeatureCalibrator(Calibrator):
         n_train = check_number(state.get("n_train", 0), "state.n_train", 0 if legacy else 1, integer=True)
         self.n_train_ = int(n_train)
         self._set_model_state(state)
+        if self.constant_ is not None:  # a constant calibrator ignores its weights: non-zero ones are a forgery
+            for name in ("coef_", "components_"):
+                w = getattr(self, name, None)
+                if w is not None and np.any(w != 0):
+                    raise CalibratorFileError(f"state.constant is set, so the weights ({name}) must all be 0")
 
 
 PARAMS = dataclass(eq=False, repr=False, kw_only=True)
@@ -310,8 +331,8 @@ class LinearTraceCalibrator(TraceFeatureCalibrator, FeatureParams):
         return trace_plus_features(traces, lams, first_k, kernel, seq, thr)
 
     def _standardised(self, M: np.ndarray) -> np.ndarray:
-        """z of the kept columns, shape (B, kept)."""
-        return ((M - self.mean_) / self.scale_)[:, self.kept_]
+        """z of the kept columns, shape (B, kept) (`standardise`)."""
+        return self.standardise(M)[:, self.kept_]
 
     def decision_function(self, X: Traces | np.ndarray) -> np.ndarray:
         """b + wᵀ·z, the log-odds of correctness (±inf for a constant 0 / 1 calibrator); NaN for zero-token

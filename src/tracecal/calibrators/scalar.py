@@ -13,11 +13,17 @@ P(correct) in [0, 1] (not sklearn's 2-column form). X is a 1-D array of scores, 
 
 Edge cases shared by all: NaN/inf scores (fit or predict) → ``ValueError``; labels outside {0, 1} or
 mismatched lengths → ``ValueError``; ``fit`` on a single-class ``y`` does not crash: it warns
-(`SingleClassWarning`) and the calibrator predicts the constant base rate (stored in ``constant_``).
+(`SingleClassWarning`) and the calibrator predicts the constant base rate (stored in ``constant_``). ``fit``
+refuses scores of magnitude above `MAX_ABS_SCORE` (1e12; no confidence score comes near): a saved calibrator
+holds values in score units (Platt's mean and scale, isotonic breakpoints), and a file is loaded only with those
+within that bound (and every other value within `MAX_ABS_STATE`), so whatever is fitted can be saved and loaded.
+``predict_proba`` takes any finite score: Platt's standardised score is clipped to ±`Z_CLIP`, so an absurd score
+gives 0 or 1, never an overflow.
 
 Persistence: ``cal.save(path)`` / ``PlattCalibrator.load(path)`` (or ``ScalarCalibrator.load`` for any
 of the three), the JSON envelope of `tracecal.calibrators.base`; never pickle. A malformed file or dict, or one
-with invalid values, raises `CalibratorFileError`.
+with invalid values (beyond `MAX_ABS_SCORE` / `MAX_ABS_STATE`, a temperature outside [1/`MAX_ABS_STATE`,
+`MAX_ABS_STATE`], model values next to a ``constant``), raises `CalibratorFileError` naming the field.
 """
 
 from __future__ import annotations
@@ -39,6 +45,8 @@ from sklearn.utils import Tags
 from tracecal._validation import Interval
 from tracecal.calibrators.base import (
     FORMAT_VERSION,
+    MAX_ABS_STATE,
+    Z_CLIP,
     Calibrator,
     CalibratorFileError,
     ParamConstraint,
@@ -59,7 +67,13 @@ __all__ = [
     "SCALAR_CLASSES",
     "calibrator_from_dict",
     "FORMAT_VERSION",
+    "MAX_ABS_SCORE",
 ]
+
+MAX_ABS_SCORE = 1e12
+"""Our choice: the largest score magnitude a scalar calibrator is fitted on, and so the bound of the values in
+score units of its saved state (Platt's ``mean`` and ``scale``, isotonic ``x_thresholds``). Far beyond any
+confidence score (tracecal's are probabilities, nats ≤ 1e4, or sums of them) yet roomy for a poorly scaled one."""
 
 
 # ---------------------------------------------------------------------------------------- scalar calibrators
@@ -120,6 +134,11 @@ class ScalarCalibrator(Calibrator):
         yy = check_labels(y)
         s = check_scores(scores, yy.size, name="scores")
         self._validate_scores(s)
+        if s.size and np.abs(s).max() > MAX_ABS_SCORE:
+            raise ValueError(
+                f"{type(self).__name__}.fit: scores must lie in [-{MAX_ABS_SCORE:g}, {MAX_ABS_SCORE:g}] (a saved "
+                f"calibrator holds them), got {float(s[np.argmax(np.abs(s))])!r}; rescale the scores"
+            )
         for key in self._STATE_KEYS:  # forget state of a previous fit
             self.__dict__.pop(key, None)
         self.n_fit_ = int(yy.size)
@@ -170,6 +189,9 @@ class ScalarCalibrator(Calibrator):
             self._set_model_state(state)
         else:
             self.constant_ = json_float(state["constant"], "state.constant (a probability)", 0.0, 1.0)
+            given = [k.rstrip("_") for k in self._STATE_KEYS if state[k.rstrip("_")] is not None]
+            if given:  # a constant calibrator predicts the base rate: model values would be ignored silently
+                raise CalibratorFileError(f"state.constant is set, so state.{', state.'.join(given)} must be null")
 
 
 class PlattCalibrator(ScalarCalibrator):
@@ -208,14 +230,16 @@ class PlattCalibrator(ScalarCalibrator):
         self.intercept_ = float(lr.intercept_[0])
 
     def _predict(self, s: NDArray[np.float64]) -> NDArray[np.float64]:
-        return expit(self.intercept_ + self.coef_ * ((s - self.mean_) / self.scale_))
+        with np.errstate(over="ignore"):  # |z| beyond float64 → ±inf, clipped to ±Z_CLIP next
+            z = np.clip((s - self.mean_) / self.scale_, -Z_CLIP, Z_CLIP)
+        return expit(self.intercept_ + self.coef_ * z)
 
     def _model_state(self) -> dict[str, Any]:
         return {"mean": self.mean_, "scale": self.scale_, "coef": self.coef_, "intercept": self.intercept_}
 
     def _set_model_state(self, state: Mapping[str, Any]) -> None:
-        self.mean_ = json_float(state["mean"], "state.mean")
-        self.scale_ = json_float(state["scale"], "state.scale (a standard deviation)", 0.0, open_lo=True)
+        self.mean_ = json_float(state["mean"], "state.mean", -MAX_ABS_SCORE, MAX_ABS_SCORE)
+        self.scale_ = json_float(state["scale"], "state.scale (a standard deviation)", 0.0, MAX_ABS_SCORE, True)
         self.coef_ = json_float(state["coef"], "state.coef")
         self.intercept_ = json_float(state["intercept"], "state.intercept")
 
@@ -246,7 +270,7 @@ class IsotonicCalibrator(ScalarCalibrator):
         return {"x_thresholds": self.x_thresholds_.tolist(), "y_thresholds": self.y_thresholds_.tolist()}
 
     def _set_model_state(self, state: Mapping[str, Any]) -> None:
-        x = json_array(state["x_thresholds"], "state.x_thresholds")
+        x = json_array(state["x_thresholds"], "state.x_thresholds", bound=MAX_ABS_SCORE)
         y = json_array(state["y_thresholds"], "state.y_thresholds", n=x.size)
         if x.size == 0:
             raise CalibratorFileError("state.x_thresholds must not be empty")
@@ -322,7 +346,8 @@ class TemperatureCalibrator(ScalarCalibrator):
         return {"temperature": self.temperature_}
 
     def _set_model_state(self, state: Mapping[str, Any]) -> None:
-        self.temperature_ = json_float(state["temperature"], "state.temperature", 0.0, open_lo=True)
+        lo = 1.0 / MAX_ABS_STATE  # fit gives T ∈ [e^−max_log_t, e^max_log_t] = [9e-4, 1097] by default
+        self.temperature_ = json_float(state["temperature"], "state.temperature", lo, MAX_ABS_STATE)
 
 
 CALIBRATORS: dict[str, type[ScalarCalibrator]] = {

@@ -165,7 +165,7 @@ class TracePlusCV(TraceFeatureCalibrator):
 
     def _design(self, M: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(X1 = (1, kept standardised columns), S = candidate columns: the statistics' z, then the consensus)."""
-        Z = np.where(self.kept_, (M - self.mean_) / self.scale_, 0.0)
+        Z = np.where(self.kept_, self.standardise(M), 0.0)
         S = Z[:, : self.n_stats_]
         if self.consensus:
             S = np.column_stack([S, S.mean(axis=1)])
@@ -334,7 +334,7 @@ class TracePlusCV(TraceFeatureCalibrator):
     def _set_model_state(self, state: Mapping[str, Any]) -> None:
         self.n_stats_ = min(len(self.statistics), len(self.feature_names_))
         pen = state["penalty"]
-        self.penalty_ = math.inf if pen == "inf" else json_float(pen, "state.penalty", 0.0, open_lo=True)
+        self.penalty_ = math.inf if pen == "inf" else json_float(pen, "state.penalty", 0.0, math.inf, open_lo=True)
         cands = [*self.feature_names_[: self.n_stats_], *([CONSENSUS] if self.consensus else [])]
         cands += [] if math.isinf(self.penalty_) else [EXTENDED]
         if state["candidates"] != cands:

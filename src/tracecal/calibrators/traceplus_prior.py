@@ -68,7 +68,7 @@ PRIOR_NAME = "trace_conf"
 def _penalty_from_json(v: Any, what: str) -> float:
     if v == "inf":
         return math.inf
-    return json_float(v, what, 0.0, open_lo=True)
+    return json_float(v, what, 0.0, math.inf, open_lo=True)  # any λ > 0 given in penalties
 
 
 @PARAMS

@@ -4,7 +4,8 @@ formatter, the progress bar and the options several commands take.
 An error the user can fix (a `tracecal.errors.TracecalError`, an ``OSError`` such as a missing file, a
 ``ValueError`` from a bad value, a ``RuntimeError`` or ``ImportError`` from a backend that cannot start) ends the
 command with exit status 2 and one line ``error: <message>``, the message's rich markup escaped (a path holding
-``[red]`` is printed as it is), never a traceback.
+``[red]`` is printed as it is), never a traceback. `refuse_input_as_output` is the one check that a command
+never writes over one of its inputs.
 """
 
 from __future__ import annotations
@@ -12,9 +13,10 @@ from __future__ import annotations
 import functools
 import math
 import numbers
+import os
 import re
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Annotated, Any, NoReturn, ParamSpec, TypeVar
 
@@ -25,7 +27,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from tracecal._validation import Constraint, check_param
-from tracecal.errors import TracecalError
+from tracecal.errors import TracecalError, ValidationError
 
 __all__ = [
     "EXIT_USER_ERROR",
@@ -41,6 +43,7 @@ __all__ = [
     "note",
     "out_console",
     "progress_bar",
+    "refuse_input_as_output",
     "split_names",
     "user_errors",
 ]
@@ -113,6 +116,31 @@ def user_errors(func: Callable[P, R]) -> Callable[P, R]:
             fail(str(err) or type(err).__name__)
 
     return wrapper
+
+
+def refuse_input_as_output(
+    out: Path, option: str, inputs: Iterable[tuple[str, Path | str | None]], shards: str = "*.parquet"
+) -> None:
+    """Refuse to write ``out`` (given by ``option``) when it is one of the inputs: `ValidationError` naming both.
+
+    ``inputs`` are ``(what, path)`` pairs (None: not given); a folder stands for the files in it that match
+    ``shards`` (the trace shards `tracecal.traces.io.load_traces` reads from a folder). The same file is
+    recognised through symbolic and hard links (``os.path.samefile``); a path that does not exist yet is no
+    input's file.
+    """
+    if not out.exists():
+        return
+    for what, given in inputs:
+        if given is None or not Path(given).exists():
+            continue
+        files = sorted(Path(given).glob(shards)) if Path(given).is_dir() else [Path(given)]
+        for file in files:
+            if os.path.samefile(out, file):
+                inside = "" if file == Path(given) else f" (a file of {given})"
+                raise ValidationError(
+                    f"{option} {out} is the {what} {file}{inside}: writing it would destroy that input; "
+                    "give another output path"
+                )
 
 
 def fmt_num(value: Any, digits: int = 3, pct: bool = False) -> str:

@@ -8,6 +8,7 @@ input-file readers of `tracecal.tasks.files`.
 from __future__ import annotations
 
 import csv as csvmod
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -26,6 +27,7 @@ from tracecal.cli.common import (
     fmt_num,
     out_console,
     progress_bar,
+    refuse_input_as_output,
     user_errors,
 )
 from tracecal.errors import ValidationError
@@ -36,11 +38,15 @@ __all__ = ["fit_calibrator", "generate", "out_path", "score"]
 SUFFIX = {"traces": ".parquet", "CSV": ".csv", "calibrator": ".json", "JSONL": ".jsonl"}
 
 
-def out_path(path: Path, what: str) -> Path:
-    """A file path to write ``what`` to: not a folder; its parent folder is created."""
+def out_path(
+    path: Path, what: str, inputs: Iterable[tuple[str, Path | str | None]] = (), option: str = "--out"
+) -> Path:
+    """A file path to write ``what`` to: not a folder, none of the command's ``inputs`` (`refuse_input_as_output`,
+    through links); its parent folder is created."""
     if path.is_dir():
         example = path / ("out" + SUFFIX.get(what, ""))
         raise ValidationError(f"{path} is a folder: give a file path for the {what} (e.g. {example})")
+    refuse_input_as_output(path, option, inputs)
     path.parent.mkdir(parents=True, exist_ok=True)
     return path
 
@@ -51,7 +57,7 @@ def _prompts_and_model(
     """The loaded model, the prompts with their ids, the stop strings and the task's default answer length
     (None for a prompts file), from ``--prompts`` or ``--task`` (the task's prompts are made for the model)."""
     from tracecal.backends import load_model
-    from tracecal.tasks.files import read_prompt_file
+    from tracecal.tasks.files import check_unique_ids, read_prompt_file
 
     if prompts is not None:
         plist, ids = read_prompt_file(prompts)
@@ -62,6 +68,7 @@ def _prompts_and_model(
 
     tk = get_task(task or "")
     examples = tk.load(limit=limit, data_dir=data_dir)
+    check_unique_ids([ex.id for ex in examples], f"task {task}")
     with console.status("loading model…"):
         lm = load_model(model, batch_size=batch_size)
     plist = [tk.prompt(ex, chat=lm.chat) for ex in examples]
@@ -75,7 +82,7 @@ def generate(
     prompts: Annotated[Path | None, typer.Option("--prompts", "-p", help="JSONL of prompts")] = None,
     model: ModelOpt = None,
     limit: Annotated[int | None, typer.Option(help="first N rows of the task")] = None,
-    max_new_tokens: Annotated[int | None, typer.Option(help="default: the task's, else 32")] = None,
+    max_new_tokens: Annotated[int | None, typer.Option(help="≥ 1; default: the task's, else 32")] = None,
     batch_size: Annotated[int, typer.Option(help="prompts per batch")] = 16,
     top_logprobs: Annotated[int, typer.Option(help="keep top-k alternatives per step")] = 0,
     jsonl: Annotated[Path | None, typer.Option(help="also export the traces as JSONL")] = None,
@@ -86,16 +93,26 @@ def generate(
 
     if (task is None) == (prompts is None):
         fail("give exactly one of --task or --prompts")
-    out_path(out, "traces")
+    for name, value, lowest in (
+        ("--limit", limit, 1),
+        ("--max-new-tokens", max_new_tokens, 1),
+        ("--batch-size", batch_size, 1),
+        ("--top-logprobs", top_logprobs, 0),
+    ):
+        check_option(name, value, Interval(int, lowest, None))  # 0 is refused, never read as "the default"
+    inputs = [("prompts file", prompts), ("task file", task), ("model file", model)]
+    out_path(out, "traces", inputs)
     if jsonl is not None:
-        out_path(jsonl, "JSONL")
-    check_option("--limit", limit, Interval(int, 1, None))
+        out_path(jsonl, "JSONL", [*inputs, ("--out file", out)], option="--jsonl")
+        if jsonl.resolve() == out.resolve():
+            fail(f"--jsonl {jsonl} and --out {out} are the same file: give two paths")
     lm, plist, ids, stop, task_tokens = _prompts_and_model(task, prompts, model, limit, batch_size, data_dir)
+    budget = max_new_tokens if max_new_tokens is not None else task_tokens if task_tokens is not None else 32
     with progress_bar() as pb:
         job = pb.add_task("generating", total=len(plist))
         traces = lm.generate(
             plist,
-            max_new_tokens=max_new_tokens or task_tokens or 32,
+            max_new_tokens=budget,
             ids=ids,
             stop_strings=stop,
             top_logprobs=top_logprobs,
@@ -130,6 +147,19 @@ def _score_table(title: str, rows: list[dict[str, Any]], show: int) -> Table:
     return table
 
 
+def _write_csv(path: Path, rows: list[dict[str, Any]]) -> None:
+    """The rows as CSV, written with `tracecal.traces.io.atomic_write` (never a half-written file)."""
+    from tracecal.traces.io import atomic_write
+
+    def write(name: str) -> None:
+        with open(name, "w", newline="", encoding="utf-8") as f:
+            w = csvmod.DictWriter(f, fieldnames=list(rows[0].keys()) if rows else ["id"])
+            w.writeheader()
+            w.writerows(rows)
+
+    atomic_write(path, write)
+
+
 @user_errors
 def score(
     traces_path: Annotated[Path, typer.Argument(help="traces Parquet file (or folder of shards)")],
@@ -143,16 +173,13 @@ def score(
     from tracecal.traces.io import load_traces
 
     if csv is not None:
-        out_path(csv, "CSV")
+        out_path(csv, "CSV", [("traces", traces_path), ("calibrator", calibrator)], option="--csv")
     traces = load_traces(traces_path)
     conf = trace_confidence(traces)
     prob = TracePlus.load(calibrator).predict_proba(traces) if calibrator else None
     rows = _score_rows(traces, conf, prob)
     if csv is not None:
-        with open(csv, "w", newline="", encoding="utf-8") as f:
-            w = csvmod.DictWriter(f, fieldnames=list(rows[0].keys()) if rows else ["id"])
-            w.writeheader()
-            w.writerows(rows)
+        _write_csv(csv, rows)
         console.print(f"wrote {len(rows)} rows to [bold]{escape(str(csv))}[/]")
     kind = traces[0].entropy_kind if traces else "-"
     title = f"{escape(str(traces_path))} — {len(traces)} answers (entropy: {kind})"
@@ -169,19 +196,18 @@ def fit_calibrator(
     out: Annotated[Path, typer.Option("--out", "-o", help="calibrator JSON to write")],
     C: Annotated[float, typer.Option("--C", help="inverse L2 strength")] = 1.0,
 ) -> None:
-    """Fit a TRACE+ calibrator on labelled traces and save it as JSON."""
+    """Fit a TRACE+ calibrator on labelled traces and save it as JSON (each trace id once, one label each)."""
     from tracecal.calibrators.traceplus import TracePlus
-    from tracecal.tasks.files import read_labels
+    from tracecal.tasks.files import join_labels, read_labels
     from tracecal.traces.io import load_traces
+    from tracecal.traces.provenance import traces_provenance
 
-    out_path(out, "calibrator")
+    out_path(out, "calibrator", [("traces", traces_path), ("labels file", labels)])
     traces = load_traces(traces_path)
-    lab = read_labels(labels)
-    missing = [t.id for t in traces if t.id not in lab]
-    if missing:
-        fail(f"{len(missing)} traces have no label in {labels} (first: {missing[:3]})")
-    y = np.array([lab[t.id] for t in traces])
-    TracePlus(C=C).fit(traces, y).save(out)
+    y = np.array(join_labels([t.id for t in traces], read_labels(labels), str(labels)))
+    cal = TracePlus(C=C).fit(traces, y)
+    cal.provenance = traces_provenance(traces, traces_path)  # the model and dtype its answers record
+    cal.save(out)
     console.print(
         f"fitted TRACE+ on {len(traces)} answers (base rate {y.mean():.3f}); wrote [bold]{escape(str(out))}[/]"
     )

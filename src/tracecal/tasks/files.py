@@ -3,12 +3,14 @@ with 0/1 labels (``tracecal fit-calibrator --labels``), read with the row reader
 (UTF-8, a BOM dropped, 1-based line numbers).
 
 Every problem is an `InputFileError` (or `InputFileNotFoundError`) whose message starts with ``path:line`` and
-says what the line should hold.
+says what the line should hold. Ids are one answer each: a prompts file with an id twice, a label file giving one
+id two different labels, and traces sharing an id (`join_labels`) are refused, naming the ids (`check_unique_ids`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections import Counter
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +20,8 @@ from tracecal.tasks.sources import iter_csv, iter_jsonl
 __all__ = [
     "InputFileError",
     "InputFileNotFoundError",
+    "check_unique_ids",
+    "join_labels",
     "jsonl_lines",
     "parse_label",
     "read_labels",
@@ -34,9 +38,21 @@ class InputFileNotFoundError(TracecalError, FileNotFoundError):
 
 
 def _existing(path: Path, what: str) -> Path:
+    if path.is_dir():
+        raise InputFileNotFoundError(f"{what} file {path} is a folder: give the path of a file")
     if not path.is_file():
         raise InputFileNotFoundError(f"{what} file not found: {path}")
     return path
+
+
+def check_unique_ids(ids: Sequence[str], what: str) -> None:
+    """Refuse ids that occur more than once: `InputFileError` ``"<what>: N ids occur more than once: a (2×), …"``
+    naming up to five of them."""
+    counts = Counter(ids)
+    repeated = [(i, n) for i, n in counts.items() if n > 1]
+    if repeated:
+        shown = ", ".join(f"{i!r} ({n}×)" for i, n in repeated[:5]) + (", …" if len(repeated) > 5 else "")
+        raise InputFileError(f"{what}: {len(repeated)} ids occur more than once: {shown}; give each answer its own id")
 
 
 def jsonl_lines(path: Path) -> Iterator[tuple[int, Any]]:
@@ -63,6 +79,7 @@ def read_prompt_file(path: Path) -> tuple[list[Any], list[str]]:
             raise InputFileError(f"{path}:{lineno}: expected a string or an object with a non-empty 'prompt'")
     if not prompts:
         raise InputFileError(f"{path}: no prompts found")
+    check_unique_ids(ids, str(path))
     return prompts, ids
 
 
@@ -71,6 +88,12 @@ def parse_label(value: Any, where: str) -> int:
     if isinstance(value, bool) or value in (0, 1, "0", "1"):
         return int(value)
     raise InputFileError(f"{where}: label must be 0 or 1, got {value!r}")
+
+
+def _add_label(out: dict[str, int], key: str, label: int, where: str) -> None:
+    """Record ``label`` for ``key``: the same label again is accepted, a different one is `InputFileError`."""
+    if out.setdefault(key, label) != label:
+        raise InputFileError(f"{where}: id {key!r} is labelled {label} here but {out[key]} on an earlier line")
 
 
 def _csv_labels(path: Path) -> dict[str, int]:
@@ -86,7 +109,7 @@ def _csv_labels(path: Path) -> dict[str, int]:
                 f"{path}: the CSV needs the columns id and label; missing: {', '.join(missing)} "
                 f"(found: {', '.join(rec) or 'no header'})"
             )
-        out[str(rec["id"])] = parse_label(rec["label"], where)
+        _add_label(out, str(rec["id"]), parse_label(rec["label"], where), where)
     return out
 
 
@@ -95,15 +118,28 @@ def _jsonl_labels(path: Path) -> dict[str, int]:
     for lineno, obj in jsonl_lines(path):
         if not isinstance(obj, dict) or "id" not in obj or "label" not in obj:
             raise InputFileError(f'{path}:{lineno}: each line must be an object {{"id": ..., "label": 0 or 1}}')
-        out[str(obj["id"])] = parse_label(obj["label"], f"{path}:{lineno}")
+        where = f"{path}:{lineno}"
+        _add_label(out, str(obj["id"]), parse_label(obj["label"], where), where)
     return out
 
 
 def read_labels(path: Path) -> dict[str, int]:
     """Labels by answer id from a CSV (a header with ``id`` and ``label``; ``.csv``) or a JSONL of
-    ``{"id": ..., "label": 0 or 1}`` objects (any other suffix)."""
+    ``{"id": ..., "label": 0 or 1}`` objects (any other suffix), UTF-8 with or without a byte-order mark (as
+    Excel saves it). An id listed twice with the same label is accepted (one label); with two different labels
+    it is refused (`InputFileError` naming the id and the line)."""
     _existing(path, "labels")
     out = _csv_labels(path) if path.suffix.lower() == ".csv" else _jsonl_labels(path)
     if not out:
         raise InputFileError(f"{path}: no labels found")
     return out
+
+
+def join_labels(ids: Sequence[str], labels: dict[str, int], source: str) -> list[int]:
+    """The label of each answer id, in order: `InputFileError` when an id occurs twice among ``ids`` (one label
+    would be applied to two answers) or has no label in ``labels`` (read from ``source``), naming the ids."""
+    check_unique_ids(ids, "the traces")
+    missing = [i for i in ids if i not in labels]
+    if missing:
+        raise InputFileError(f"{len(missing)} traces have no label in {source} (first: {missing[:3]})")
+    return [labels[i] for i in ids]

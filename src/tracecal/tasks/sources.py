@@ -85,7 +85,9 @@ def data_dir(override: str | Path | None = None) -> Path:
 
 
 def read_text(path: Path) -> str:
-    """A file's text as UTF-8 (a BOM is dropped); :class:`TaskDataError` if it is not UTF-8."""
+    """A file's text as UTF-8 (a byte-order mark, as Excel writes one, is dropped): every row reader of this
+    module reads through it. :class:`TaskDataError` if it is not UTF-8; an ``OSError`` (unreadable file,
+    folder) passes through (the CLI prints it as one line)."""
     try:
         return path.read_text(encoding="utf-8-sig")
     except UnicodeDecodeError as e:
@@ -230,6 +232,8 @@ class FileSource:
             p = Path(self.path).expanduser()
         else:
             p = data_dir(data_dir_override) / self.path
+        if p.is_dir():
+            raise TaskFileNotFoundError(f"task data file {p} is a folder: give the path of a file")
         if not p.is_file():
             raise TaskFileNotFoundError(f"task data file not found: {p}")
         return p

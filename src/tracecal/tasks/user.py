@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tracecal._validation import Interval, check_param
 from tracecal.errors import TracecalError
 from tracecal.tasks.base import Task, check_task_name, register_task
 from tracecal.tasks.builtin import dedupe, mc_golds
@@ -226,8 +227,12 @@ def task_from_file(
     ``truthful`` - or a :class:`Labeller` together with ``kind``. ``kind`` (prompt template and row
     validation) defaults to the labeller's. ``name`` defaults to :func:`file_task_name` (``file-<stem>``) and
     must be safe as a folder name; the task's ``ref`` is the file's absolute path. ``register=True`` adds
-    the task to ``TASKS``. The file's format is checked here (by suffix), its rows at :meth:`Task.load`.
+    the task to ``TASKS``. ``max_new_tokens``: the answer budget, a whole number ≥ 1 (None: the kind's default;
+    0 is refused, never read as "the default"). The file's format is checked here (by suffix), its rows at
+    :meth:`Task.load`.
     """
+    if max_new_tokens is not None:
+        check_param("max_new_tokens", max_new_tokens, Interval(int, 1, None))
     p = Path(path).expanduser()
     reader_for(p)  # an unsupported suffix fails now, with the list of supported ones
     kind, lab = _resolve(labeller, kind, language)
@@ -237,7 +242,7 @@ def task_from_file(
         labeller=lab,
         source=FileSource(str(p), relative=False),
         parser=_user_parser(kind),
-        max_new_tokens=max_new_tokens or 0,
+        max_new_tokens=0 if max_new_tokens is None else max_new_tokens,  # 0: Task uses the kind's default
         language=language,
         description=f"user file {p}",
         ref=str(p.resolve()),

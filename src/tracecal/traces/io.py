@@ -3,9 +3,12 @@
 `save_traces` / `load_traces` round-trip every field of a `Trace` exactly (float64 values, int64 ids); a file
 records its schema version (``tracecal_schema_version`` metadata, `TRACE_SCHEMA_VERSION`) and a file written
 by a newer tracecal is refused. `load_trace_batch` reads only the numeric columns into a `TraceBatch`. Every
-read validates the per-token values (finite, ≥ 0 nats; `check_token_values`) and raises `TraceFileError`
-naming the file and row. `atomic_write` is the one way tracecal writes a file (a temporary file renamed over
-the target: a crash never leaves a half-written file).
+read validates the per-token values (finite, in [0, `MAX_TOKEN_NATS`] nats; `check_token_values`) and raises
+`TraceFileError` naming the file and row; every write applies the same rule first, so a file tracecal writes can
+always be read back. `atomic_write` is the one way tracecal writes a file: a temporary file next to the target,
+flushed to disk and renamed over it (a crash or a full disk never leaves a half-written or empty file, and the
+old file stays as it was); through a symbolic link it writes the link's target, and a character device or a
+named pipe (``/dev/stdout``, ``/dev/null``) is written into, never replaced.
 
 >>> import pathlib, tempfile
 >>> from tracecal.traces.io import load_traces, save_traces
@@ -18,8 +21,10 @@ the target: a crash never leaves a half-written file).
 
 from __future__ import annotations
 
+import errno
 import json
 import os
+import stat
 import tempfile
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -51,18 +56,20 @@ TRACE_SCHEMA_VERSION = 1
 
 
 class TraceFileError(TracecalError, ValueError):
-    """A traces file that cannot be read: not Parquet, wrong schema, inconsistent rows or invalid values."""
+    """A traces file that cannot be read (not Parquet, wrong schema, inconsistent rows or invalid values), or
+    traces that cannot be written because their values could not be read back."""
 
 
-def _check_traces(traces: list[Trace], describe: Callable[[int], str]) -> None:
-    """Validate traces read from a file (one vectorised check over all tokens); clip round-off in place."""
+def _check_traces(traces: list[Trace], describe: Callable[[int], str], clip: bool = True) -> None:
+    """Validate traces read from (or about to be written to) a file: one vectorised check over all tokens
+    (`check_token_values`); with ``clip``, float round-off below 0 is clipped in place."""
     if not traces:
         return
     offsets = offsets_of(traces)
     s = np.concatenate([t.surprisal for t in traces])
     h = np.concatenate([t.entropy for t in traces])
     s2, h2 = check_token_values(s, h, offsets, describe, TraceFileError)
-    if s2 is not s or h2 is not h:  # rare: some values were float round-off below 0
+    if clip and (s2 is not s or h2 is not h):  # rare: some values were float round-off below 0
         for t, a, z in zip(traces, offsets[:-1], offsets[1:], strict=True):
             t.surprisal, t.entropy = s2[a:z].copy(), h2[a:z].copy()
 
@@ -120,24 +127,78 @@ FILE_MODE = 0o666 & ~_umask()  # umask read once at import (process-wide; never 
 """Permissions of the files tracecal writes: 0o666 less the process umask (read once at import)."""
 
 
-def atomic_write(path: Path, write: Callable[[str], object]) -> None:
-    """Call ``write(tmp)`` on a temporary file next to ``path``, then rename it over ``path`` (atomic on
-    POSIX: a crash never leaves a half-written file); the file gets the usual permissions `FILE_MODE`."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+def _target(path: Path) -> tuple[Path, bool]:
+    """(the file to write for ``path``, True when it is written into directly rather than replaced).
+
+    Symbolic links are followed (the real file is replaced, the link kept); a character device or a named pipe
+    is written into; a folder, a read-only file or another special file (block device, socket) is refused.
+    """
+    real = Path(os.path.realpath(path))
+    try:
+        mode = os.stat(real).st_mode
+    except FileNotFoundError:
+        return real, False
+    if stat.S_ISREG(mode):
+        if not os.access(real, os.W_OK):
+            why = "read-only file: not replaced (make it writable, or write elsewhere)"
+            raise PermissionError(errno.EACCES, why, str(path))
+        return real, False
+    if stat.S_ISCHR(mode) or stat.S_ISFIFO(mode):
+        return real, True
+    if stat.S_ISDIR(mode):
+        raise IsADirectoryError(errno.EISDIR, "is a folder: give a file path", str(path))
+    why = "a special file (block device or socket): tracecal writes regular files, character devices and pipes"
+    raise OSError(errno.EINVAL, why, str(path))
+
+
+def atomic_write(path: str | os.PathLike[str], write: Callable[[str], object]) -> None:
+    """Write ``path`` by calling ``write(name)`` with the name of the file to write.
+
+    A regular file (new or existing) is written as a temporary file next to it, flushed to disk (``fsync``) and
+    renamed over it (atomic on POSIX): a crash, a full disk or an error in ``write`` leaves the old file as it was
+    and no temporary file (the error, an ``OSError`` for a full disk, is re-raised). The file gets the usual
+    permissions `FILE_MODE`. A symbolic link is followed: its target is replaced and the link kept (a hard link
+    is not: the other names keep the old content). A character device or named pipe (``/dev/stdout``,
+    ``/dev/null``, a FIFO) is written into directly, never replaced. A folder, a read-only file and other special
+    files are refused with an ``OSError`` (`PermissionError`, `IsADirectoryError`).
+    """
+    real, direct = _target(Path(path))
+    if direct:
+        write(str(real))
+        return
+    real.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{real.name}.", suffix=".tmp", dir=real.parent)
     os.close(fd)
     try:
         write(tmp)
+        fd = os.open(tmp, os.O_RDONLY)
+        try:
+            os.fsync(fd)  # a full disk shows here at the latest, before the old file is replaced
+        finally:
+            os.close(fd)
         os.chmod(tmp, FILE_MODE)  # mkstemp makes 0600; give the file the usual permissions
-        os.replace(tmp, path)
+        os.replace(tmp, real)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
 
 
+def _check_writable(traces: list[Trace], path: Path) -> None:
+    """The rule `load_traces` applies, before a write: `TraceFileError` naming the answer, so that nothing is
+    written that could not be read back (the traces are not modified)."""
+    _check_traces(traces, lambda i: describe_trace(traces[i], f"{path}: not written: answer {i}"), clip=False)
+
+
 def save_traces(traces: Iterable[Trace], path: str | os.PathLike[str]) -> Path:
-    """Write traces to a Parquet file atomically (a crash never leaves a half-written file)."""
+    """Write traces to a Parquet file with `atomic_write` (a crash never leaves a half-written file).
+
+    The values are checked first with the rule of `load_traces` (finite, in [0, `MAX_TOKEN_NATS`] nats, round-off
+    down to −`NEGATIVE_TOLERANCE` allowed): a negative, NaN, infinite or absurd surprisal / entropy raises
+    `TraceFileError` naming the answer and its id, and nothing is written.
+    """
     path = Path(path)
+    traces = list(traces)
+    _check_writable(traces, path)
     table = traces_to_table(traces)
     atomic_write(path, lambda tmp: pq.write_table(table, tmp, compression="zstd"))
     return path
@@ -165,7 +226,8 @@ def load_traces(path: str | os.PathLike[str]) -> list[Trace]:
     """Read traces written by `save_traces` (or a directory of such shards, read in name order).
 
     Raises `TraceFileError` for a foreign or corrupt file, and for a row whose surprisal or entropy is
-    negative or not finite (the message names the file, the row and its id; see `check_token_values`).
+    negative, not finite or above `MAX_TOKEN_NATS` (the message names the file, the row and its id; see
+    `check_token_values`).
     """
     path = Path(path)
     if path.is_dir():
@@ -208,8 +270,11 @@ def load_trace_batch(path: str | os.PathLike[str]) -> TraceBatch:
 
 
 def export_jsonl(traces: Iterable[Trace], path: str | os.PathLike[str]) -> Path:
-    """Write one JSON object per trace (floats round-trip exactly; NaN written as NaN)."""
+    """Write one JSON object per trace with `atomic_write` (floats round-trip exactly; a missing top-k log-prob
+    is written as ``-Infinity``); the values are checked first as in `save_traces` (`TraceFileError`)."""
     path = Path(path)
+    traces = list(traces)
+    _check_writable(traces, path)
 
     def write(tmp: str) -> None:
         with open(tmp, "w", encoding="utf-8") as f:
@@ -221,10 +286,11 @@ def export_jsonl(traces: Iterable[Trace], path: str | os.PathLike[str]) -> Path:
 
 
 def import_jsonl(path: str | os.PathLike[str]) -> list[Trace]:
-    """Read traces written by `export_jsonl`; a malformed line, or a surprisal / entropy that is negative
-    or not finite, raises `TraceFileError` naming ``path:line`` (and the trace id)."""
+    """Read traces written by `export_jsonl` (UTF-8, a byte-order mark dropped); a malformed line, or a surprisal
+    / entropy that is negative, not finite or above `MAX_TOKEN_NATS`, raises `TraceFileError` naming
+    ``path:line`` (and the trace id)."""
     out, lines = [], []
-    with open(path, encoding="utf-8") as f:
+    with open(path, encoding="utf-8-sig") as f:
         for lineno, line in enumerate(f, 1):
             if not line.strip():
                 continue

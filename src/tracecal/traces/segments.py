@@ -10,12 +10,13 @@ reverse, so the package's import graph has no cycle (trace → segments, operato
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from functools import cached_property
 
 import numpy as np
 
-__all__ = ["DecayKernel", "Segments", "check_token_values", "NEGATIVE_TOLERANCE"]
+__all__ = ["DecayKernel", "Segments", "check_token_values", "MAX_TOKEN_NATS", "NEGATIVE_TOLERANCE"]
 
 DecayKernel = Callable[[np.ndarray, float], np.ndarray]
 """A decay kernel maps 0-based positions (t−1, float array) and a rate λ to non-negative weights."""
@@ -26,6 +27,14 @@ NEGATIVE_TOLERANCE = 1e-4
 Not 1e-6: the float32 entropy H = lse − Σ_v p_v·x_v of a peaked distribution with logits near 50 comes
 out as low as −1.3e-5 nats (measured, 49k-token vocabulary); a real bug (log-probabilities stored as
 surprisal, unnormalised logits) gives values well below −1e-4."""
+
+MAX_TOKEN_NATS = 1e4
+"""Our choice: the largest surprisal / entropy a trace may hold, in nats (larger finite values are an error).
+
+No decoding step comes near it: H_t ≤ ln|V| (12.5 nats for a 262k-token vocabulary, < 30 for any vocabulary
+under 10^13 tokens) and s_t = lse − logit is at most the spread of one step's logits (tens of nats; servers
+report a masked token as log-prob −9999). Bounded values keep every operator finite: their sums, slopes and
+products of values stay far below float64 overflow (a value of 1e308 would overflow them)."""
 
 
 class Segments:
@@ -101,9 +110,9 @@ def _check_values(
     name: str, x: np.ndarray, offsets: np.ndarray, describe: Callable[[int], str], error: type[ValueError]
 ) -> np.ndarray:
     lo, hi = (x.min(), x.max()) if x.size else (0.0, 0.0)
-    if lo >= 0.0 and hi < np.inf:  # the fast path: two reductions (a NaN makes ``lo >= 0`` False)
+    if lo >= 0.0 and hi <= MAX_TOKEN_NATS:  # the fast path: two reductions (a NaN makes ``lo >= 0`` False)
         return x
-    bad = ~((x >= -NEGATIVE_TOLERANCE) & (x < np.inf))
+    bad = ~((x >= -NEGATIVE_TOLERANCE) & (x <= MAX_TOKEN_NATS))
     if not bad.any():
         return np.maximum(x, 0.0)  # float round-off below 0 → 0 (a copy: the caller's array is untouched)
     k = int(np.argmax(bad))
@@ -113,6 +122,8 @@ def _check_values(
         hint = "surprisal is s_t = −log p_t ≥ 0 (nats): were log-probabilities stored instead of −log p?"
     elif name == "entropy" and value < 0:
         hint = "entropy H_t = −Σ_v P_t(v) log P_t(v) is ≥ 0 (nats): check how it was computed"
+    elif math.isfinite(value):
+        hint = f"{name} must be ≤ {MAX_TOKEN_NATS:g} nats (no decoding step comes near; check how it was computed)"
     else:
         hint = f"{name} must be finite (NaN / ±inf usually mean masked or missing logits)"
     raise error(
@@ -130,8 +141,8 @@ def check_token_values(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Validate concatenated per-token surprisal s_t and entropy H_t (nats) at a boundary.
 
-    Both must be finite and ≥ 0. Values in [−`NEGATIVE_TOLERANCE`, 0) are float round-off and come back
-    clipped to 0 (in a copy; an array with nothing to clip is returned as is). Anything else raises
+    Both must be finite, ≥ 0 and ≤ `MAX_TOKEN_NATS`. Values in [−`NEGATIVE_TOLERANCE`, 0) are float round-off and
+    come back clipped to 0 (in a copy; an array with nothing to clip is returned as is). Anything else raises
     ``error`` naming the answer (``describe(i)``, e.g. its index and id), the token position and the value.
     Vectorised: two reductions per array on the clean path, no per-token Python loop.
     """

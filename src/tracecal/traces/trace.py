@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from tracecal.traces.segments import NEGATIVE_TOLERANCE, Segments, check_token_values
+from tracecal.traces.segments import MAX_TOKEN_NATS, NEGATIVE_TOLERANCE, Segments, check_token_values
 
 __all__ = [
     "Trace",
@@ -36,6 +36,7 @@ __all__ = [
     "check_token_values",
     "describe_trace",
     "offsets_of",
+    "MAX_TOKEN_NATS",
     "NEGATIVE_TOLERANCE",
     "ENTROPY_KINDS",
     "STOP_REASONS",
@@ -74,6 +75,10 @@ class Trace:
         topk_ids, topk_logprobs: optional top-k alternatives per step, shape ``(T, k)``.
         id: a caller-chosen identifier (e.g. the task row id).
         meta: free-form JSON-serialisable metadata.
+
+    The constructor checks shapes, not values; every boundary checks the values with one rule
+    (`check_token_values`: finite, in [0, `MAX_TOKEN_NATS`] nats): `TraceBatch.from_traces`, every operator, and
+    `tracecal.traces.io.save_traces` before it writes, so that no file is written that cannot be read back.
     """
 
     text: str
@@ -223,9 +228,10 @@ class TraceBatch:
         return Segments(self.offsets)
 
     def checked(self) -> TraceBatch:
-        """This batch with surprisal and entropy checked finite and ≥ 0 (`check_token_values`): ``self``, or a
-        copy with float round-off clipped to 0; ``ValueError`` naming the answer and the bad value otherwise.
-        One vectorised check per batch, remembered in ``values_checked`` (inherited by `chunks` / `select`)."""
+        """This batch with surprisal and entropy checked in [0, `MAX_TOKEN_NATS`] nats (`check_token_values`):
+        ``self``, or a copy with float round-off clipped to 0; ``ValueError`` naming the answer and the bad value
+        otherwise. One vectorised check per batch, remembered in ``values_checked`` (inherited by `chunks` and
+        `select`)."""
         if self.values_checked:
             return self
         s, h = check_token_values(self.surprisal, self.entropy, self.offsets)
@@ -240,7 +246,8 @@ class TraceBatch:
     @classmethod
     def from_traces(cls, traces: Sequence[Trace] | TraceBatch) -> TraceBatch:
         """Concatenate traces, validating the values (`check_token_values`; a `TraceBatch` goes to `checked`):
-        ``ValueError`` naming the answer index and id for a negative or non-finite value (traces unmodified)."""
+        ``ValueError`` naming the answer index and id for a negative, non-finite or absurd (> `MAX_TOKEN_NATS`)
+        value (traces unmodified)."""
         if isinstance(traces, TraceBatch):
             return traces.checked()
         traces = list(traces)
@@ -260,7 +267,7 @@ class TraceBatch:
         cls, surprisal: Sequence[np.ndarray | Sequence[float]], entropy: Sequence[np.ndarray | Sequence[float]]
     ) -> TraceBatch:
         """Build from per-answer lists of s_t and H_t in nats (handy in tests and for users with their own
-        logprobs); the values are validated like `from_traces` (finite, ≥ 0), errors name the answer index."""
+        logprobs); the values are validated like `from_traces` (in [0, `MAX_TOKEN_NATS`]), errors name the answer."""
         if len(surprisal) != len(entropy):
             raise ValueError("surprisal and entropy must hold the same number of answers")
         lengths = np.array([len(x) for x in surprisal], dtype=np.int64)
