@@ -20,6 +20,7 @@ from tracecal.backends import load_model
 from tracecal.backends.base import Backend, BackendUnsupportedError, LocalBackend, PromptTooLongError
 from tracecal.backends.hf import DEFAULT_MODEL, default_gguf_path
 from tracecal.backends.llamacpp import LlamaCppModel, logits_stats
+from tracecal.backends.llamacpp_steps import top_k
 
 ROOT = Path(__file__).resolve().parents[2]
 PROMPTS = [
@@ -205,3 +206,49 @@ def test_input_validation(lcpp) -> None:  # type: ignore[no-untyped-def]
         lcpp.generate({"prompt_ids": [1] * 4090}, max_new_tokens=8)
     with pytest.raises(BackendUnsupportedError, match="greedily"):
         lcpp.generate(PROMPTS[:1], do_sample=True, temperature=0.7)
+
+
+def test_trace_answers_of_greedy_answers_are_the_generation_time_traces(lcpp, traces) -> None:  # type: ignore[no-untyped-def]
+    """Teacher forcing one token per step (llama.cpp's decoding arithmetic): the generation-time traces, every field
+    but ``decoding`` (|Δs_t|, |ΔH_t| ≤ 1e-4 nats; measured 0). The answers run in reverse order, so the prefixes
+    reused from the cache come from other prompts than in generation. The cache is emptied first: a prefix left by
+    `test_kernels_are_batch_invariant_without_extra_buffers`'s split evaluation (1 + 23 + 20 tokens) moves the
+    logits of a prompt that reuses it by up to 0.11 nats (generation's too): KV entries depend on the batch split."""
+    lcpp.llm.reset()
+    forced = lcpp.trace_answers(PROMPTS[::-1], [t.token_ids for t in traces][::-1], max_new_tokens=16)[::-1]
+    forced_ids = [str(len(PROMPTS) - 1 - i) for i in range(len(PROMPTS))]
+    assert {t.stop_reason for t in traces} == {"eos", "length"}
+    for a, b, bid in zip(traces, forced, forced_ids, strict=True):
+        assert (b.text, b.token_strings, b.stop_reason, b.prompt, b.id) == (
+            a.text,
+            a.token_strings,
+            a.stop_reason,
+            a.prompt,
+            bid,
+        )
+        np.testing.assert_array_equal(b.token_ids, a.token_ids)
+        np.testing.assert_array_equal(b.offsets, a.offsets)
+        np.testing.assert_array_equal(b.prompt_ids, a.prompt_ids)
+        assert np.abs(b.surprisal - a.surprisal).max() <= 1e-4 and np.abs(b.entropy - a.entropy).max() <= 1e-4
+        assert b.decoding["strategy"] == "teacher_forced" and b.decoding["backend"] == "llama.cpp"
+    (t,) = lcpp.generate(PROMPTS[3:], max_new_tokens=6, top_logprobs=4)
+    (f,) = lcpp.trace_answers(PROMPTS[3:], [t.token_ids], top_logprobs=4)
+    np.testing.assert_array_equal(f.topk_ids, t.topk_ids)
+    np.testing.assert_allclose(f.topk_logprobs, t.topk_logprobs, atol=1e-4)
+    assert f.stop_reason == "unknown"  # no max_new_tokens given: the model would have gone on
+
+
+def test_trace_answers_of_other_answers_are_finite_and_non_negative(lcpp) -> None:  # type: ignore[no-untyped-def]
+    answers = ["Paris is the capital of France.", "", [5, 6, 7, 8], "4"]
+    out = lcpp.trace_answers(PROMPTS, answers, top_logprobs=2)
+    for t in out:
+        assert np.all(np.isfinite(t.surprisal)) and np.all(t.surprisal >= 0)
+        assert np.all(np.isfinite(t.entropy)) and np.all(t.entropy >= 0) and np.all(t.entropy <= np.log(49152))
+        assert 0.0 <= t.meta["end_prob"] <= 1.0
+    assert out[0].text == answers[0] and out[1].length == 0 and out[2].token_ids.tolist() == [5, 6, 7, 8]
+    assert out[0].stop_reason == "eos"  # the model ends its turn after a finished sentence
+    assert out[2].surprisal.mean() > out[0].surprisal.mean()  # random ids surprise it more than a fluent answer
+    with pytest.raises(ValueError, match="unknown option"):
+        lcpp.trace_answers(PROMPTS[:1], ["x"], beams=2)
+    x = np.array([0.0, 3.0, 1.0])
+    assert top_k(x, float(logsumexp(x)), 2)[0].tolist() == [1, 2]

@@ -1,11 +1,12 @@
-"""`tracecal.backends.recorder`: s_t and H_t recorded from the logits a decoder uses, the scores left unchanged."""
+"""`tracecal.backends.recorder`: s_t and H_t recorded from the logits a decoder uses, the scores left unchanged;
+the one (lse, H) formula; a recorded row made a trace (stop token, stop string, early stop)."""
 
 from __future__ import annotations
 
 import numpy as np
 import torch
 
-from tracecal.backends.recorder import TraceRecorder, output_cache
+from tracecal.backends.recorder import TraceRecorder, generated_trace, logit_stats, output_cache
 
 
 def test_recorder_records_entropy_and_surprisal_without_changing_scores() -> None:
@@ -41,3 +42,45 @@ def test_output_cache_reads_either_name() -> None:
         past_key_values = 2
 
     assert output_cache(Old()) == 2
+
+
+def test_logit_stats_is_logsumexp_and_entropy_with_masked_tokens() -> None:
+    x = torch.tensor([[0.0, 1.0, 2.0, -torch.inf], [5.0, 5.0, 5.0, 5.0]])
+    lse, h = logit_stats(x)
+    p = torch.softmax(x.double(), -1)
+    ref = -(p * torch.where(p > 0, p.log(), torch.zeros_like(p))).sum(-1)
+    np.testing.assert_allclose(lse.numpy(), torch.logsumexp(x, -1).numpy(), rtol=1e-6)
+    np.testing.assert_allclose(h.numpy(), ref.numpy(), rtol=1e-6)
+    assert abs(float(h[1]) - np.log(4)) < 1e-6
+
+
+def test_recorder_with_warpers_records_the_truncated_distribution() -> None:
+    from transformers import LogitsProcessorList, TopKLogitsWarper
+
+    scores = torch.tensor([[0.0, 1.0, 2.0, 3.0]])
+    rec = TraceRecorder(warpers=LogitsProcessorList([TopKLogitsWarper(top_k=2)]))
+    out = rec(torch.zeros((1, 1), dtype=torch.long), scores.clone())
+    assert torch.equal(out, scores)  # the scores the decoder goes on with are untouched
+    S, H, _, _ = rec.finish(torch.tensor([[0, 2]]))
+    p = np.exp([2.0, 3.0]) / np.exp([2.0, 3.0]).sum()
+    np.testing.assert_allclose(H[0, 0], -(p * np.log(p)).sum(), rtol=1e-6)
+    np.testing.assert_allclose(S[0, 0], -np.log(p[0]), rtol=1e-6)
+
+
+def test_generated_trace_cuts_at_stop_tokens_strings_and_early_stops(tokenizer) -> None:  # type: ignore[no-untyped-def]
+    ids = tokenizer("Paris is big", add_special_tokens=False)["input_ids"]
+    eos = tokenizer.eos_token_id
+    new = np.array([*ids, eos, 7, 7])
+    s, h = np.arange(len(new), dtype=float), np.ones(len(new))
+    top = (np.zeros((len(new), 2), np.int64), np.zeros((len(new), 2)))
+    t = generated_trace(tokenizer, [eos], [1, 2], new, (s, h, *top), (), "m", {"x": 1})
+    assert (t.text, t.stop_reason, t.length, t.model_id) == ("Paris is big", "eos", len(ids), "m")
+    assert t.surprisal.tolist() == s[: len(ids)].tolist() and t.topk_ids.shape == (len(ids), 2)
+    t = generated_trace(tokenizer, [eos], [1, 2], new, (s, h, *top), (" is",), "m", {})
+    assert t.text == "Paris" and t.stop_reason == "stop_string"
+    t = generated_trace(tokenizer, [eos], [1, 2], new, (s, h, *top), (), "m", {}, kept=1)
+    assert t.length == 1 and t.stop_reason == "stopped"
+    t = generated_trace(tokenizer, [eos], [1, 2], np.array([eos]), (s, h, *top), (), "m", {})
+    assert t.length == 0 and t.topk_ids is None  # a zero-token answer keeps no top-k (was a reshape error)
+    t = generated_trace(tokenizer, [eos], [1, 2], np.array(ids), (s, h, None, None), (), "m", {})
+    assert t.stop_reason == "length" and t.topk_ids is None

@@ -107,3 +107,28 @@ def test_vllm_chat_endpoint_answers_through_its_own_template(vllm_url: str, loca
         [[{"role": "user", "content": p}] for p in PROMPTS], max_new_tokens=MNT
     )
     assert [r.text for r in remote] == [t.text for t in local]
+
+
+def test_vllm_prompt_logprobs_score_given_answers(vllm_url: str, local: list[Any]) -> None:
+    """``trace_answers`` through ``prompt_logprobs`` (tracecal.backends.http_answers): the HF backend's greedy answers,
+    appended to their chat prompts, get back their generation-time s_t (to ``TOL_S``), an H_t estimate within the
+    top-k bounds, the same prompt ids and the same stop reason; answers the model did not give get finite,
+    non-negative values."""
+    m = http(vllm_url, chat=True, max_concurrency=4)
+    msgs = [[{"role": "user", "content": p}] for p in PROMPTS]
+    remote = m.trace_answers(msgs, [t.token_ids.tolist() for t in local], max_new_tokens=MNT)
+    for a, b in zip(local, remote, strict=True):
+        assert b.prompt_ids.tolist() == a.prompt_ids.tolist() and b.token_ids.tolist() == a.token_ids.tolist()
+        assert b.entropy_kind == "topk" and b.stop_reason == a.stop_reason and b.text == a.text
+        np.testing.assert_allclose(b.surprisal, a.surprisal, atol=TOL_S, rtol=0)
+        lower = topk_entropy(b.topk_logprobs, V, "capped_tail")
+        upper = topk_entropy(b.topk_logprobs, V, "uniform_tail")
+        assert np.all(lower <= a.entropy + TOL_S) and np.all(a.entropy <= upper + TOL_S)
+    as_text = m.trace_answers(msgs[:2], [t.text for t in local[:2]])
+    for a, b in zip(local[:2], as_text, strict=True):
+        if b.token_ids.tolist() == a.token_ids.tolist():  # the text re-tokenizes as generated (usually)
+            np.testing.assert_allclose(b.surprisal, a.surprisal, atol=TOL_S, rtol=0)
+    other = m.trace_answers(msgs[:2], ["Lyon, I think.", "Jupiter is the Red Planet."])
+    for t in other:
+        assert t.length > 0 and np.all(np.isfinite(t.surprisal)) and np.all(t.surprisal >= 0)
+        assert np.all(np.isfinite(t.entropy)) and np.all(t.entropy >= 0)

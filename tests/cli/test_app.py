@@ -10,6 +10,7 @@ from tracecal.cli.app import COMMANDS, app
 EXPECTED = [
     "generate",
     "score",
+    "score-answers",
     "fit-calibrator",
     "evaluate",
     "tasks",

@@ -22,6 +22,7 @@ MARKUP = "[red]x[/red]"
 CASES: dict[str, tuple[list[str], str]] = {
     "generate": (["--prompts", "{bad}.jsonl", "--out", "{tmp}/t.parquet"], "prompts file not found: {bad}.jsonl"),
     "score": (["{bad}.parquet"], "traces file not found: {bad}.parquet"),
+    "score-answers": (["{bad}.jsonl", "--out", "{tmp}/s.parquet"], "answers file not found: {bad}.jsonl"),
     "fit-calibrator": (
         ["{bad}.parquet", "--labels", "{tmp}/l.csv", "--out", "{tmp}/c.json"],
         "traces file not found: {bad}.parquet",
@@ -45,6 +46,8 @@ MORE_CASES: list[tuple[str, list[str], str]] = [
     ("generate", ["--prompts", "{bad}.jsonl", "--out", "{tmp}/t.parquet", "--limit", "-1"], "--limit must be"),
     ("generate", ["--out", "{tmp}/t.parquet"], "give exactly one of --task or --prompts"),
     ("generate", ["--task", MARKUP, "--out", "{tmp}/t.parquet"], MARKUP),
+    ("score-answers", ["{bad}.jsonl", "--out", "{tmp}/s.parquet", "--on-error", MARKUP], "--on-error must be one of"),
+    ("score-answers", ["{bad}.txt", "--out", "{tmp}"], "{tmp} is a folder"),
     ("evaluate", ["--run-dir", "{tmp}/run", "--threads", "-2"], "--threads must be a whole number ≥ 1, got -2"),
     ("evaluate", ["--run-dir", "{tmp}/run", "--limit", "-5"], "limit must be"),
     ("selective", ["{bad}", "--splits", "-1"], "--splits must be a whole number ≥ 1, got -1"),

@@ -122,6 +122,11 @@ class Backend(Protocol):
         """(s_t, H_t) of ``answer_ids`` after ``prompt_ids`` from one forward pass, nats."""
         ...
 
+    def trace_answers(self, prompts: Sequence[Prompt], answers: Sequence[Any], **options: Any) -> list[Trace]:
+        """The trace of each given answer (text or token ids) after its prompt, as if this model had generated it
+        (teacher forcing; options and what differs for answers it did not generate: `tracecal.backends.answers`)."""
+        ...
+
 
 @runtime_checkable
 class LocalBackend(Backend, Protocol):

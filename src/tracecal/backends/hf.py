@@ -19,14 +19,7 @@ import numpy as np
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, LogitsProcessorList
 
-from tracecal.backends.base import (
-    Prompt,
-    check_generate_args,
-    decoded_prefixes,
-    local_trace,
-    name_trace,
-    stop_string_hit,
-)
+from tracecal.backends.base import Prompt, check_generate_args, name_trace
 from tracecal.backends.defaults import (
     DEFAULT_MODEL,
     END_OF_TURN_TOKENS,
@@ -38,7 +31,7 @@ from tracecal.backends.defaults import (
     torch_dtype,
 )
 from tracecal.backends.hf_passes import HFForwardPasses
-from tracecal.backends.recorder import StepCallback, StepHook, TraceRecorder, output_cache
+from tracecal.backends.recorder import StepCallback, StepHook, TraceRecorder, generated_trace, output_cache
 from tracecal.errors import TracecalError
 from tracecal.traces.trace import Trace
 
@@ -252,46 +245,16 @@ class HFModel(HFForwardPasses):
         S, H, TI, TL = rec.finish(seqs)
         new_np = new.cpu().numpy()
         return [
-            self._make_trace(
+            generated_trace(
+                self.tokenizer,
+                self.stop_ids,
                 p,
                 new_np[b],
-                S[b],
-                H[b],
-                None if TI is None else TI[b],
-                None if TL is None else TL[b],
-                max_new_tokens,
+                (S[b], H[b], None if TI is None else TI[b], None if TL is None else TL[b]),
                 policy.stop_strings,
+                self.model_id,
                 decoding,
                 None if steps is None or steps.kept[b] < 0 else int(steps.kept[b]),
             )
             for b, p in enumerate(prompt_ids)
         ]
-
-    def _make_trace(
-        self,
-        prompt_ids: list[int],
-        new_ids: np.ndarray,
-        s: np.ndarray,
-        h: np.ndarray,
-        ti: np.ndarray | None,
-        tl: np.ndarray | None,
-        max_new_tokens: int,
-        stop_strings: Sequence[str],
-        decoding: dict[str, Any],
-        kept: int | None = None,
-    ) -> Trace:
-        if kept is not None:  # an on_step callback ended the answer after `kept` tokens
-            new_ids = new_ids[:kept]
-        is_stop = np.isin(new_ids, self.stop_ids)
-        T = int(np.argmax(is_stop)) if is_stop.any() else len(new_ids)
-        stop_reason = "eos" if is_stop.any() else ("stopped" if kept is not None else "length")
-        ids = new_ids[:T]
-        prefixes = decoded_prefixes(self.tokenizer, ids)
-        if stop_strings and T:
-            # first token whose text completes a stop string (not inside leading whitespace): cut before it
-            for i in range(1, T + 1):
-                if stop_string_hit(prefixes[i], stop_strings):
-                    T, ids, prefixes, stop_reason = i - 1, ids[: i - 1], prefixes[:i], "stop_string"
-                    break
-        topk = (None if ti is None else ti[:T], None if tl is None else tl[:T])
-        return local_trace(prefixes, ids, s, h, prompt_ids, stop_reason, self.model_id, decoding, topk)

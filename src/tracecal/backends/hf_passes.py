@@ -1,5 +1,6 @@
-"""The forward passes of the Hugging Face backend besides generation: teacher forcing, next-token log-probs,
-beam scores (the estimators that need the weights: P(True), verbalised confidence, beam baselines).
+"""The forward passes of the Hugging Face backend besides generation: teacher forcing (one answer, or batches of
+given answers: ``trace_answers``, `tracecal.backends.answers`), next-token log-probs, beam scores (the estimators
+that need the weights: P(True), verbalised confidence, beam baselines).
 
 :class:`HFForwardPasses` is a mixin of :class:`~tracecal.backends.hf.HFModel`: it reads the weights
 (``model``), the tokenizer and the padding / stop ids that ``HFModel`` sets up. All log-probabilities are in
@@ -15,6 +16,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from tracecal.backends.answers import Answer, Forced, check_answer_args, forced_decoding, trace_answers_local
 from tracecal.backends.base import (
     Prompt,
     check_batch_size,
@@ -23,9 +25,65 @@ from tracecal.backends.base import (
     check_prompts,
 )
 from tracecal.backends.prompting import TokenizerBackend
-from tracecal.backends.recorder import output_cache
+from tracecal.backends.recorder import logit_stats, output_cache
+from tracecal.traces.trace import Trace
 
-__all__ = ["HFForwardPasses"]
+__all__ = ["HFForwardPasses", "forced_pass", "left_pad"]
+
+
+def left_pad(seqs: Sequence[Sequence[int]], pad_id: int, device: Any) -> tuple[torch.Tensor, torch.Tensor]:
+    """(input_ids, attention_mask) of token-id lists, left padded with ``pad_id`` to the longest, on ``device``."""
+    n = max(len(s) for s in seqs)
+    ids = torch.full((len(seqs), n), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(seqs), n), dtype=torch.long)
+    for i, s in enumerate(seqs):
+        if len(s):
+            ids[i, n - len(s) :] = torch.tensor(list(s), dtype=torch.long)
+            mask[i, n - len(s) :] = 1
+    return ids.to(device), mask.to(device)
+
+
+@torch.no_grad()
+def forced_pass(
+    model: Any,
+    rows: Sequence[tuple[Sequence[int], Sequence[int]]],
+    pad_id: int,
+    stop_ids: Sequence[int],
+    temperature: float = 1.0,
+    top_logprobs: int = 0,
+) -> list[Forced]:
+    """Teacher forcing of a batch of (prompt ids, answer ids): one forward pass over the left-padded
+    prompt + answer sequences (positions from the mask), logits kept only at the last max T + 1 positions.
+
+    For answer token t of row b, x = logits / ``temperature`` at the position before it; s_t = lse − x[a_t],
+    H_t = lse − Σ softmax(x)·x (`logit_stats`, float32 as the recorder computes them, returned as float64), the
+    greedy next token after the answer and Σ_{stop ids} P(v) there (`tracecal.backends.answers.Forced`).
+    """
+    device = next(model.parameters()).device
+    ids, mask = left_pad([[*p, *a] for p, a in rows], pad_id, device)
+    pos = (mask.cumsum(-1) - 1).clamp(min=0)
+    K = max(len(a) for _, a in rows) + 1
+    keep = {"logits_to_keep": K} if "logits_to_keep" in inspect.signature(model.forward).parameters else {}
+    out = model(input_ids=ids, attention_mask=mask, position_ids=pos, use_cache=False, **keep)
+    x = out.logits[:, -K:].float()
+    if temperature != 1.0:
+        x = x / temperature
+    lse, h = logit_stats(x)
+    stops = torch.tensor(list(stop_ids), dtype=torch.long, device=device)
+    result = []
+    for b, (_, a) in enumerate(rows):
+        T = len(a)
+        xb, lb = x[b, K - 1 - T :], lse[b, K - 1 - T :]
+        tok = torch.tensor(list(a), dtype=torch.long, device=device)
+        s = lb[:T] - xb[:T].gather(1, tok[:, None]).squeeze(1)
+        top: tuple[Any, Any] = (None, None)
+        if top_logprobs:
+            v, i = torch.topk(xb[:T], min(top_logprobs, xb.shape[-1]), dim=-1)
+            top = (i.cpu().numpy().astype(np.int64), (v - lb[:T, None]).double().cpu().numpy())
+        end = float(torch.exp(xb[T, stops] - lb[T]).sum()) if len(stops) else 0.0
+        s_np, h_np = s.double().cpu().numpy(), h[b, K - 1 - T : K - 1].double().cpu().numpy()
+        result.append(Forced(s_np, h_np, top[0], top[1], int(xb[T].argmax()), end))
+    return result
 
 
 class HFForwardPasses(TokenizerBackend):
@@ -59,14 +117,7 @@ class HFForwardPasses(TokenizerBackend):
 
     def left_pad(self, seqs: Sequence[Sequence[int]]) -> tuple[torch.Tensor, torch.Tensor]:
         """(input_ids, attention_mask) of token-id lists, left padded with ``pad_id`` to the longest, on ``device``."""
-        n = max(len(s) for s in seqs)
-        ids = torch.full((len(seqs), n), self.pad_id, dtype=torch.long)
-        mask = torch.zeros((len(seqs), n), dtype=torch.long)
-        for i, s in enumerate(seqs):
-            if len(s):
-                ids[i, n - len(s) :] = torch.tensor(s, dtype=torch.long)
-                mask[i, n - len(s) :] = 1
-        return ids.to(self.device), mask.to(self.device)
+        return left_pad(seqs, self.pad_id, self.device)
 
     def _check_length(self, prompt_ids: list[list[int]], max_new_tokens: int) -> None:
         ctx = self.context_length
@@ -83,6 +134,32 @@ class HFForwardPasses(TokenizerBackend):
         s = -logp.gather(1, ans[:, None]).squeeze(1)
         h = -(logp.exp() * logp).sum(-1)
         return s.double().cpu().numpy(), h.double().cpu().numpy()
+
+    def trace_answers(self, prompts: Sequence[Prompt], answers: Sequence[Answer], **options: Any) -> list[Trace]:
+        """The trace of each given answer after its prompt, as if this model had generated it greedily: batched
+        teacher forcing (left-padded batches of similar lengths, one forward pass each; `forced_pass`).
+
+        Args:
+            prompts: as for ``generate`` (text, chat messages, dicts with ``prompt``/``messages``/``prompt_ids``).
+            answers: one per prompt: text (tokenized without special tokens) or token ids.
+            **options: ``batch_size`` (default: the model's), ``ids``, ``progress``, ``top_logprobs`` (0),
+                ``temperature`` (1.0: the greedy view; τ: the distribution answers sampled at τ were drawn from,
+                before truncation), ``max_new_tokens`` and ``stop_strings`` (for the stop reason only).
+
+        What the numbers mean for answers the model did not generate, and the stop reason: `tracecal.backends.answers`.
+        """
+        args = check_answer_args(prompts, answers, options, self.batch_size)
+        extra = {
+            "recorded_logits": "one forward pass over prompt + answer (teacher forcing): raw logits / temperature",
+            "dtype": str(self.model.dtype).replace("torch.", ""),
+            "device": str(self.device),
+        }
+
+        def forced(rows: list[tuple[list[int], list[int]]]) -> list[Forced]:
+            return forced_pass(self.model, rows, self.pad_id, self.stop_ids, args.temperature, args.top_logprobs)
+
+        decoding = forced_decoding(args, self.chat, extra)
+        return trace_answers_local(self, args, forced, decoding, options.get("ids"), options.get("progress"))
 
     @torch.no_grad()
     def next_token_logprobs(

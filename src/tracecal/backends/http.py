@@ -10,6 +10,9 @@ Chat prompts (message lists, or strings with ``chat=True``) use ``/v1/chat/compl
 Requests run concurrently, at most ``max_concurrency`` in flight, over one `httpx.Client`; traces come back
 in prompt order; greedy (temperature 0) by default.
 
+Given answers (``trace_answers``) are scored through vLLM's ``prompt_logprobs``, the answer appended to the prompt
+(`tracecal.backends.http_answers`); every reply becomes a trace in `tracecal.backends.http_reply`.
+
 Faults are retried with backoff (`tracecal.backends.http_client.RetryingClient`). A server that returns no
 log-probs raises :class:`LogprobsUnavailableError` (a ValueError) saying how to start it so that it does.
 
@@ -25,13 +28,12 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
-from typing import Any, NamedTuple, NoReturn
-
-import numpy as np
+from typing import Any, NoReturn
 
 from tracecal._validation import Interval, Options, check_param
+from tracecal.backends.answers import ANSWER_OPTIONS, check_answer_args
 from tracecal.backends.base import BackendUnsupportedError, Prompt, check_generate_args, check_positive_int
-from tracecal.backends.defaults import END_OF_TURN_TOKENS
+from tracecal.backends.http_answers import answer_trace, root_client
 from tracecal.backends.http_client import (
     API_KEY_ENV,
     LOGPROBS_HELP,
@@ -41,7 +43,8 @@ from tracecal.backends.http_client import (
     RetryingClient,
     check_url,
 )
-from tracecal.backends.topk import DEFAULT_TOPK_ESTIMATOR, TOPK_ESTIMATORS, topk_entropy
+from tracecal.backends.http_reply import Reply, reply_trace
+from tracecal.backends.topk import DEFAULT_TOPK_ESTIMATOR, TOPK_ESTIMATORS
 from tracecal.errors import ValidationError
 from tracecal.traces.trace import Trace
 
@@ -49,27 +52,6 @@ __all__ = ["API_KEY_ENV", "RETRY_STATUS", "HTTPBackendError", "HTTPModel", "Logp
 
 TEMPERATURE = Interval(float, 0, None)
 """Constraint of ``temperature`` (0: greedy)."""
-
-
-class _Reply(NamedTuple):
-    """What one request returned, endpoint-independent."""
-
-    text: str
-    tokens: list[str]
-    logprobs: list[float]
-    top: list[list[float]]  # per token, the top-k log-probs (any order)
-    finish: str | None
-    prompt_text: str
-    endpoint: str
-
-
-def _drop_end_of_turn(reply: _Reply) -> _Reply:
-    """Without the end-of-turn token some servers list last (vLLM: ``<|im_end|>`` after a ``stop``), as the
-    in-process backends' traces end before it: it is not part of the answer's text."""
-    t = reply.tokens
-    if reply.finish == "stop" and t and t[-1] in END_OF_TURN_TOKENS and not reply.text.endswith(t[-1]):
-        return reply._replace(tokens=t[:-1], logprobs=reply.logprobs[:-1], top=reply.top[: len(t) - 1])
-    return reply
 
 
 class HTTPModel:
@@ -190,14 +172,14 @@ class HTTPModel:
         """Log-probs asked for per token: |V| with ``full_distribution``, else ``top_logprobs``."""
         return self.vocab_size if self.full_distribution else self.top_logprobs
 
-    def _chat(self, messages: list[dict[str, str]], common: dict[str, Any]) -> _Reply:
+    def _chat(self, messages: list[dict[str, str]], common: dict[str, Any]) -> Reply:
         body = common | {"messages": messages, "logprobs": True, "top_logprobs": self.requested_logprobs}
         choice = self._post("/chat/completions", body)["choices"][0]
         content = (choice.get("logprobs") or {}).get("content")
         text = (choice.get("message") or {}).get("content") or ""
         if content is None or (not content and text):
             self._no_logprobs("no log-probs (choices[0].logprobs.content is missing)")
-        return _Reply(
+        return Reply(
             text=text,
             tokens=[c["token"] for c in content],
             logprobs=[float(c["logprob"]) for c in content],
@@ -207,13 +189,13 @@ class HTTPModel:
             endpoint="chat",
         )
 
-    def _completion(self, prompt: str, common: dict[str, Any]) -> _Reply:
+    def _completion(self, prompt: str, common: dict[str, Any]) -> Reply:
         body = common | {"prompt": prompt, "logprobs": self.requested_logprobs}
         choice = self._post("/completions", body)["choices"][0]
         lp = choice.get("logprobs")
         if not lp or lp.get("token_logprobs") is None:
             self._no_logprobs("no log-probs (choices[0].logprobs.token_logprobs is missing)")
-        return _Reply(
+        return Reply(
             text=choice.get("text") or "",
             tokens=list(lp["tokens"]),
             logprobs=[float(x) for x in lp["token_logprobs"]],
@@ -244,54 +226,8 @@ class HTTPModel:
         except (KeyError, IndexError, TypeError, ValueError, AttributeError) as e:
             raise HTTPBackendError(f"unexpected answer from {self.base_url}: {type(e).__name__}: {e}") from e
 
-    def _trace(self, reply: _Reply, max_new_tokens: int, temperature: float) -> Trace:
-        reply = _drop_end_of_turn(reply)
-        T = len(reply.tokens)
-        if len(reply.logprobs) != T:
-            raise HTTPBackendError(
-                f"unexpected answer from {self.base_url}: {T} tokens but {len(reply.logprobs)} log-probs"
-            )
-        k = max((len(t) for t in reply.top), default=0)
-        if T and not k:
-            self._no_logprobs("the chosen tokens' log-probs but no top-k alternatives (top_logprobs)")
-        top = np.full((T, max(k, 1)), -np.inf)
-        for i, t in enumerate(reply.top[:T]):
-            top[i, : len(t)] = t
-        top = -np.sort(-top, axis=1)  # descending per step
-        entropy = topk_entropy(top, self.vocab_size, self.entropy_estimator) if T else np.zeros(0)
-        complete = self.full_distribution and k >= self.vocab_size and bool(np.isfinite(top).all())
-        top = top[:, : self.top_logprobs]  # stored per step: the head only, whatever was requested
-        k = min(k, self.top_logprobs)
-        offsets = (
-            np.concatenate([[0], np.cumsum([len(t) for t in reply.tokens])[:-1]]).astype(np.int64)
-            if T
-            else np.zeros(0, np.int64)
-        )
-        return Trace(
-            text=reply.text,
-            token_ids=np.full(T, -1, dtype=np.int64),
-            surprisal=-np.asarray(reply.logprobs, dtype=np.float64),
-            entropy=entropy,
-            token_strings=reply.tokens,
-            offsets=offsets,
-            prompt=reply.prompt_text,
-            entropy_kind="exact" if complete else "topk",
-            stop_reason={"stop": "eos", "length": "length"}.get(reply.finish or "", "unknown"),
-            model_id=self.model_id,
-            decoding={
-                "strategy": "greedy" if temperature == 0 else "sample",
-                "temperature": temperature,
-                "max_new_tokens": max_new_tokens,
-                "top_logprobs": self.top_logprobs,
-                "full_distribution": self.full_distribution,
-                "entropy_estimator": self.entropy_estimator,
-                "vocab_size_for_tail": self.vocab_size,
-                "endpoint": reply.endpoint,
-                "server": self.base_url,
-            },
-            topk_logprobs=top if T and k else None,
-            topk_ids=np.full((T, max(k, 1)), -1, dtype=np.int64) if T and k else None,
-        )
+    def _trace(self, reply: Reply, max_new_tokens: int, temperature: float) -> Trace:
+        return reply_trace(reply, self, max_new_tokens, temperature)
 
     # ------------------------------------------------------------------ Backend
     def generate(
@@ -320,20 +256,52 @@ class HTTPModel:
             stop_strings = [stop_strings]
         _served = self.model_id  # resolve the served name once, before the workers start
 
+        return self._in_parallel(
+            len(prompts),
+            lambda i: self._one(prompts[i], max_new_tokens, float(temperature), stop_strings),
+            workers,
+            ids,
+            progress,
+        )
+
+    def _in_parallel(
+        self,
+        n: int,
+        one: Callable[[int], Trace],
+        workers: int,
+        ids: Sequence[str] | None,
+        progress: Callable[[int], None] | None,
+    ) -> list[Trace]:
+        """``one(i)`` for i < n, at most ``workers`` in flight, in order; each trace gets ``ids[i]`` (else i)."""
+
         def run(i: int) -> Trace:
-            t = self._one(prompts[i], max_new_tokens, float(temperature), stop_strings)
+            t = one(i)
             t.id = str(ids[i]) if ids is not None else str(i)
             if progress is not None:
                 progress(1)
             return t
 
-        pool = ThreadPoolExecutor(max_workers=min(workers, len(prompts)))
+        pool = ThreadPoolExecutor(max_workers=min(workers, n))
         try:
-            futures = [pool.submit(run, i) for i in range(len(prompts))]
+            futures = [pool.submit(run, i) for i in range(n)]
             wait(futures, return_when=FIRST_EXCEPTION)  # a failure stops the queue at once, whatever its place
             return [f.result() for f in futures]
         finally:
             pool.shutdown(wait=True, cancel_futures=True)
+
+    def trace_answers(self, prompts: Sequence[Prompt], answers: Sequence[Any], **options: Any) -> list[Trace]:
+        """The trace of each given answer after its prompt, from a vLLM server's ``prompt_logprobs`` (the answer
+        appended to the prompt; `tracecal.backends.http_answers`): s_t and the top-k estimate of H_t as for
+        generated answers, vLLM's token ids. Keywords as `tracecal.backends.answers.ANSWER_OPTIONS` but
+        ``temperature`` (prompt log-probs are at temperature 1); ``top_logprobs`` is ignored (the backend's own k).
+        A server that cannot (not vLLM) raises `BackendUnsupportedError`."""
+        known = [o for o in ANSWER_OPTIONS if o != "temperature"]
+        args = check_answer_args(prompts, answers, options, self.batch_size, known)
+        root, _served = root_client(self.http), self.model_id  # the served name resolved once, before the workers
+        ids, progress = options.get("ids"), options.get("progress")
+        return self._in_parallel(
+            len(args.prompts), lambda i: answer_trace(self, root, args, i), args.batch_size, ids, progress
+        )
 
     def _unsupported(self, what: str) -> NoReturn:
         raise BackendUnsupportedError(

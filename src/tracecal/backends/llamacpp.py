@@ -11,16 +11,17 @@ over the vocabulary with NumPy (one exp pass, no Python loop over tokens),
 Prompt ids are built as the Hugging Face backend builds them (:func:`prompt_ids`: the transformers tokenizer of
 the GGUF and its chat template), so both backends feed identical ids; llama.cpp's own chat formatting is not
 used. Prompts run one at a time; consecutive prompts reuse the KV cache of their common prefix (the chat
-template's system prompt), which changes no number: without llama.cpp's extra buffer types (off by default,
-see `LlamaCppModel.load`) its CPU kernels are batch-invariant. Extra: ``pip install 'tracecal[llamacpp]'``.
-llama-cpp-python's OpenAI-compatible server (for the HTTP backend): `tracecal.backends.llamacpp_server`.
+template's system prompt), which changed no number in our runs (without llama.cpp's extra buffer types, off by
+default, see `LlamaCppModel.load`): each prompt is evaluated in one batch, each answer token alone. A cache filled
+by another split of the same tokens (1 + 23 + 20 tokens) moved later logits by up to 0.11 nats, and so would a
+multi-token batch of answer tokens: `trace_answers` (given answers, teacher forcing) feeds one token per ``eval``
+too. Extra: ``pip install 'tracecal[llamacpp]'``. Its OpenAI-compatible server: `tracecal.backends.llamacpp_server`.
 """
 
 from __future__ import annotations
 
 import contextlib
 import importlib.metadata
-import math
 import os
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -28,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from tracecal.backends.answers import Answer, Forced, check_answer_args, forced_decoding, trace_answers_local
 from tracecal.backends.base import (
     BackendUnsupportedError,
     Prompt,
@@ -45,6 +47,7 @@ from tracecal.backends.defaults import (
     gguf_checkpoint,
     named_gguf_path,
 )
+from tracecal.backends.llamacpp_steps import logits_stats, stack_top, top_k
 from tracecal.backends.prompting import TokenizerBackend
 from tracecal.errors import TracecalError, ValidationError
 from tracecal.traces.trace import Trace
@@ -60,19 +63,6 @@ __all__ = [
 
 class LlamaCppMissingError(TracecalError, ImportError):
     """llama-cpp-python is not installed (the extra ``tracecal[llamacpp]``)."""
-
-
-def logits_stats(x: np.ndarray) -> tuple[float, float]:
-    """(logsumexp(x), entropy of softmax(x)) in nats for one step's logits, one pass of exp over |V|.
-
-    Tokens at −inf (masked) have probability 0 and contribute 0 to the entropy.
-    """
-    m = float(np.max(x))
-    e = np.exp(x - m)
-    z = float(e.sum())
-    lse = m + math.log(z)
-    ex = float(np.dot(e, np.where(e > 0, x, 0.0)))
-    return lse, lse - ex / z
 
 
 @contextlib.contextmanager
@@ -245,9 +235,7 @@ class LlamaCppModel(TokenizerBackend):
             s.append(lse - float(x[tok]))
             h.append(ent)
             if top_logprobs:
-                ti = np.argpartition(-x, top_logprobs)[:top_logprobs]
-                ti = ti[np.argsort(-x[ti], kind="stable")]
-                top.append((ti.astype(np.int64), x[ti] - lse))
+                top.append(top_k(x, lse, top_logprobs))
             if tok in self._stop_set:
                 break
             if stops and stop_string_hit(self.tokenizer.decode(new), stops):
@@ -324,24 +312,50 @@ class LlamaCppModel(TokenizerBackend):
         elif hit_stop_string:
             T, stop_reason = T - 1, "stop_string"
         answer = new[:T]
-        stacked = (np.stack([t[0] for t in top[:T]]), np.stack([t[1] for t in top[:T]])) if top and T else None
-        topk = stacked or (None, None)
+        topk = stack_top(top[:T])
         prefixes = decoded_prefixes(self.tokenizer, answer)
         return local_trace(prefixes, answer, s, h, prompt_ids, stop_reason, self.model_id, decoding, topk)
 
     def teacher_forced(self, prompt_ids: Sequence[int], answer_ids: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
         """(s_t, H_t) of ``answer_ids`` after ``prompt_ids``, nats: llama.cpp fed one answer token per step."""
-        if not len(prompt_ids):
-            raise ValidationError("teacher_forced needs at least one prompt token")
-        self._feed([int(i) for i in prompt_ids])
-        s, h = np.zeros(len(answer_ids)), np.zeros(len(answer_ids))
-        for t, a in enumerate(answer_ids):
-            x = self._logits()
-            lse, h[t] = logits_stats(x)
-            s[t] = lse - x[int(a)]
-            if t + 1 < len(answer_ids):
-                self.llm.eval([int(a)])
-        return s, h
+        f = self._forced([int(i) for i in prompt_ids], [int(a) for a in answer_ids], 1.0, 0)
+        return f.surprisal, f.entropy
+
+    def _forced(self, prompt_ids: list[int], answer_ids: list[int], temperature: float, k: int) -> Forced:
+        """Teacher forcing of one answer, one token per ``eval`` as greedy decoding feeds them: llama.cpp's
+        multi-token batches run other matmul kernels, whose logits differ from one-token steps by up to 0.1 nats
+        on Q4 weights (measured), so batching the answer would not reproduce the generation-time trace."""
+        if not prompt_ids:
+            raise ValidationError("teacher forcing needs at least one prompt token")
+        self._feed(prompt_ids)
+        T = len(answer_ids)
+        s, h = np.zeros(T), np.zeros(T)
+        top: list[tuple[np.ndarray, np.ndarray]] = []
+        for t in range(T + 1):
+            x = self._logits() / temperature
+            lse, ent = logits_stats(x)
+            if t == T:
+                end = float(np.exp(x[list(self._stop_set)] - lse).sum())
+                return Forced(s, h, *stack_top(top), int(np.argmax(x)), end)
+            s[t], h[t] = lse - x[answer_ids[t]], ent
+            if k:
+                top.append(top_k(x, lse, k))
+            self.llm.eval([answer_ids[t]])
+        raise AssertionError("unreachable")
+
+    def trace_answers(self, prompts: Sequence[Prompt], answers: Sequence[Answer], **options: Any) -> list[Trace]:
+        """The trace of each given answer after its prompt, as if llama.cpp had decoded it greedily (teacher forcing,
+        one token per step: `_forced`; prompts one at a time, cached prefixes kept). The keywords of
+        `HFForwardPasses.trace_answers`; what the trace means: `tracecal.backends.answers`."""
+        args = check_answer_args(prompts, answers, options, self.batch_size)
+        k = min(args.top_logprobs, self.vocab_size - 1)
+        extra = {"backend": "llama.cpp", "recorded_logits": "llama.cpp's logits, one answer token per step"}
+
+        def forced(rows: list[tuple[list[int], list[int]]]) -> list[Forced]:
+            return [self._forced(p, a, args.temperature, k) for p, a in rows]
+
+        decoding = forced_decoding(args, self.chat, extra)
+        return trace_answers_local(self, args, forced, decoding, options.get("ids"), options.get("progress"))
 
     def next_token_logprobs(
         self, prompt_ids: Sequence[Sequence[int]], token_ids: Sequence[int], batch_size: int | None = None

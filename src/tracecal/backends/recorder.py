@@ -14,6 +14,9 @@ step's logits, needed for s_t of the token chosen from them); the T×|V| logits 
 
 `StepHook` (a stopping criterion) settles s_t as soon as the token is chosen and hands each step's new answer
 tokens with their (s_t, H_t) to a callback, the same numbers that end up in the traces (streaming, early stop).
+`generated_trace` turns one row of what was recorded into a `Trace` (the HF backend's and a user's own
+``model.generate``'s: `tracecal.backends.user_generate`); `logit_stats` is the one formula of (lse_t, H_t), also
+used by the teacher-forced passes (`tracecal.backends.hf_passes`).
 """
 
 from __future__ import annotations
@@ -25,12 +28,25 @@ import numpy as np
 import torch
 from transformers import LogitsProcessor, StoppingCriteria, StoppingCriteriaList
 
-__all__ = ["StepHook", "TraceRecorder", "output_cache"]
+from tracecal.backends.base import decoded_prefixes, local_trace, stop_string_hit
+from tracecal.traces.trace import Trace
+
+__all__ = ["StepCallback", "StepHook", "TraceRecorder", "generated_trace", "logit_stats", "output_cache"]
 
 
 def output_cache(out: Any) -> Any:
     """The KV cache of a model output: ``out.cache`` in transformers ≥ 5.2x, ``out.past_key_values`` before."""
     return out["cache"] if "cache" in out else out.past_key_values
+
+
+def logit_stats(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(lse, H) over the last axis of logits ``x``: lse = logsumexp(x), H = lse − Σ_v softmax(x)_v · x_v (nats).
+
+    Tokens masked to −inf have p = 0 and contribute 0 (``nansum``: 0·−inf would be NaN).
+    """
+    lse = torch.logsumexp(x, dim=-1)
+    p = torch.exp(x - lse[..., None])
+    return lse, lse - torch.nansum(p * x, dim=-1)
 
 
 class TraceRecorder(LogitsProcessor):
@@ -40,11 +56,15 @@ class TraceRecorder(LogitsProcessor):
         temperature: the sampling temperature (1.0 for greedy); the recorded distribution is
             softmax(scores / temperature).
         top_logprobs: also keep the top-k alternatives (id, log-prob) per step (0 = off).
+        warpers: instead of dividing by ``temperature``, record softmax(warpers(scores)): e.g. transformers'
+            temperature, top-k and top-p warpers, so that the recorded distribution is the truncated one tokens
+            are drawn from (`tracecal.backends.user_generate`, ``distribution="sampled"``).
     """
 
-    def __init__(self, temperature: float = 1.0, top_logprobs: int = 0) -> None:
+    def __init__(self, temperature: float = 1.0, top_logprobs: int = 0, warpers: Any = None) -> None:
         self.temperature = float(temperature)
         self.top_logprobs = int(top_logprobs)
+        self.warpers = warpers
         self.entropy: list[torch.Tensor] = []
         self.chosen: list[torch.Tensor] = []
         self.topk_ids: list[torch.Tensor] = []
@@ -67,12 +87,12 @@ class TraceRecorder(LogitsProcessor):
             self.settle(input_ids[:, -1])
         with torch.no_grad():
             x = scores.float()
-            if self.temperature != 1.0:
+            if self.warpers is not None:
+                x = self.warpers(input_ids, x.clone())
+            elif self.temperature != 1.0:
                 x = x / self.temperature
-            lse = torch.logsumexp(x, dim=-1)
-            p = torch.exp(x - lse[:, None])
-            # nansum: tokens masked to −inf have p = 0 and contribute 0 (0·−inf would be NaN)
-            self.entropy.append(lse - torch.nansum(p * x, dim=-1))
+            lse, h = logit_stats(x)
+            self.entropy.append(h)
             if self.top_logprobs:
                 v, i = torch.topk(x, self.top_logprobs, dim=-1)
                 self.topk_ids.append(i)
@@ -138,3 +158,36 @@ class StepHook(StoppingCriteria):
                 self.kept[ended] = self.steps
                 self.done |= ended
         return torch.as_tensor(self.done, device=input_ids.device)  # type: ignore[return-value]
+
+
+def generated_trace(
+    tokenizer: Any,
+    stop_ids: Sequence[int],
+    prompt_ids: Sequence[int],
+    new_ids: np.ndarray,
+    recorded: tuple[np.ndarray, np.ndarray, np.ndarray | None, np.ndarray | None],
+    stop_strings: Sequence[str],
+    model_id: str,
+    decoding: dict[str, Any],
+    kept: int | None = None,
+) -> Trace:
+    """The trace of one generated row: ``new_ids`` (the tokens after the prompt) cut before the first stop id
+    (``stop_reason="eos"``), after ``kept`` tokens when a `StepHook` callback ended it (``"stopped"``), or before the
+    first token whose text completes one of ``stop_strings`` (`stop_string_hit`; ``"stop_string"``); else
+    ``"length"``. ``recorded`` = (s, H, top-k ids, top-k log-probs) of the row, at least T steps each."""
+    s, h, ti, tl = recorded
+    if kept is not None:  # an on_step callback ended the answer after `kept` tokens
+        new_ids = new_ids[:kept]
+    is_stop = np.isin(new_ids, np.asarray(list(stop_ids), dtype=np.int64))
+    T = int(np.argmax(is_stop)) if is_stop.any() else len(new_ids)
+    stop_reason = "eos" if is_stop.any() else ("stopped" if kept is not None else "length")
+    ids = new_ids[:T]
+    prefixes = decoded_prefixes(tokenizer, ids)
+    if stop_strings and T:
+        # first token whose text completes a stop string (not inside leading whitespace): cut before it
+        for i in range(1, T + 1):
+            if stop_string_hit(prefixes[i], stop_strings):
+                T, ids, prefixes, stop_reason = i - 1, ids[: i - 1], prefixes[:i], "stop_string"
+                break
+    topk = (None if ti is None or not T else ti[:T], None if tl is None or not T else tl[:T])  # none for T = 0
+    return local_trace(prefixes, ids, s, h, prompt_ids, stop_reason, model_id, decoding, topk)

@@ -13,6 +13,7 @@ from collections.abc import Callable
 import typer
 
 from tracecal.cli.analysis import ablate_command, cross_model_command
+from tracecal.cli.answers import score_answers
 from tracecal.cli.evaluate import evaluate
 from tracecal.cli.listing import list_estimators, list_passes, list_tasks
 from tracecal.cli.models import models_command
@@ -34,6 +35,7 @@ app = typer.Typer(
 COMMANDS: dict[str, Callable[..., None]] = {
     "generate": generate,
     "score": score,
+    "score-answers": score_answers,
     "fit-calibrator": fit_calibrator,
     "evaluate": evaluate,
     "tasks": list_tasks,

@@ -1,0 +1,240 @@
+"""Traces of answers that already exist: ``model.trace_answers(prompts, answers)`` by teacher forcing.
+
+An answer logged from production, written by a person, generated earlier or by another model is fed to the model
+after its prompt (the same prompt ids ``generate`` would feed: `Backend.encode_prompt`), in one forward pass per
+batch. From the next-token logits x_t at the position before answer token a_t (divided by ``temperature``),
+
+    lse_t = logsumexp(x_t),   s_t = lse_t − x_t[a_t],   H_t = lse_t − Σ_v softmax(x_t)_v · x_t,v      (nats)
+
+which are the numbers greedy decoding records when the model produces the same tokens: for its own greedy answers
+``trace_answers`` returns the generation-time trace (same fields, s_t, H_t, tokens, offsets, stop reason; tested to
+1e-4 nats in fp32 on the HF and llama.cpp backends). Only ``decoding`` differs (``strategy="teacher_forced"``), and
+``meta["end_prob"]`` holds Σ_{v ∈ stop ids} P(v | prompt, answer): how likely the model was to end the answer there.
+
+The stop reason is what greedy decoding would have recorded: ``"eos"`` when the answer's ids hold a stop token (the
+answer ends before it) or the model's most likely next token after the answer is one; ``"length"`` when
+``max_new_tokens`` is given and the answer has that many tokens; ``"stop_string"`` when that next token's text
+completes one of ``stop_strings``; otherwise ``"unknown"`` (the model would have gone on: someone cut the answer).
+
+Answers are text (tokenized by the model's tokenizer without special tokens, exactly as given: include the leading
+space a plain-text prompt such as ``"Answer:"`` is followed by) or token ids of this model's vocabulary. Text that a
+model generated may tokenize differently from the ids it generated (tokenizations are not unique): pass the ids
+when you have them.
+
+What the trace means for an answer this model did not choose greedily (docs in README.md, "Python API"):
+
+* It is this model's view of the answer: s_t says how surprising each token is to *this* model, H_t how uncertain
+  it was at that point of *this* text. For an answer sampled from the same model at temperature τ, pass
+  ``temperature=τ`` to read it under the sampling distribution (before top-k / top-p truncation); at τ = 1 the
+  sampled tokens' s_t is higher than greedy ones' by construction.
+* For another model's answer (or a person's), low-probability tokens give large s_t although the answer may be
+  right, and the text is re-tokenized with this model's tokenizer. TRACE still ranks answers, but a TRACE+ or Platt
+  calibrator fitted on this model's own greedy answers is fitted on another distribution: fit it on labelled answers
+  of the same origin as the ones you score.
+* Stop strings are not searched inside the given answer (it is kept as given, up to a stop token).
+"""
+
+from __future__ import annotations
+
+import numbers
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from tracecal.backends import base
+from tracecal.backends.base import Prompt
+from tracecal.errors import ValidationError
+from tracecal.traces.trace import Trace
+
+__all__ = [
+    "ANSWER_OPTIONS",
+    "Answer",
+    "AnswerArgs",
+    "Forced",
+    "check_answer_args",
+    "check_answers",
+    "end_reason",
+    "forced_decoding",
+    "trace_answers_local",
+]
+
+Answer = str | Sequence[int] | np.ndarray
+"""An answer: its text, or its token ids in the model's vocabulary."""
+
+
+class Forced(NamedTuple):
+    """What one teacher-forced pass over prompt + answer (T tokens) gives."""
+
+    surprisal: np.ndarray
+    """s_t of the T answer tokens, nats, float64."""
+    entropy: np.ndarray
+    """H_t at the T answer positions, nats, float64."""
+    topk_ids: np.ndarray | None
+    """(T, k) most likely ids per position, or None (``top_logprobs=0``)."""
+    topk_logprobs: np.ndarray | None
+    """(T, k) their log-probs, or None."""
+    next_id: int
+    """The most likely token after the answer (what greedy decoding would emit next)."""
+    end_prob: float
+    """Σ_{v ∈ stop ids} P(v | prompt, answer)."""
+
+
+class AnswerArgs(NamedTuple):
+    """The checked arguments of ``trace_answers`` (`check_answer_args`)."""
+
+    prompts: list[Prompt]
+    answers: list[Answer]
+    batch_size: int
+    top_logprobs: int
+    max_new_tokens: int | None
+    stop_strings: list[str]
+    temperature: float
+
+
+def _is_id(x: Any) -> bool:
+    return isinstance(x, numbers.Integral) and not isinstance(x, bool)
+
+
+def check_answers(prompts: Sequence[Prompt], answers: Sequence[Answer]) -> tuple[list[Prompt], list[Answer]]:
+    """Prompts (`check_prompts`) and one answer per prompt, each a str or a sequence of token ids (ints ≥ 0);
+    `ValidationError` naming the answer's index otherwise."""
+    prompts = base.check_prompts(prompts)
+    if isinstance(answers, str | np.ndarray) and (isinstance(answers, str) or answers.ndim == 1):
+        answers = [answers]
+    try:
+        answers = list(answers)
+    except TypeError:
+        raise ValidationError(f"answers must be a list of answers, got {type(answers).__name__}") from None
+    if len(answers) != len(prompts):
+        raise ValidationError(f"answers must have one entry per prompt: {len(answers)} answers, {len(prompts)} prompts")
+    for i, a in enumerate(answers):
+        if isinstance(a, str):
+            continue
+        if isinstance(a, dict) or not isinstance(a, Sequence | np.ndarray) or not all(_is_id(x) for x in a):
+            raise ValidationError(f"answer {i}: expected a str or a list of token ids (ints), got {str(a)[:60]!r}")
+        if any(int(x) < 0 for x in a):
+            raise ValidationError(f"answer {i}: token ids must be ≥ 0")
+    return prompts, answers
+
+
+ANSWER_OPTIONS = ("batch_size", "ids", "progress", "top_logprobs", "temperature", "max_new_tokens", "stop_strings")
+"""The keywords of ``trace_answers`` on the in-process backends (the HTTP backend takes all but ``temperature``)."""
+
+
+def check_answer_args(
+    prompts: Sequence[Prompt],
+    answers: Sequence[Answer],
+    options: dict[str, Any],
+    default_batch_size: int,
+    known: Sequence[str] = ANSWER_OPTIONS,
+) -> AnswerArgs:
+    """Every argument of ``trace_answers`` checked at the boundary (`ValidationError` naming it); an option not in
+    ``known`` is refused (a misspelt ``temperatur=`` must not pass silently)."""
+    unknown = sorted(set(options) - set(known))
+    if unknown:
+        raise ValidationError(f"trace_answers got unknown option(s) {', '.join(unknown)}; it takes {', '.join(known)}")
+    prompts, answers = check_answers(prompts, answers)
+    ids = options.get("ids")
+    if ids is not None and len(ids) != len(prompts):
+        raise ValidationError(f"ids must have one entry per prompt: {len(ids)} ids for {len(prompts)} prompts")
+    top = options.get("top_logprobs", 0)
+    mnt = options.get("max_new_tokens")
+    stops = options.get("stop_strings") or ()
+    temperature = options.get("temperature", 1.0)
+    if isinstance(temperature, bool) or not isinstance(temperature, numbers.Real) or not float(temperature) > 0:
+        raise ValidationError(f"temperature must be a number > 0, got {temperature!r}")
+    return AnswerArgs(
+        prompts,
+        answers,
+        base.check_batch_size(options.get("batch_size"), default_batch_size),
+        0 if top == 0 else base.check_positive_int(top, "top_logprobs"),
+        None if mnt is None else base.check_positive_int(mnt, "max_new_tokens"),
+        [stops] if isinstance(stops, str) else list(stops),
+        float(temperature),
+    )
+
+
+def answer_token_ids(tokenizer: Any, answer: Answer) -> list[int]:
+    """The ids of an answer: text tokenized without special tokens, ids as given."""
+    if isinstance(answer, str):
+        return [int(i) for i in tokenizer(answer, add_special_tokens=False)["input_ids"]]
+    return [int(i) for i in answer]
+
+
+def end_reason(
+    n_tokens: int, had_stop: bool, next_is_stop: bool, text_with_next: Callable[[], str], args: AnswerArgs
+) -> str:
+    """The stop reason greedy decoding would have recorded for an answer of ``n_tokens`` tokens (module docstring):
+    ``had_stop`` - the given answer held a stop token; ``next_is_stop`` - the model's most likely next token is one;
+    ``text_with_next()`` - the answer's text followed by that token's (read only when ``stop_strings`` are given)."""
+    if had_stop:
+        return "eos"
+    if args.max_new_tokens is not None and n_tokens >= args.max_new_tokens:
+        return "length"
+    if next_is_stop:
+        return "eos"
+    if args.stop_strings and base.stop_string_hit(text_with_next(), args.stop_strings):
+        return "stop_string"
+    return "unknown"
+
+
+def forced_decoding(args: AnswerArgs, chat: bool, extra: dict[str, Any]) -> dict[str, Any]:
+    """The ``decoding`` record of traces made by teacher forcing (``extra``: the backend's own entries)."""
+    return {
+        "strategy": "teacher_forced",
+        "temperature": args.temperature,
+        "max_new_tokens": args.max_new_tokens,
+        "top_logprobs": args.top_logprobs,
+        "stop_strings": list(args.stop_strings),
+        "chat_template": chat,
+    } | extra
+
+
+def _check_context(rows: Sequence[tuple[list[int], list[int]]], context: int | None) -> None:
+    for i, (p, a) in enumerate(rows):
+        if not p:
+            raise ValidationError(f"prompt {i} encodes to zero tokens")
+        if context is not None and len(p) + len(a) + 1 > context:
+            raise ValidationError(
+                f"prompt {i} and its answer have {len(p) + len(a)} tokens; with the position after the answer they "
+                f"exceed the model's context of {context} tokens"
+            )
+
+
+def trace_answers_local(
+    backend: Any,
+    args: AnswerArgs,
+    forced: Callable[[list[tuple[list[int], list[int]]]], list[Forced]],
+    decoding: dict[str, Any],
+    ids: Sequence[str] | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> list[Trace]:
+    """``trace_answers`` of an in-process backend (``tokenizer``, ``encode_prompt``, ``stop_ids``, ``model_id``,
+    ``context_length``): answers cut before their first stop token, batches of similar lengths handed to
+    ``forced`` (one teacher-forced pass per batch), traces in prompt order."""
+    stop = set(backend.stop_ids)
+    rows, had_stop = [], []
+    for p, a in zip(args.prompts, args.answers, strict=True):
+        a_ids = answer_token_ids(backend.tokenizer, a)
+        cut = next((t for t, x in enumerate(a_ids) if x in stop), None)
+        rows.append((backend.encode_prompt(p), a_ids if cut is None else a_ids[:cut]))
+        had_stop.append(cut is not None)
+    _check_context(rows, backend.context_length)
+    order = np.argsort([-(len(p) + len(a)) for p, a in rows], kind="stable")
+    out: list[Trace | None] = [None] * len(rows)
+    for start in range(0, len(order), args.batch_size):
+        idx = [int(i) for i in order[start : start + args.batch_size]]
+        for i, f in zip(idx, forced([rows[i] for i in idx]), strict=True):
+            p_ids, a_ids = rows[i]
+            next_text = lambda a=a_ids, n=f.next_id: backend.tokenizer.decode([*a, n])  # noqa: E731
+            reason = end_reason(len(a_ids), had_stop[i], f.next_id in stop, next_text, args)
+            prefixes = base.decoded_prefixes(backend.tokenizer, a_ids)
+            top = (f.topk_ids, f.topk_logprobs) if a_ids else (None, None)
+            s, h = np.maximum(f.surprisal, 0.0), np.maximum(f.entropy, 0.0)  # float round-off below 0
+            t = base.local_trace(prefixes, a_ids, s, h, p_ids, reason, backend.model_id, decoding, top)
+            t.meta["end_prob"] = f.end_prob
+            out[i] = base.name_trace(t, args.prompts[i], i, ids)
+        if progress is not None:
+            progress(len(idx))
+    return [t for t in out if t is not None]

@@ -1,0 +1,109 @@
+"""`tracecal score-answers` (tracecal.cli.answers): JSONL / CSV / Parquet files of good and malformed rows, the
+output (the traces + line, c_trace, p_correct), ``--on-error raise``, and a calibrator."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from typer.testing import CliRunner
+
+import tracecal.backends as backends
+from tracecal.cli.answers import read_answer_rows
+from tracecal.cli.app import app
+from tracecal.signals.operators import trace_confidence
+from tracecal.traces.io import load_traces
+
+runner = CliRunner()
+
+GOOD = [
+    {"id": "a", "prompt": "What is the capital of France?", "answer": "Paris."},
+    {"messages": [{"role": "user", "content": "Name a colour."}], "answer": "Blue"},
+    {"id": 7, "prompt": "Say hi.", "answer": ""},
+]
+
+
+@pytest.fixture()
+def shared_model(tiny_model, monkeypatch):  # type: ignore[no-untyped-def]
+    """The session's tiny model instead of loading one inside the command."""
+    monkeypatch.setattr(backends, "load_model", lambda *a, **k: tiny_model)
+    return tiny_model
+
+
+def jsonl(path: Path, lines: list[str]) -> Path:
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def mixed_file(tmp_path: Path) -> Path:
+    """Good rows on lines 1, 3 and 6; malformed ones on lines 2, 4, 5 and 7 (line 8 is blank)."""
+    lines = [
+        json.dumps(GOOD[0]),
+        "{not json",
+        json.dumps(GOOD[1]),
+        json.dumps({"prompt": "no answer"}),
+        json.dumps({"messages": [{"role": "user"}], "answer": "x"}),
+        json.dumps(GOOD[2]),
+        json.dumps(["a", "list"]),
+        "",
+    ]
+    return jsonl(tmp_path / "answers.jsonl", lines)
+
+
+def test_good_and_bad_rows_are_scored_and_reported(tmp_path: Path, shared_model) -> None:  # type: ignore[no-untyped-def]
+    src, out = mixed_file(tmp_path), tmp_path / "scored.parquet"
+    r = runner.invoke(app, ["score-answers", str(src), "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    for line in (2, 4, 5, 7):
+        assert f"skipped {src}:{line}: " in r.output
+    assert "invalid JSON" in r.output and "'answer' must be text" in r.output and "message 0" in r.output
+    assert "scored 3 answers; 4 malformed rows skipped" in r.output
+    table = pq.read_table(out)
+    assert table.column("line").to_pylist() == [1, 3, 6] and table.column("id").to_pylist() == ["a", "3", "7"]
+    traces = load_traces(out)  # the same file is a traces file
+    assert [t.text for t in traces] == ["Paris.", "Blue", ""] and traces[2].length == 0
+    conf = np.array(table.column("c_trace").to_pylist(), dtype=float)
+    np.testing.assert_allclose(conf[:2], trace_confidence(traces)[:2])
+    assert np.isnan(conf[2])  # an empty answer has no trace: NaN
+    assert "p_correct" not in table.column_names
+    direct = shared_model.trace_answers([g.get("messages") or g["prompt"] for g in GOOD], [g["answer"] for g in GOOD])
+    np.testing.assert_allclose(traces[0].surprisal, direct[0].surprisal, atol=1e-4)
+    r = runner.invoke(app, ["score", str(out)])  # `tracecal score` reads it
+    assert r.exit_code == 0, r.output
+
+
+def test_on_error_raise_refuses_the_file_at_its_first_bad_row(tmp_path: Path, shared_model) -> None:  # type: ignore[no-untyped-def]
+    src, out = mixed_file(tmp_path), tmp_path / "scored.parquet"
+    r = runner.invoke(app, ["score-answers", str(src), "--out", str(out), "--on-error", "raise"])
+    assert r.exit_code == 2 and f"error: {src}:2: invalid JSON" in r.output and not out.exists()
+    bad = jsonl(tmp_path / "bad.jsonl", ['{"prompt": "p"}', "[1]"])
+    r = runner.invoke(app, ["score-answers", str(bad), "--out", str(out)])
+    assert r.exit_code == 2 and "no answer to score: 2 malformed rows (first:" in r.output and not out.exists()
+
+
+def test_csv_and_parquet_inputs_and_a_calibrator(tmp_path: Path, shared_model, calibrator) -> None:  # type: ignore[no-untyped-def]
+    csv = tmp_path / "a.csv"
+    messages = json.dumps([{"role": "user", "content": "Name a colour."}]).replace('"', '""')
+    csv.write_text(f'id,prompt,messages,answer\nx,What is 2+2?,,4\ny,,"{messages}",Blue\nz,,,oops\n', encoding="utf-8")
+    rows, bad = read_answer_rows(csv)
+    assert [(r.line, r.id) for r in rows] == [(2, "x"), (3, "y")] and rows[1].prompt[0]["role"] == "user"
+    assert bad == [f"{csv}:4: no prompt: give 'prompt' (text) or 'messages' (a list of {{'role', 'content'}})"]
+    pa_file = tmp_path / "a.parquet"
+    pq.write_table(
+        pa.Table.from_pylist([{"prompt": "What is 2+2?", "answer": "4"}, {"prompt": "Hi", "answer": None}]), pa_file
+    )
+    rows, bad = read_answer_rows(pa_file)
+    assert [r.id for r in rows] == ["1"] and bad == [f"{pa_file}:2: 'answer' must be text, got none"]
+    cal_path = tmp_path / "cal.json"
+    calibrator.save(cal_path)
+    out = tmp_path / "s.parquet"
+    r = runner.invoke(app, ["score-answers", str(csv), "--out", str(out), "--calibrator", str(cal_path)])
+    assert r.exit_code == 0, r.output
+    p = pq.read_table(out).column("p_correct").to_pylist()
+    assert len(p) == 2 and all(0.0 <= v <= 1.0 for v in p)
+    with pytest.raises(ValueError, match="unsupported answers file .txt"):
+        read_answer_rows(jsonl(tmp_path / "a.txt", ["x"]))
