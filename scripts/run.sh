@@ -13,7 +13,7 @@
 # loaded in bf16 (2–3× faster here; pass --dtype float32 to override).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh
+bash scripts/setup.sh   # only what the main job needs (torch, the package, the default model)
 . scripts/env.sh
 PRESET=(--run-dir runs/main --limit 200 --estimators trace-only,extra)
 if [ "${1:-}" = "--full" ]; then
@@ -25,6 +25,24 @@ if grep -qw -e amx_bf16 -e avx512_bf16 /proc/cpuinfo 2>/dev/null; then DTYPE=(--
 CORES=$(nproc 2>/dev/null || echo 1)
 WORKERS=${TRACECAL_WORKERS:-$(( CORES >= 2 ? 2 : 1 ))}
 ARGS=("${PRESET[@]}" "${DTYPE[@]}")
+# the sentence embedder is installed (setup.sh --full) only when an estimator of this run reads the semantic pass
+# (TokenSAR, MARS: --full, or --estimators naming them); the last --estimators wins, as in `tracecal evaluate`
+.venv/bin/python - "${ARGS[@]}" "$@" <<'PY' && bash scripts/setup.sh --full
+import sys
+from tracecal.estimators import REGISTRY, passes_of, resolve_estimators
+args = sys.argv[1:]
+spec = []
+for i, a in enumerate(args):
+    if a == "--estimators" and i + 1 < len(args):
+        spec.append(args[i + 1])
+    elif a.startswith("--estimators="):
+        spec.append(a.split("=", 1)[1])
+try:
+    names = resolve_estimators(spec[-1]) if spec else []
+except (ValueError, KeyError, LookupError):  # evaluate reports a bad name
+    names = []
+sys.exit(0 if any("semantic" in passes_of(REGISTRY[n]) for n in names) else 1)
+PY
 if [ "$WORKERS" -le 1 ]; then
   exec .venv/bin/tracecal evaluate "${ARGS[@]}" --report "$@"
 fi

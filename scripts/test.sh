@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Set up (if needed) and run the whole test suite offline.
+# Set up (if needed) and run the whole test suite offline. `setup.sh --test` adds what only the tests use (the test
+# tools, the embedder, Gemma-3-270M, llama-cpp-python with its server, Chromium) to what the main job installs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh
+bash scripts/setup.sh --test
 bash scripts/setup_vllm.sh   # the vLLM server of the integration tests (its own venv)
 . scripts/env.sh
 .venv/bin/ruff check src tests benchmarks

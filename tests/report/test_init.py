@@ -28,7 +28,7 @@ from tracecal.testing import write_synthetic_run
 
 XSS = "<script>alert(1)</script>"
 EVIL_EST = 'evil<img src=x onerror="alert(2)">'
-SECTIONS = ("results", "reliability", "risk-coverage", "histograms", "examples")
+SECTIONS = ("overview", "results", "statistics", "reliability", "risk-coverage", "histograms", "examples")
 
 
 @pytest.fixture(scope="module")
@@ -159,7 +159,8 @@ def test_estimator_selection_and_figure_export(synth: Path, tmp_path: Path) -> N
     assert page.count('aria-label="reliability ') == 2 * 2 and "trace_plus" not in page
     names = sorted(p.name for p in figs.iterdir())
     assert names == sorted(
-        f"{kind}_{task}.svg" for kind in ("reliability", "risk_coverage", "histogram") for task in ("triviaqa", "svamp")
+        [f"{kind}_{t}.svg" for kind in ("reliability", "risk_coverage", "histogram") for t in ("triviaqa", "svamp")]
+        + ["overview.svg"]
     )
     for p in figs.iterdir():  # one drawing code: each file is the very SVG document the page shows
         svg = p.read_text(encoding="utf-8")
@@ -252,7 +253,7 @@ def _chromium() -> str:
     if path is None:
         pytest.fail(
             "chromium not found: the report's browser test needs Debian's chromium "
-            "(scripts/setup.sh installs it: apt-get install -y chromium)"
+            "(scripts/setup.sh --test installs it: apt-get install -y chromium)"
         )
     return path
 

@@ -220,7 +220,9 @@ def _print_evaluation(res: Any, run_dir: Path, show: list[str], report: bool, t0
         secs = time.perf_counter() - t0
         console.print(f"every shard of {where} is computed ({secs:.0f} s); not scored (--no-score)")
         return
-    for table in results_tables(res, show):
+    from tracecal.report.selective import certified_tables
+
+    for table in results_tables(res, show) + certified_tables(run_dir, list(res.estimators)):
         out_console.print(table)
     if res.substitutes:
         console.print("[dim]substitutes: " + escape("; ".join(res.substitutes)) + "[/]")

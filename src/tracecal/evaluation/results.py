@@ -222,20 +222,4 @@ def results_tables(res: Results | dict[str, Any], metrics: list[str]) -> list[An
         if metric in ("auroc", "brier") and _note(d):
             table.caption = _note(d)
         out.append(table)
-    return out + _selective_table(d, [t for t in tasks if t != "average"])
-
-
-def _selective_table(d: dict[str, Any], tasks: list[str]) -> list[Any]:
-    """The terminal table of selective-answering coverage (violation share), when the results have it."""
-    from rich.table import Table
-
-    title = _selective_title(d)
-    if not title:
-        return []
-    table = Table(title=title)
-    table.add_column("estimator", style="bold", no_wrap=True)
-    for t in tasks:
-        table.add_column(t, justify="right")
-    for e in d["estimators"]:
-        table.add_row(e, *[_selective_cell(d["metrics"][t].get(e)) for t in tasks])
-    return [table]
+    return out  # selective answering: `tracecal.report.selective.certified_tables` (the smallest certified α)

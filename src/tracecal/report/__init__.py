@@ -2,9 +2,12 @@
 
 One HTML file with no external scripts, styles or fonts (a Content-Security-Policy forbids loading any):
 
+* first, one figure of which estimator wins where: AUROC per estimator and task with intervals
+  (`tracecal.report.overview`);
 * the results tables (sortable): per task the examples and base rate; per task × estimator every metric;
 * a reliability diagram per estimator and task (bin accuracy vs confidence, bin counts, ECE);
-* statistics: paired bootstrap comparisons with the best baseline, selective-answering coverage and, when
+* statistics: paired bootstrap comparisons with the best baseline, selective answering (the smallest certified
+  error rate per estimator, `tracecal.report.selective`, and the held-out check at the run's α) and, when
   ``tracecal learning-curve`` wrote them, learning curves (`tracecal.report.stats`);
 * risk–coverage curves of the selected estimators, one chart per task;
 * confidence histograms split by correct / incorrect;
@@ -47,9 +50,11 @@ from tracecal.report.data import (
     select_estimators,
 )
 from tracecal.report.html import e, examples_section, figure_block, json_for_script, page, results_tables
+from tracecal.report.overview import OVERVIEW_FILE, overview_svg
 from tracecal.report.plotdata import task_plots
+from tracecal.report.selective import certified_summary
 from tracecal.report.stats import statistics_section
-from tracecal.report.svg import FIGURES, export_figures
+from tracecal.report.svg import FIGURES, XML_PROLOG, export_figures
 from tracecal.signals.operators import TraceConfig
 
 __all__ = ["write_report", "build_html", "example_payload", "peak_windows", "load_run", "RunData"]
@@ -207,6 +212,22 @@ def _results_section(run: RunData, estimators: list[str]) -> str:
     )
 
 
+def _overview_section(run: RunData, estimators: list[str], figures_dir: str | os.PathLike[str] | None) -> str:
+    """The figure the report opens with (`tracecal.report.overview`), also written to ``figures_dir``."""
+    svg = overview_svg(run.results, run.tasks, estimators)
+    if not svg:
+        return ""
+    if figures_dir is not None:
+        Path(figures_dir).mkdir(parents=True, exist_ok=True)
+        (Path(figures_dir) / OVERVIEW_FILE).write_text(XML_PROLOG + svg, encoding="utf-8")
+    caption = (
+        "Each estimator's mean AUROC per task (dot); bar: the paired bootstrap interval of its difference to the "
+        "task's best non-TRACE estimator (dashed line, ◆) when the run has comparisons, else ± 1 sd over splits. "
+        "Ringed: the best of the task. Hover for the numbers."
+    )
+    return '<section id="overview"><h2>Overview</h2>' + figure_block("overview", svg, caption) + "</section>"
+
+
 def build_html(
     run: RunData,
     estimators: list[str],
@@ -246,8 +267,10 @@ def build_html(
         run.tasks, len(payload["ex"]), run.n, curve_estimators[0] if curve_estimators else None, payload["w"]
     )
     title = f"tracecal report — {run.path.resolve().name}"
-    stats_sec = statistics_section(run.results, run.tasks, estimators, learning)
-    sections = [_results_section(run, estimators), stats_sec, rel_sec, rc_sec, hist_sec, ex_sec]
+    certified = certified_summary(run, estimators)
+    stats_sec = statistics_section(run.results, run.tasks, estimators, learning, certified)
+    sections = [_overview_section(run, estimators, figures_dir), _results_section(run, estimators), stats_sec]
+    sections += [rel_sec, rc_sec, hist_sec, ex_sec]
     return page(title, _meta_lines(run, estimators), sections, json_for_script(payload))
 
 

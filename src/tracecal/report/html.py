@@ -16,7 +16,7 @@ from typing import Any
 
 from tracecal.report.assets import CSP, CSS, ERROR_JS, MAIN_JS
 
-__all__ = ["METRIC_COLUMNS", "json_for_script", "page", "results_tables", "figure_block", "examples_section"]
+__all__ = ["METRIC_COLUMNS", "json_for_script", "page", "results_tables", "figure_block", "examples_section", "num"]
 
 # (metric key, header, higher is better)
 METRIC_COLUMNS: tuple[tuple[str, str, bool], ...] = (
@@ -49,7 +49,8 @@ def json_for_script(obj: Any) -> str:
     )
 
 
-def _num(v: Any) -> float:
+def num(v: Any) -> float:
+    """``float(v)``, NaN for anything that is not a number (None, text)."""
     try:
         f = float(v)
     except (TypeError, ValueError):
@@ -67,8 +68,8 @@ def _dv(v: float) -> str:
 
 
 def _metric_cell(m: dict[str, Any] | None, best: bool) -> str:
-    mean = _num((m or {}).get("mean"))
-    sd = _num((m or {}).get("sd"))
+    mean = num((m or {}).get("mean"))
+    sd = num((m or {}).get("sd"))
     sd_html = f' <span class="sd">±{_fmt(sd)}</span>' if math.isfinite(sd) and math.isfinite(mean) else ""
     cls = ' class="best"' if best else ""
     return f'<td data-v="{_dv(mean)}"{cls}>{_fmt(mean)}{sd_html}</td>'
@@ -96,21 +97,21 @@ def _task_table(tinfo: dict[str, dict[str, Any]], metrics: dict[str, Any], tasks
     for task in tasks:
         ti = tinfo.get(task, {})
         first: dict[str, Any] = next(iter((metrics.get(task) or {}).values()), {})
-        n_eval = _num((first.get("n") or {}).get("mean"))
-        n_cal = _num((first.get("n_cal") or {}).get("mean"))
+        n_eval = num((first.get("n") or {}).get("mean"))
+        n_cal = num((first.get("n_cal") or {}).get("mean"))
         split = f"{_fmt(n_eval, 0)} / {_fmt(n_cal, 0)}"
-        acc = _num(ti.get("accuracy"))
+        acc = num(ti.get("accuracy"))
         ek = ti.get("entropy_kind", "")
         ek = ", ".join(map(str, ek)) if isinstance(ek, list) else str(ek)
         out.append(
             f'<tr data-task="{e(task)}"><td class="l">{e(task)}</td>'
-            f'<td data-v="{_dv(_num(ti.get("n")))}">{e(ti.get("n", "—"))}</td>'
-            f'<td data-v="{_dv(_num(ti.get("n_correct")))}">{e(ti.get("n_correct", "—"))}</td>'
+            f'<td data-v="{_dv(num(ti.get("n")))}">{e(ti.get("n", "—"))}</td>'
+            f'<td data-v="{_dv(num(ti.get("n_correct")))}">{e(ti.get("n_correct", "—"))}</td>'
             f'<td data-v="{_dv(acc)}">{_fmt(acc)}</td>'
             f'<td data-v="{_dv(n_eval)}">{e(split)}</td>'
-            f'<td data-v="{_dv(_num(ti.get("mean_answer_tokens")))}">{_fmt(_num(ti.get("mean_answer_tokens")), 1)}</td>'
-            f'<td data-v="{_dv(_num(ti.get("zero_token_answers")))}">{e(ti.get("zero_token_answers", "—"))}</td>'
-            f'<td data-v="{_dv(_num(ti.get("stopped_at_length")))}">{e(ti.get("stopped_at_length", "—"))}</td>'
+            f'<td data-v="{_dv(num(ti.get("mean_answer_tokens")))}">{_fmt(num(ti.get("mean_answer_tokens")), 1)}</td>'
+            f'<td data-v="{_dv(num(ti.get("zero_token_answers")))}">{e(ti.get("zero_token_answers", "—"))}</td>'
+            f'<td data-v="{_dv(num(ti.get("stopped_at_length")))}">{e(ti.get("stopped_at_length", "—"))}</td>'
             f'<td class="l">{e(ek)}</td><td class="rule">{e(ti.get("label_rule", ""))}</td></tr>'
         )
     out.append("</tbody></table></div>")
@@ -121,7 +122,7 @@ def _best(per: dict[str, Any], shown: list[str]) -> dict[str, set[str]]:
     """Per metric, the estimators with the best mean (ties all marked; none when all are equal)."""
     best: dict[str, set[str]] = {}
     for key, _, higher in METRIC_COLUMNS:
-        vals = {x: _num((per[x].get(key) or {}).get("mean")) for x in shown}
+        vals = {x: num((per[x].get(key) or {}).get("mean")) for x in shown}
         fin = [v for v in vals.values() if math.isfinite(v)]
         if len(fin) > 1 and max(fin) > min(fin):
             top = max(fin) if higher else min(fin)
@@ -152,12 +153,12 @@ def results_tables(results: dict[str, Any], tasks: list[str], estimators: list[s
         shown = [x for x in estimators if x in per]
         best = _best(per, shown)
         if task == "average":
-            n_all = sum(_num(tinfo.get(t, {}).get("n")) for t in tasks)
-            accs = [_num(tinfo.get(t, {}).get("accuracy")) for t in tasks]
+            n_all = sum(num(tinfo.get(t, {}).get("n")) for t in tasks)
+            accs = [num(tinfo.get(t, {}).get("accuracy")) for t in tasks]
             accs = [a for a in accs if math.isfinite(a)]
             n_val, base = n_all, (sum(accs) / len(accs) if accs else math.nan)
         else:
-            n_val, base = _num(tinfo.get(task, {}).get("n")), _num(tinfo.get(task, {}).get("accuracy"))
+            n_val, base = num(tinfo.get(task, {}).get("n")), num(tinfo.get(task, {}).get("accuracy"))
         for est in shown:
             info = est_info.get(est, {})
             cls = ' class="avg"' if task == "average" else ""
@@ -228,9 +229,11 @@ def examples_section(tasks: Sequence[str], n_examples: int, n_total: int, primar
 def page(title: str, meta_lines: list[str], body_sections: list[str], data_json: str) -> str:
     """The whole self-contained document."""
     stats = [("statistics", "Statistics")] if any('id="statistics"' in b for b in body_sections) else []
+    overview = [("overview", "Overview")] if any('id="overview"' in b for b in body_sections) else []
     nav = "".join(
         f'<a href="#{a}">{e(t)}</a>'
         for a, t in (
+            *overview,
             ("results", "Results"),
             *stats,
             ("reliability", "Reliability"),

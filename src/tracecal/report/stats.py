@@ -1,7 +1,8 @@
 """The report's statistics section: paired comparisons with the best baseline, selective answering, learning curves.
 
-Everything comes from the run: the comparisons and the selective-answering columns from ``results.json``
-(`tracecal.evaluation.protocol`), the learning curves from the run's ``learning_curve`` artefact when
+Everything comes from the run: the comparisons and the held-out selective-answering columns from ``results.json``
+(`tracecal.evaluation.protocol`), the smallest certified error rate per estimator from its seed-0 predictions
+(`tracecal.report.selective`), the learning curves from the run's ``learning_curve`` artefact when
 `tracecal learning-curve` wrote one (drawn by `tracecal.report.svg.learning_curve_svg`, the report's one plotting
 path). All text is escaped.
 """
@@ -11,28 +12,23 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from tracecal.report.html import e, figure_block
+from tracecal.report.html import e, figure_block, num
+from tracecal.report.selective import best_of, run_delta
 from tracecal.report.svg import learning_curve_svg, safe_name
+from tracecal.stats.selective import SelectiveThreshold
 
 __all__ = ["statistics_section"]
 
 VERDICT = {"better": "▲ better", "worse": "▼ worse", "n.s.": "n.s.", "n/a": "n/a"}
 
 
-def _num(v: Any) -> float:
-    try:
-        return float(v)
-    except (TypeError, ValueError):
-        return math.nan
-
-
 def _fmt(v: Any, digits: int = 3, sign: bool = False) -> str:
-    f = _num(v)
+    f = num(v)
     return (f"{f:+.{digits}f}" if sign else f"{f:.{digits}f}") if math.isfinite(f) else "—"
 
 
 def _dv(v: Any) -> str:
-    f = _num(v)
+    f = num(v)
     return repr(f) if math.isfinite(f) else ""
 
 
@@ -68,18 +64,32 @@ def _comparison_tables(comp: dict[str, Any], estimators: list[str]) -> str:
     return "".join(out)
 
 
-def _selective_table(results: dict[str, Any], tasks: list[str], estimators: list[str]) -> str:
+def _certified_cell(c: SelectiveThreshold | None, best: bool) -> str:
+    if c is None:
+        return '<td data-v="">—</td>'
+    tip = (
+        f"α* = {c.alpha:.2f}: answer iff raw score ≥ {c.threshold:.4g}; {c.n_answered} of {c.n_cal} answered, "
+        f"{c.n_errors} wrong among them"
+        if math.isfinite(c.alpha)
+        else f"no α ≤ 0.99 is certified on these {c.n_cal} answers"
+    )
+    cls = ' class="best"' if best else ""
+    text = f'{c.alpha:.2f} <span class="sd">({c.coverage:.0%})</span>' if math.isfinite(c.alpha) else "none"
+    return f'<td data-v="{_dv(c.alpha)}" title="{e(tip)}"{cls}>{text}</td>'
+
+
+def _held_out_table(results: dict[str, Any], tasks: list[str], estimators: list[str]) -> str:
+    """The run's own check at its α over every split: coverage (share of splits whose risk exceeds α)."""
     sel = (results.get("statistics") or {}).get("selective")
     metrics = results.get("metrics") or {}
     if not sel or not any("sel_coverage" in (metrics.get(t, {}).get(x) or {}) for t in tasks for x in estimators):
         return ""
     out = [
-        f'<h3>Selective answering</h3><p class="note">Answer iff the raw score ≥ the Learn-then-Test threshold '
-        f"chosen on each calibration split so that the error rate among answered questions is ≤ {e(sel['alpha'])} "
-        f"with probability ≥ {e(round(1 - sel['delta'], 6))}. Cells: coverage on the evaluation split, mean over "
-        "splits, and (in grey) the share of splits whose realised risk exceeds α — at most δ up to the noise of a "
-        "finite evaluation split. Coverage 0: no threshold can be certified.</p>",
-        '<div class="tablewrap"><table class="sortable" id="selective-table"><thead><tr>'
+        f'<details><summary>Held-out check at α = {e(sel["alpha"])}</summary><p class="note">The threshold '
+        f"chosen on each calibration split at α = {e(sel['alpha'])}, δ = {e(sel['delta'])}; cells: its coverage on "
+        "the evaluation split, mean over splits, and (in grey) the share of splits whose realised risk exceeds α "
+        "— at most δ up to the noise of a finite split. Coverage 0: no threshold can be certified at this α.</p>",
+        '<div class="tablewrap"><table class="sortable" id="selective-held-out"><thead><tr>'
         '<th class="l" data-type="str">estimator</th>',
     ]
     out += [f'<th data-type="num">{e(t)}</th>' for t in tasks]
@@ -91,8 +101,42 @@ def _selective_table(results: dict[str, Any], tasks: list[str], estimators: list
             cov, vio = (m.get("sel_coverage") or {}).get("mean"), (m.get("sel_violation") or {}).get("mean")
             cells.append(f'<td data-v="{_dv(cov)}">{_fmt(cov)} <span class="sd">({_fmt(vio, 2)})</span></td>')
         out.append(f'<tr><td class="l">{e(est)}</td>{"".join(cells)}</tr>')
-    out.append("</tbody></table></div>")
+    out.append("</tbody></table></div></details>")
     return "".join(out)
+
+
+def _selective_table(
+    results: dict[str, Any],
+    tasks: list[str],
+    estimators: list[str],
+    certified: dict[str, dict[str, SelectiveThreshold]],
+) -> str:
+    """Per estimator and task: α*, the smallest certified error rate, and the share answered there
+    (`tracecal.report.selective`); then the held-out check at the run's α."""
+    if not any(certified.get(t) for t in tasks):
+        return _held_out_table(results, tasks, estimators)
+    delta = run_delta(results)
+    out = [
+        '<h3>Selective answering</h3><p class="note">What each estimator can offer: α*, the smallest error rate '
+        "among answered questions (grid 0.01, 0.02, …) that the Learn-then-Test threshold certifies with "
+        f"probability ≥ {e(round(1 - delta, 6))}, and (in grey) the share of answers still answered there, on the "
+        "seed-0 evaluation split (fitted estimators: the model fitted on its calibration split). Bold: the "
+        "smallest α* of the task. <i>none</i>: no α can be certified. α* is read off these answers; to deploy, "
+        "fix α in advance and run <code>tracecal selective RUN --alpha α</code>.</p>",
+        '<div class="tablewrap"><table class="sortable" id="selective-table"><thead><tr>'
+        '<th class="l" data-type="str">estimator</th>',
+    ]
+    for t in tasks:
+        first = next(iter(certified.get(t, {}).values()), None)
+        n = f' <span class="sd">(n={first.n_cal})</span>' if first else ""
+        out.append(f'<th data-type="num">{e(t)}{n}</th>')
+    out.append("</tr></thead><tbody>")
+    best = {t: best_of(certified.get(t, {})) for t in tasks}
+    for est in estimators:
+        cells = "".join(_certified_cell(certified.get(t, {}).get(est), est in best[t]) for t in tasks)
+        out.append(f'<tr><td class="l">{e(est)}</td>{cells}</tr>')
+    out.append("</tbody></table></div>")
+    return "".join(out) + _held_out_table(results, tasks, estimators)
 
 
 def _learning_curves(learning: dict[str, Any] | None) -> str:
@@ -114,9 +158,14 @@ def _learning_curves(learning: dict[str, Any] | None) -> str:
 
 
 def statistics_section(
-    results: dict[str, Any], tasks: list[str], estimators: list[str], learning: dict[str, Any] | None = None
+    results: dict[str, Any],
+    tasks: list[str],
+    estimators: list[str],
+    learning: dict[str, Any] | None = None,
+    certified: dict[str, dict[str, SelectiveThreshold]] | None = None,
 ) -> str:
-    """The ``#statistics`` section ('' when the run has neither comparisons, selective columns nor curves)."""
+    """The ``#statistics`` section ('' when the run has neither comparisons, selective answers nor curves);
+    ``certified``: `tracecal.report.selective.certified_summary` of the run."""
     comp = (results.get("statistics") or {}).get("comparisons") or {}
     body = ""
     if comp:
@@ -124,12 +173,12 @@ def statistics_section(
         body += (
             f'<h3>Paired comparisons</h3><p class="note">Each estimator minus the best non-TRACE estimator of '
             f"the task (highest mean AUROC): the difference of the means over splits and its "
-            f"{_num(first.get('level')):.0%} percentile interval from {e(first.get('n_boot'))} paired bootstrap "
+            f"{num(first.get('level')):.0%} percentile interval from {e(first.get('n_boot'))} paired bootstrap "
             "resamples of the questions (one resample applied to every split; the calibrators fitted on each "
             "calibration split held fixed). ▲ / ▼: the interval excludes 0. For Brier, lower is better.</p>"
             + _comparison_tables(comp, estimators)
         )
-    body += _selective_table(results, tasks, estimators) + _learning_curves(learning)
+    body += _selective_table(results, tasks, estimators, certified or {}) + _learning_curves(learning)
     if not body:
         return ""
     return f'<section id="statistics"><h2>Statistics</h2>{body}</section>'

@@ -52,6 +52,7 @@ __all__ = [
     "SVG_CSS",
     "XML_PROLOG",
     "learning_curve_svg",
+    "svg_document",
 ]
 
 # matplotlib's tab10 followed by the light half of tab20 (distinct for up to 20 curves)
@@ -111,7 +112,7 @@ def safe_name(s: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", s).strip("_") or "x"
 
 
-def _document(width: float, height: float, label: str, title: str, body: list[str]) -> str:
+def svg_document(width: float, height: float, label: str, title: str, body: list[str]) -> str:
     """A standalone SVG document: the same text inlined in the report and written by `export_figures`."""
     return (
         f'<svg xmlns="http://www.w3.org/2000/svg" class="figure" width="{_f(width)}" height="{_f(height)}" '
@@ -129,7 +130,7 @@ def _grid(panels: list[str], label: str, title: str) -> str:
         p.replace("<svg ", f'<svg x="{(i % ncols) * PW}" y="{TITLE_H + (i // ncols) * PH}" ', 1)
         for i, p in enumerate(panels)
     ]
-    return _document(ncols * PW, TITLE_H + nrows * PH, label, title, placed)
+    return svg_document(ncols * PW, TITLE_H + nrows * PH, label, title, placed)
 
 
 def _frame(title: str, subtitle: str, ylabel_top: str = "1", ylabel_mid: str = "0.5") -> list[str]:
@@ -271,7 +272,7 @@ def risk_coverage_svg(tp: TaskPlots) -> str:
         parts.append(f'<text x="{x0 + w + 46}" y="{ly + 4}" class="lg">{_t(label)}</text>')
         ly += 15
     title = f"{tp.task}: risk–coverage (seed-0 evaluation split)"
-    return _document(cw, max(ch, ly + 10), f"risk-coverage {tp.task}", title, parts)
+    return svg_document(cw, max(ch, ly + 10), f"risk-coverage {tp.task}", title, parts)
 
 
 # (file-name kind, drawing) of every figure of a task, in the report's order
@@ -369,4 +370,4 @@ def learning_curve_svg(lc: dict) -> str:
         f"{lc['task']}: learning curves ({lc['n']} answers, {lc['n_correct']} correct; mean over "
         f"{lc['n_splits']} splits, bars: {level:.0%} bootstrap interval)"
     )
-    return _document(1000, max(TITLE_H + 330, ly + 10), f"learning curves {lc['task']}", title, parts)
+    return svg_document(1000, max(TITLE_H + 330, ly + 10), f"learning curves {lc['task']}", title, parts)
