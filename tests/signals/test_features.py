@@ -1,13 +1,19 @@
-"""TRACE+'s feature vector φ (`tracecal.signals.features`): names, hand values, a naive per-trace reference, and
-the columns that are trace statistics equal to `tracecal.signals.statistics` bit for bit."""
+"""TRACE+'s feature vector φ (`tracecal.signals.features`): names, hand values, a naive per-trace reference, the
+columns that are trace statistics equal to `tracecal.signals.statistics` bit for bit, and the one sweep of TRACE + φ
+equal to the separate passes it replaced."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from tracecal.signals import features as features_mod
+from tracecal.signals import operators as operators_mod
 from tracecal.signals import statistics as st_mod
-from tracecal.signals.features import feature_names, trace_plus_features
+from tracecal.signals.features import feature_names, trace_and_features, trace_plus_features
+from tracecal.signals.operators import TraceConfig, trace_confidence
 from tracecal.signals.statistics import trace_statistic
 from tracecal.traces.trace import TraceBatch
 
@@ -96,3 +102,76 @@ def test_chunked_features_equal_whole() -> None:
         [trace_plus_features(b.select(np.arange(i, i + 50)), seq_likelihood=True) for i in range(0, 200, 50)]
     )
     np.testing.assert_array_equal(X, parts)
+
+
+# ------------------------------------------------------------------ the one sweep against the separate passes
+
+
+def separate_passes(b: TraceBatch, seq: bool) -> tuple[np.ndarray, np.ndarray]:
+    """The implementation before the fused sweep, kept as the reference: TRACE by `trace_risk`'s operators and φ
+    column by column, each operator reading every token again (chunked alike)."""
+    from tracecal.signals.operators import (
+        chunked,
+        decayed_mean,
+        length_norm_sum,
+        seg_mean,
+        slope,
+        window_peak,
+    )
+
+    def risk(bb: TraceBatch) -> np.ndarray:
+        seg = bb.segments
+        r = 0.4 * decayed_mean(bb.entropy, seg, 2.0) + 0.4 * window_peak(bb.entropy, seg, 4)
+        r = r + 0.2 * length_norm_sum(bb.surprisal, seg, 0.25)
+        r[seg.lengths == 0] = np.nan
+        return r
+
+    def phi(bb: TraceBatch) -> np.ndarray:
+        seg, H, s = bb.segments, bb.entropy, bb.surprisal
+        cols = [np.exp(-st_mod.first_k_entropy(bb, 3)), np.exp(-seg_mean(H, seg))]
+        cols += [np.log(np.where(seg.lengths > 0, seg.lengths, np.nan)), slope(H, seg)]
+        cols += [np.exp(-decayed_mean(u, seg, lam)) for u in (H, s) for lam in (2.0, 4.0)]
+        if seq:
+            cols += [st_mod.min_prob(bb), st_mod.geo_mean_prob(bb), st_mod.low_prob_rate(bb, 0.5)]
+        return np.column_stack(cols)
+
+    return np.exp(-chunked(risk, b)), chunked(phi, b)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    lengths=st.lists(st.integers(0, 40), min_size=1, max_size=80),
+    seed=st.integers(0, 2**31),
+    chunk=st.sampled_from([8, 64, 1 << 16]),
+    seq=st.booleans(),
+)
+def test_the_sweep_equals_the_separate_passes(lengths: list[int], seed: int, chunk: int, seq: bool) -> None:
+    """Random ragged batches (zero-length traces included), one chunk or many: c_TRACE and φ of the one sweep equal
+    the separate passes to 1e-12 (they are the same operations, so in fact bit for bit)."""
+    rng = np.random.default_rng(seed)
+    b = TraceBatch.from_lists([rng.gamma(1.0, 0.8, k) for k in lengths], [rng.gamma(1.0, 1.2, k) for k in lengths])
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(features_mod, "CHUNK_TOKENS", chunk)
+        mp.setattr(operators_mod.chunked, "__defaults__", (chunk,))
+        ref_c, ref_phi = separate_passes(b, seq)
+        c, phi = trace_and_features(b, seq_likelihood=seq)
+        phi_alone = trace_plus_features(b, seq_likelihood=seq)
+    np.testing.assert_allclose(c, ref_c, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(phi, ref_phi, rtol=0, atol=1e-12)
+    np.testing.assert_array_equal(phi, phi_alone)
+    np.testing.assert_array_equal(c, trace_confidence(b))
+    assert np.isnan(phi[np.asarray(lengths) == 0]).all() and np.isnan(c[np.asarray(lengths) == 0]).all()
+
+
+def test_the_sweep_takes_any_config_and_rejects_bad_arguments() -> None:
+    _, _, b = ragged(3)
+    cfg = TraceConfig(alpha=0.5, beta=0.0, gamma=0.5, lam=3.0, kernel="hyperbolic")
+    c, phi = trace_and_features(b, cfg, lams=(3.0, 1.0), kernel="exp")
+    np.testing.assert_array_equal(c, trace_confidence(b, cfg))
+    np.testing.assert_array_equal(phi, trace_plus_features(b, (3.0, 1.0)))
+    with pytest.raises(ValueError, match="λ must be > 0"):
+        trace_and_features(b, lams=(0.0,))
+    with pytest.raises(ValueError, match="unknown decay kernel"):
+        trace_plus_features(b, kernel="gauss")
+    c0, phi0 = trace_and_features([])
+    assert c0.shape == (0,) and phi0.shape == (0, 8)

@@ -13,12 +13,17 @@ from scipy.stats import norm
 from tracecal.estimators import Inputs
 from tracecal.evaluation.protocol import ScoreConfig, TaskStats, score_tasks
 from tracecal.evaluation.results import results_markdown, results_tables
+from tracecal.stats import bootstrap as bootstrap_mod
 from tracecal.stats.bootstrap import (
+    auroc_plan,
+    blocked_split_draws,
     bootstrap_counts,
     compare,
     comparisons,
     enough_per_class,
     percentile_interval,
+    planned_auroc,
+    sorted_auroc_plans,
     split_draws,
     weighted_auroc,
     weighted_brier,
@@ -143,3 +148,65 @@ def test_score_tasks_writes_comparisons_into_results_tables_and_markdown() -> No
     assert any("◆" in str(cell) for t in results_tables(res, ["auroc"]) for col in t.columns for cell in col._cells)
     assert "sel_coverage" in res.metrics["a"]["trace"] and 0 <= res.metrics["a"]["trace"]["sel_coverage"]["mean"] <= 1
     assert score_tasks(data, ScoreConfig(["trace", "p_true"], n_seeds=2, n_boot=0)).statistics["comparisons"] == {}
+
+
+def one_draw_counts(y: np.ndarray, n_boot: int, seed: int, stratified: bool = True) -> np.ndarray:
+    """`bootstrap_counts` before it drew in blocks, kept as the reference: all (B, |class|) indices of a class at
+    once."""
+    rng = np.random.default_rng(seed)
+    n = y.size
+    groups = [np.flatnonzero(y == c) for c in (0, 1)] if stratified else [np.arange(n)]
+    flat = np.zeros(n_boot * n, dtype=np.int32)
+    rows = np.arange(n_boot, dtype=np.int64)[:, None] * n
+    for g in groups:
+        if g.size:
+            flat += np.bincount((rows + g[rng.integers(0, g.size, (n_boot, g.size))]).ravel(), minlength=n_boot * n)
+    return flat.reshape(n_boot, n)
+
+
+@pytest.mark.parametrize("block", [1 << 22, 7, 1])
+def test_counts_drawn_in_blocks_equal_one_draw(monkeypatch: pytest.MonkeyPatch, block: int) -> None:
+    monkeypatch.setattr(bootstrap_mod, "BLOCK_ELEMENTS", block)
+    rng = np.random.default_rng(3)
+    for n, B, strat in ((300, 40, True), (57, 9, False), (1, 3, True), (25, 0, True)):
+        y = (rng.random(n) < 0.3).astype(int)
+        want = one_draw_counts(y, B, seed=n, stratified=strat)
+        got = bootstrap_counts(y, B, seed=n, stratified=strat)
+        small = bootstrap_counts(y, B, seed=n, stratified=strat, dtype=np.uint8)
+        assert got.dtype == np.int32 and small.dtype == np.uint8
+        np.testing.assert_array_equal(got, want)
+        np.testing.assert_array_equal(small, want)
+
+
+def test_one_sort_plans_and_blocked_draws_equal_the_per_split_ones(monkeypatch: pytest.MonkeyPatch) -> None:
+    """AUROC plans of 6 evaluation splits from one sort of the task's scores (ties included) and the blocked draws
+    of AUROC and Brier equal `split_draws` split by split."""
+    monkeypatch.setattr(bootstrap_mod, "BLOCK_ELEMENTS", 5 * 400)  # blocks of 5 resamples
+    rng = np.random.default_rng(8)
+    n = 400
+    y = (rng.random(n) < 0.35).astype(int)
+    s, p = np.round(rng.normal(size=n) + y, 1), rng.random(n)
+    W = bootstrap_counts(y, 64, seed=2)
+    evals = np.stack([stratified_split(y, 0.35, k)[1] for k in range(6)])
+    member = np.zeros((6, n), dtype=bool)
+    member[np.arange(6)[:, None], evals] = True
+    plans = sorted_auroc_plans(y, s, np.argsort(s, kind="stable"), member)
+    for k, ev in enumerate(evals):
+        want = weighted_auroc(y[ev], s[ev], W, ev)
+        np.testing.assert_array_equal(planned_auroc(plans[k], W), want)
+        np.testing.assert_array_equal(planned_auroc(plans[k], W.astype(np.uint8)), want)
+        np.testing.assert_array_equal(planned_auroc(auroc_plan(y[ev], s[ev], ev), W), want)
+    got = blocked_split_draws(plans, evals, (p[evals] - y[evals]) ** 2, W.astype(np.uint8))
+    np.testing.assert_array_equal(got["auroc"], split_draws("auroc", y, list(evals), [s[e] for e in evals], W))
+    want_brier = split_draws("brier", y, list(evals), [p[e] for e in evals], W)
+    np.testing.assert_allclose(got["brier"], want_brier, rtol=0, atol=1e-12)
+
+
+def test_byte_weights_are_summed_exactly_even_where_int32_products_would_overflow() -> None:
+    rng = np.random.default_rng(9)
+    n = 40_000
+    y, s = (rng.random(n) < 0.5).astype(int), rng.normal(size=n)
+    W = np.full((2, n), 255, dtype=np.uint8)  # 255·2·Σ wrong weights > 2^31: the products go to int64
+    plan = auroc_plan(y, s)
+    np.testing.assert_array_equal(planned_auroc(plan, W), planned_auroc(plan, W.astype(np.int64)))
+    assert planned_auroc(plan, W)[0] == pytest.approx(auroc(y, s), abs=1e-12)

@@ -5,7 +5,9 @@ estimator × task × seed scored. For each of ``n_seeds`` seeds a stratified ``c
 evaluation split; AUROC, AUPRC, AURC and selective risk on raw scores of the evaluation split; Brier, ECE
 and adaptive ECE on probabilities from a calibrator (Platt by default) fitted on the calibration split;
 self-calibrated estimators (TRACE+) are their own calibrator. Non-finite scores (zero-token answers) are
-mapped to the least confident value and counted.
+mapped to the least confident value and counted. Each estimator is scored on all splits at once
+(`tracecal.evaluation.splitscore`: one sort of a label-free score for every split, Platt fitted on every split
+together); `one_split` gives one split's numbers alone.
 
 Statistics beyond the means (`tracecal.stats.bootstrap`, `tracecal.stats.selective`): per task, every
 estimator's AUROC and Brier difference to the best non-TRACE estimator with a paired bootstrap interval over
@@ -30,21 +32,29 @@ import numpy as np
 import pyarrow as pa
 
 from tracecal._validation import Constraint, Interval, check_params
-from tracecal.calibrators import make_calibrator
 from tracecal.estimators import REGISTRY, Inputs, get_estimator, passes_of
 from tracecal.evaluation.results import METRICS, Results
+from tracecal.evaluation.splitscore import (
+    Fits,
+    SplitSet,
+    calibrate_rows,
+    sanitize,
+    score_fitted,
+    score_label_free,
+    selective_threshold,
+)
 from tracecal.stats.bootstrap import (
     BOOT_METRICS,
     LEVEL,
     N_BOOT,
+    blocked_split_draws,
     bootstrap_counts,
     comparisons,
     enough_per_class,
-    split_draws,
 )
 from tracecal.stats.metrics import N_BINS, SingleClassWarning, compute_all
-from tracecal.stats.selective import ALPHA, DELTA, HOLDOUT, ltt_threshold, selective_outcome
-from tracecal.stats.splits import stratified_split, threshold_split
+from tracecal.stats.selective import ALPHA, DELTA, HOLDOUT, selective_outcome
+from tracecal.stats.splits import stratified_split
 
 __all__ = [
     "ScoreConfig",
@@ -132,77 +142,25 @@ class TaskStats:
         return len(self.ids)
 
 
-def sanitize(x: np.ndarray) -> tuple[np.ndarray, int]:
-    """Map NaN/−inf to just below the least confident finite score and +inf to the most confident one."""
-    x = np.asarray(x, dtype=np.float64).copy()
-    bad = ~np.isfinite(x)
-    if not bad.any():
-        return x, 0
-    fin = x[~bad]
-    lo = fin.min() if fin.size else 0.0
-    hi = fin.max() if fin.size else 0.0
-    span = max(hi - lo, 1e-12)
-    x[np.isnan(x) | (x == -np.inf)] = lo - 1e-6 * span
-    x[x == np.inf] = hi
-    return x, int(bad.sum())
-
-
-def _calibrated(name: str, cfg: ScoreConfig, raw_cal: np.ndarray, y_cal: np.ndarray, raw_ev: np.ndarray) -> np.ndarray:
-    """Probabilities on the evaluation split from the calibrator fitted on the calibration split."""
-    if REGISTRY[name].self_calibrated:
-        return np.clip(raw_ev, 0.0, 1.0)
-    calib = make_calibrator(cfg.calibrator)
-    if cfg.calibrator == "temperature":  # temperature scaling expects scores in [0, 1]: min-max on the cal split
-        lo, hi = raw_cal.min(), raw_cal.max()
-        span = hi - lo if hi > lo else 1.0
-        raw_cal, raw_ev = np.clip((raw_cal - lo) / span, 0, 1), np.clip((raw_ev - lo) / span, 0, 1)
-    calib.fit(raw_cal, y_cal)
-    return calib.predict_proba(raw_ev)
-
-
 def one_split(
     name: str, data: TaskStats, raw_all: np.ndarray | None, cal: np.ndarray, ev: np.ndarray, cfg: ScoreConfig
 ) -> tuple[dict[str, float], np.ndarray, np.ndarray]:
-    """Metrics on the evaluation split; returns (metrics, raw eval scores, eval probabilities)."""
-    y, est = data.y, None
+    """Metrics of one estimator on one split, the protocol's numbers for that split (`score_tasks` scores all
+    splits at once, `tracecal.evaluation.splitscore`); returns (metrics, raw eval scores, eval probabilities)."""
+    y, est, fits = data.y, None, Fits(name, data, features=False)
     if raw_all is None:  # an estimator that fits something on the calibration split
-        est = get_estimator(name).fit(data.inputs.select(cal), y[cal])
-        raw_cal, _ = sanitize(est.score(data.inputs.select(cal)))
-        raw_ev, _ = sanitize(est.score(data.inputs.select(ev)))
+        est = fits.fit(cal)
+        raw_cal, raw_ev = fits.score(est, cal), fits.score(est, ev)
     else:
         raw_cal, raw_ev = raw_all[cal], raw_all[ev]
-    prob = _calibrated(name, cfg, raw_cal, y[cal], raw_ev)
+    prob = calibrate_rows(name, cfg.calibrator, raw_cal[None], y[cal][None], raw_ev[None])[0]
     m = compute_all(y[ev], raw_ev, prob, n_bins=cfg.n_bins)
     m["n_correct_cal"] = int(y[cal].sum())
     m["n_cal"] = len(cal)
-    t, sel_est = selective_threshold(name, data, cal, cfg, raw_cal, est)  # answer iff raw score ≥ t
-    sel_ev = raw_ev if sel_est is est else sanitize(sel_est.score(data.inputs.select(ev)))[0]
+    t, sel_est = selective_threshold(name, data, cal, cfg, raw_cal, est, fits)  # answer iff raw score ≥ t
+    sel_ev = raw_ev if sel_est is est else fits.score(sel_est, ev)
     m.update(selective_outcome(sel_ev, y[ev], t, cfg.sel_alpha))
     return m, raw_ev, prob
-
-
-def selective_threshold(
-    name: str, data: TaskStats, cal: np.ndarray, cfg: ScoreConfig, raw_cal: np.ndarray, fitted: Any = None
-) -> tuple[float, Any]:
-    """The Learn-then-Test threshold t of estimator ``name``'s raw score (`tracecal.stats.selective`) on
-    calibration split ``cal``, and the fitted estimator whose score it applies to (None: the label-free score
-    ``raw_cal``).
-
-    A label-free score: t on the whole calibration split. A fitted one (``needs_fit``): with ``cfg.sel_holdout`` =
-    h > 0, refitted on a random 1 − h of the split and t chosen on the other h (`threshold_split`), so that the
-    guarantee is strict; with h = 0, t on the split ``fitted`` was fitted on (no guarantee: the old behaviour).
-    """
-    y = data.y
-    if not REGISTRY[name].needs_fit:
-        return ltt_threshold(raw_cal, y[cal], cfg.sel_alpha, cfg.sel_delta).threshold, None
-    if cfg.sel_holdout == 0:
-        est = fitted if fitted is not None else get_estimator(name).fit(data.inputs.select(cal), y[cal])
-        raw, thr = sanitize(est.score(data.inputs.select(cal)))[0], np.arange(len(cal))
-    else:
-        fit, thr = threshold_split(y[cal], cfg.sel_holdout, seed=(cfg.seed, zlib.crc32(cal.tobytes())))
-        est = get_estimator(name).fit(data.inputs.select(cal[fit]), y[cal[fit]])
-        raw = sanitize(est.score(data.inputs.select(cal[thr])))[0]
-    return ltt_threshold(raw, y[cal[thr]], cfg.sel_alpha, cfg.sel_delta).threshold, est
 
 
 def _agg(vals: list[float]) -> dict[str, float]:
@@ -254,16 +212,7 @@ def _counts(data: TaskStats, cfg: ScoreConfig) -> np.ndarray | None:
     there)."""
     if cfg.n_boot == 0 or not enough_per_class(data.y):
         return None
-    return bootstrap_counts(data.y, cfg.n_boot, seed=(cfg.seed, zlib.crc32(data.task.encode())))
-
-
-def _draws(
-    y: np.ndarray, evals: list[np.ndarray], vals: dict[str, list[np.ndarray]], counts: np.ndarray | None
-) -> dict:
-    """Bootstrap draws of the split-mean AUROC (raw scores) and Brier (probabilities) of one estimator."""
-    if counts is None:
-        return {}
-    return {m: split_draws(m, y, evals, vals[m], counts) for m in BOOT_METRICS}
+    return bootstrap_counts(data.y, cfg.n_boot, seed=(cfg.seed, zlib.crc32(data.task.encode())), dtype=np.uint8)
 
 
 def _score_task(data: TaskStats, cfg: ScoreConfig, progress: Progress) -> tuple[dict, dict, dict[str, pa.Table], dict]:
@@ -272,7 +221,7 @@ def _score_task(data: TaskStats, cfg: ScoreConfig, progress: Progress) -> tuple[
     not_run = [e for e in names if passes_of(REGISTRY[e]) & data.missing]
     info = _task_info(data, cfg, not_run)
     raw = _raw_scores(data, names, not_run, info)
-    splits = [stratified_split(y, cfg.cal_frac, cfg.seed + s) for s in range(cfg.n_seeds)]
+    sp = SplitSet([stratified_split(y, cfg.cal_frac, cfg.seed + s) for s in range(cfg.n_seeds)], n)
     per_est: dict[str, dict[str, list[float]]] = {e: {} for e in names}
     pred_cols: dict[str, np.ndarray] = {}
     counts, draws = _counts(data, cfg), {}
@@ -284,21 +233,20 @@ def _score_task(data: TaskStats, cfg: ScoreConfig, progress: Progress) -> tuple[
             if name in not_run:
                 per_est[name] = {k: [float("nan")] for k in NOT_RUN_KEYS}
                 continue
-            vals: dict[str, list[np.ndarray]] = {"auroc": [], "brier": []}
-            for s, (cal, ev) in enumerate(splits):
-                m, raw_ev, prob = one_split(name, data, raw[name], cal, ev, cfg)
-                vals["auroc"].append(raw_ev)
-                vals["brier"].append(prob)
-                for k, v in m.items():
-                    per_est[name].setdefault(k, []).append(v)
-                if s == 0:  # seed-0 predictions for reports: raw scores and probabilities on the evaluation split
-                    pred_cols[f"raw:{name}"] = np.full(n, np.nan)
-                    pred_cols[f"prob:{name}"] = np.full(n, np.nan)
-                    pred_cols[f"raw:{name}"][ev], pred_cols[f"prob:{name}"][ev] = raw_ev, prob
-            draws[name] = _draws(y, [ev for _, ev in splits], vals, counts)
+            r = raw[name]
+            sc = (
+                score_label_free(name, r, y, sp, cfg)
+                if r is not None
+                else score_fitted(name, data, sp, cfg, Fits(name, data))
+            )
+            per_est[name] = sc.metrics
+            # seed-0 predictions for reports: raw scores and probabilities on the evaluation split
+            pred_cols[f"raw:{name}"], pred_cols[f"prob:{name}"] = np.full(n, np.nan), np.full(n, np.nan)
+            pred_cols[f"raw:{name}"][sp.ev[0]], pred_cols[f"prob:{name}"][sp.ev[0]] = sc.raw0, sc.prob0
+            draws[name] = {} if counts is None else blocked_split_draws(sc.plan(), sc.evals, sc.sq_err, counts)
     progress(f"score {data.task}", len(names), len(names))
     split0 = np.array(["eval"] * n, dtype=object)
-    split0[splits[0][0]] = "cal"
+    split0[sp.cal[0]] = "cal"
     key = {"task": [data.task] * n, "id": list(data.ids)}
     tables = {
         "rows": pa.table(key | data.rows | {"correct": y, "n_tokens": data.inputs.batch.lengths}),

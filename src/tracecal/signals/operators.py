@@ -43,6 +43,7 @@ __all__ = [
     "last_k_mean",
     "TraceConfig",
     "trace_risk",
+    "batch_risk",
     "trace_confidence",
     "as_batch",
     "chunked",
@@ -93,11 +94,11 @@ def _nan_empty(seg: Segments, out: np.ndarray) -> np.ndarray:
     return out
 
 
-def seg_mean(u: np.ndarray, seg: Segments | np.ndarray) -> np.ndarray:
-    """mean_t u_t per answer."""
+def seg_mean(u: np.ndarray, seg: Segments | np.ndarray, total: np.ndarray | None = None) -> np.ndarray:
+    """mean_t u_t per answer (``total``: Σ_t u_t per answer when already computed, ``seg.reduce(np.add, u)``)."""
     seg = _seg(seg)
     with np.errstate(invalid="ignore", divide="ignore"):
-        return seg.reduce(np.add, u) / seg.lengths
+        return (seg.reduce(np.add, u) if total is None else total) / seg.lengths
 
 
 def seg_max(u: np.ndarray, seg: Segments | np.ndarray) -> np.ndarray:
@@ -127,8 +128,9 @@ def decayed_mean(
         return seg.reduce(np.add, w * u) / wsum
 
 
-def window_peak(u: np.ndarray, seg: Segments | np.ndarray, w: int = 4) -> np.ndarray:
-    """M^(w)(u) = max over t of mean(u_t … u_{t+w−1}); the mean of all T values when T < w."""
+def window_peak(u: np.ndarray, seg: Segments | np.ndarray, w: int = 4, total: np.ndarray | None = None) -> np.ndarray:
+    """M^(w)(u) = max over t of mean(u_t … u_{t+w−1}); the mean of all T values when T < w (``total`` as in
+    `seg_mean`)."""
     if w < 1:
         raise ValueError(f"window w must be ≥ 1, got {w}")
     seg = _seg(seg)
@@ -153,27 +155,30 @@ def window_peak(u: np.ndarray, seg: Segments | np.ndarray, w: int = 4) -> np.nda
     peak = seg.reduce(np.maximum, sums) / w
     short = ~long & seg.nonempty
     if short.any():
-        peak[short] = seg_mean(u, seg)[short]
+        peak[short] = seg_mean(u, seg, total)[short]
     return _nan_empty(seg, peak)
 
 
-def length_norm_sum(u: np.ndarray, seg: Segments | np.ndarray, rho: float = 0.25) -> np.ndarray:
-    """L_ρ(u) = Σ_t u_t / T^ρ."""
+def length_norm_sum(
+    u: np.ndarray, seg: Segments | np.ndarray, rho: float = 0.25, total: np.ndarray | None = None
+) -> np.ndarray:
+    """L_ρ(u) = Σ_t u_t / T^ρ (``total`` as in `seg_mean`)."""
     seg = _seg(seg)
     with np.errstate(invalid="ignore", divide="ignore"):
-        return seg.reduce(np.add, u) / np.power(seg.lengths.astype(np.float64), rho)
+        return (seg.reduce(np.add, u) if total is None else total) / np.power(seg.lengths.astype(np.float64), rho)
 
 
-def slope(u: np.ndarray, seg: Segments | np.ndarray) -> np.ndarray:
+def slope(u: np.ndarray, seg: Segments | np.ndarray, total: np.ndarray | None = None) -> np.ndarray:
     """Least-squares slope of u_t on t per answer: Σ(t−t̄)(u−ū) / Σ(t−t̄)²; 0 when T = 1, NaN when T = 0.
 
-    Uses Σ(t−t̄)² = T(T²−1)/12 and Σ(t−t̄)(u−ū) = Σ t·u − t̄·Σu (positions centred per answer).
+    Uses Σ(t−t̄)² = T(T²−1)/12 and Σ(t−t̄)(u−ū) = Σ t·u − t̄·Σu (positions centred per answer); ``total`` as in
+    `seg_mean`.
     """
     seg = _seg(seg)
     T = seg.lengths.astype(np.float64)
     tbar = (T - 1.0) / 2.0
     stu = seg.reduce(np.add, seg.pos * u)
-    su = seg.reduce(np.add, u)
+    su = seg.reduce(np.add, u) if total is None else total
     num = stu - tbar * su
     den = T * (T * T - 1.0) / 12.0
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -252,18 +257,27 @@ def trace_risk(traces: Sequence[Trace] | TraceBatch, config: TraceConfig | None 
     ``ValueError`` naming the answer, so R ≥ 0 and c_TRACE = exp(−R) ∈ (0, 1].
     """
     cfg = config or TraceConfig()
-    return chunked(lambda b: _trace_risk(b, cfg), as_batch(traces))
+    return chunked(lambda b: batch_risk(b, cfg), as_batch(traces))
 
 
-def _trace_risk(b: TraceBatch, cfg: TraceConfig) -> np.ndarray:
+def batch_risk(
+    b: TraceBatch,
+    cfg: TraceConfig,
+    decayed: np.ndarray | None = None,
+    total_entropy: np.ndarray | None = None,
+    total_surprisal: np.ndarray | None = None,
+) -> np.ndarray:
+    """R of every answer of one (validated) batch, in one piece: `trace_risk` without the chunking. ``decayed``:
+    D_λ(H) with the config's λ and kernel, ``total_entropy`` / ``total_surprisal``: Σ_t H_t and Σ_t s_t per answer,
+    when already computed (`tracecal.signals.features.trace_and_features` shares them with TRACE+'s features)."""
     seg = b.segments
     r = np.zeros(len(seg))
     if cfg.alpha:
-        r += cfg.alpha * decayed_mean(b.entropy, seg, cfg.lam, cfg.kernel)
+        r += cfg.alpha * (decayed_mean(b.entropy, seg, cfg.lam, cfg.kernel) if decayed is None else decayed)
     if cfg.beta:
-        r += cfg.beta * window_peak(b.entropy, seg, cfg.window)
+        r += cfg.beta * window_peak(b.entropy, seg, cfg.window, total_entropy)
     if cfg.gamma:
-        r += cfg.gamma * length_norm_sum(b.surprisal, seg, cfg.rho)
+        r += cfg.gamma * length_norm_sum(b.surprisal, seg, cfg.rho, total_surprisal)
     return _nan_empty(seg, r)
 
 

@@ -12,7 +12,12 @@ Metrics of a weighted sample (w ≥ 0; with w ≡ 1 they equal `tracecal.stats.m
     Brier_w = Σ_i w_i·(p_i − y_i)² / Σ_i w_i
 
 computed for all B rows at once from one sort of the scores (weighted ranks: the weight of wrong answers
-below each score group by a cumulative sum) — O(B·n) time, no loop over resamples.
+below each score group by a cumulative sum) — O(B·n) time, no loop over resamples. What a sample's AUROC needs
+from that sort is an `AurocPlan` (its wrong answers in score order, and the wrong answers below / at each correct
+one); `sorted_auroc_plans` makes the plans of all S evaluation splits from **one** sort of the task's scores, and
+`blocked_split_draws` applies the resample weights to them block by block (`BLOCK_ELEMENTS` weights at a time),
+so that B = 1,000 resamples of a million answers need no (B, n) temporary beyond the counts themselves (one byte
+each with ``dtype=np.uint8``).
 
 The split protocol reports the mean over S calibration / evaluation splits of a metric on each evaluation
 split. `split_draws` applies **one** resample of the task's questions to every split (answer i keeps its weight
@@ -28,6 +33,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -38,6 +44,13 @@ from tracecal._validation import Interval, check_param
 __all__ = [
     "bootstrap_counts",
     "weighted_auroc",
+    "AurocPlan",
+    "auroc_plan",
+    "sorted_auroc_plans",
+    "planned_auroc",
+    "split_mean",
+    "blocked_split_draws",
+    "BLOCK_ELEMENTS",
     "weighted_brier",
     "split_draws",
     "percentile_interval",
@@ -81,25 +94,39 @@ def enough_per_class(y: ArrayLike, minimum: int = MIN_PER_CLASS) -> bool:
     return min(n1, yy.size - n1) >= minimum
 
 
-def bootstrap_counts(y: ArrayLike, n_boot: int, seed: Any = 0, stratified: bool = True) -> NDArray[np.int32]:
+def bootstrap_counts(
+    y: ArrayLike, n_boot: int, seed: Any = 0, stratified: bool = True, dtype: Any = np.int32
+) -> NDArray[Any]:
     """Resample counts W, shape (n_boot, n): row b says how often each answer occurs in resample b.
 
     ``stratified``: resample correct and wrong answers separately (each row keeps the class counts); a class
-    that is absent stays absent. ``seed``: anything `numpy.random.default_rng` accepts.
+    that is absent stays absent. ``seed``: anything `numpy.random.default_rng` accepts. The draws are made in
+    blocks of rows (the same stream as one draw of all rows: every class's (n_boot, |class|) indices, the wrong
+    answers' first), so the working memory is a few blocks; ``dtype`` ``uint8`` keeps W itself at one byte per
+    count (a count above 255 — never seen in practice — makes it ``int32``).
     """
     yy = np.asarray(y)
     n = yy.size
     check_boot_params(n_boot)
     rng = np.random.default_rng(seed)
     groups = [np.flatnonzero(yy == c) for c in (0, 1)] if stratified else [np.arange(n)]
-    flat = np.zeros(n_boot * n, dtype=np.int32)
-    rows = np.arange(n_boot, dtype=np.int64)[:, None] * n
+    out = np.zeros((n_boot, n), dtype=dtype)
+    block = max(1, BLOCK_ELEMENTS // max(n, 1))
     for g in groups:
-        if g.size == 0:
-            continue
-        pick = g[rng.integers(0, g.size, (n_boot, g.size))]  # (B, |g|) indices drawn with replacement
-        flat += np.bincount((rows + pick).ravel(), minlength=n_boot * n).astype(np.int32)
-    return flat.reshape(n_boot, n)
+        for b0 in range(0, n_boot if g.size else 0, block):
+            b1 = min(b0 + block, n_boot)
+            pick = g[rng.integers(0, g.size, (b1 - b0, g.size))]  # indices drawn with replacement
+            pick += np.arange(b1 - b0)[:, None] * n
+            add = np.bincount(pick.ravel(), minlength=(b1 - b0) * n).reshape(b1 - b0, n)
+            if add.max(initial=0) > np.iinfo(out.dtype).max - out[b0:b1].max(initial=0):
+                out = out.astype(np.int32)
+            out[b0:b1] += add.astype(out.dtype)
+    return out
+
+
+BLOCK_ELEMENTS = 1 << 22
+"""Resample weights handled at once (rows × answers) by `bootstrap_counts` and `blocked_split_draws`: bounds their
+working memory (a few times 32 MiB)."""
 
 
 def _as_weights(w: ArrayLike, n: int, cols: NDArray[np.intp] | None) -> tuple[NDArray[Any], NDArray[np.intp]]:
@@ -118,6 +145,71 @@ def _as_weights(w: ArrayLike, n: int, cols: NDArray[np.intp] | None) -> tuple[ND
     return arr, idx
 
 
+@dataclass(frozen=True)
+class AurocPlan:
+    """One sample's answers in score order, as a weighted AUROC needs them: ``neg`` the columns (into the weight
+    matrix) of its wrong answers by ascending score, ``pos`` those of its correct answers, and for each correct one
+    ``left`` / ``right`` = how many wrong answers score below / at most as high (ties count ½ through the two)."""
+
+    neg: NDArray[np.intp]
+    pos: NDArray[np.intp]
+    left: NDArray[np.intp]
+    right: NDArray[np.intp]
+
+
+def auroc_plan(y: ArrayLike, score: ArrayLike, cols: NDArray[np.intp] | None = None) -> AurocPlan:
+    """The `AurocPlan` of answers with labels ``y`` and scores ``score`` (one sort), whose weights are the columns
+    ``cols`` of the weight matrix (default 0 … n − 1)."""
+    yy = np.asarray(y)
+    s = np.asarray(score, dtype=np.float64)
+    idx = np.arange(yy.size) if cols is None else np.asarray(cols, dtype=np.intp)
+    pos, neg = np.flatnonzero(yy == 1), np.flatnonzero(yy == 0)
+    neg = neg[np.argsort(s[neg], kind="stable")]
+    ns = s[neg]
+    left, right = np.searchsorted(ns, s[pos], "left"), np.searchsorted(ns, s[pos], "right")
+    return AurocPlan(idx[neg], idx[pos], left, right)
+
+
+def sorted_auroc_plans(
+    y: ArrayLike, score: ArrayLike, order: NDArray[np.intp], member: NDArray[np.bool_]
+) -> list[AurocPlan]:
+    """The `AurocPlan` of each sample ``member[s]`` ((S, n) booleans over a task's answers) from **one** sort of the
+    task's scores: ``order`` = the task positions by ascending ``score`` (stable). Equal to `auroc_plan` of each
+    sample (up to the order of its correct answers), without a sort per sample."""
+    yy, ss = np.asarray(y)[order], np.asarray(score, dtype=np.float64)[order]
+    new = np.r_[True, ss[1:] != ss[:-1]] if ss.size else np.zeros(0, bool)
+    starts = np.flatnonzero(new)
+    ends = np.r_[starts[1:], ss.size] - 1  # the last sorted position of each tied group
+    group = np.cumsum(new) - 1
+    plans = []
+    for row in member:
+        keep = row[order]
+        neg_at, pos_at = keep & (yy == 0), keep & (yy == 1)
+        through = np.cumsum(neg_at)  # wrong answers of the sample up to each sorted position
+        below = through - neg_at
+        g = group[pos_at]
+        plans.append(AurocPlan(order[neg_at], order[pos_at], below[starts[g]], through[ends[g]]))
+    return plans
+
+
+def planned_auroc(plan: AurocPlan, W: NDArray[Any]) -> NDArray[np.float64]:
+    """The AUROC of each row of weights ``W`` (B, N) over the sample of ``plan``: (B,), NaN where a class has weight
+    0. U_b = ½ Σ_{i: y_i=1} w_bi·(C_b(left_i) + C_b(right_i)), C_b the cumulative weight of the wrong answers in
+    score order; integer weights are summed exactly in integers."""
+    acc = np.int64 if W.dtype.kind in "iu" else np.float64
+    small = W.dtype == np.uint8 and W.shape[1] < 1 << 22  # byte counts: int32 sums are exact, and half the traffic
+    C = np.zeros((W.shape[0], plan.neg.size + 1), dtype=np.int32 if small else acc)
+    np.cumsum(W[:, plan.neg], axis=1, dtype=C.dtype, out=C[:, 1:])
+    Wp = W[:, plan.pos]
+    both = C[:, plan.left] + C[:, plan.right]
+    if small and 2 * 255 * int(C[:, -1].max(initial=0)) >= 1 << 31:  # a product could overflow int32
+        both = both.astype(np.int64)
+    u = (Wp * both).sum(axis=1, dtype=acc)
+    denom = 2.0 * Wp.sum(axis=1, dtype=acc) * C[:, -1]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(denom > 0, u / np.where(denom > 0, denom, 1.0), np.nan)
+
+
 def weighted_auroc(
     y: ArrayLike, score: ArrayLike, w: ArrayLike, cols: NDArray[np.intp] | None = None
 ) -> NDArray[np.float64]:
@@ -126,26 +218,15 @@ def weighted_auroc(
     ``w``: (B, n) weights ((n,) for one sample), or (B, N) with ``cols`` the n columns of these answers. Ties
     in ``score`` count ½ (as `tracecal.stats.metrics.auroc`). With C_b(t) the weight of wrong answers scoring below t,
     U_b = ½ Σ_{i: y_i=1} w_bi·(C_b(s_i⁻) + C_b(s_i⁺)): one cumulative sum over the wrong answers in score order
-    and two gathers at each correct answer's (left, right) position, for all B rows at once. Integer counts are
-    summed exactly in integers.
+    and two gathers at each correct answer's (left, right) position, for all B rows at once (`planned_auroc`).
+    Integer counts are summed exactly in integers.
     """
     yy = np.asarray(y)
     s = np.asarray(score, dtype=np.float64)
     if s.shape != yy.shape or s.ndim != 1:
         raise ValueError(f"y and score must be 1-D of one length, got {yy.shape} and {s.shape}")
     W, idx = _as_weights(w, yy.size, cols)
-    pos, neg = np.flatnonzero(yy == 1), np.flatnonzero(yy == 0)
-    neg = neg[np.argsort(s[neg], kind="stable")]
-    ns = s[neg]
-    left, right = np.searchsorted(ns, s[pos], "left"), np.searchsorted(ns, s[pos], "right")
-    acc = np.int64 if W.dtype.kind in "iu" else np.float64
-    C = np.zeros((W.shape[0], neg.size + 1), dtype=W.dtype)
-    np.cumsum(W[:, idx[neg]], axis=1, out=C[:, 1:])
-    Wp = W[:, idx[pos]]
-    u = (Wp * (C[:, left] + C[:, right])).sum(axis=1, dtype=acc)
-    denom = 2.0 * Wp.sum(axis=1, dtype=acc) * C[:, -1]
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(denom > 0, u / np.where(denom > 0, denom, 1.0), np.nan)
+    return planned_auroc(auroc_plan(yy, s, idx), W)
 
 
 def weighted_brier(
@@ -187,11 +268,41 @@ def split_draws(
     fn = BOOT_METRICS[metric] if isinstance(metric, str) else metric
     yy = np.asarray(y)
     pairs = zip(evals, values, strict=True)
-    per = np.stack([fn(yy[ev], np.asarray(v, dtype=np.float64), counts, ev) for ev, v in pairs])
+    return split_mean(np.stack([fn(yy[ev], np.asarray(v, dtype=np.float64), counts, ev) for ev, v in pairs]))
+
+
+def split_mean(per: NDArray[np.float64]) -> NDArray[np.float64]:
+    """The mean over splits (rows of ``per``, (S, B)) of each resample's metric, NaN splits left out: (B,)."""
     ok = np.isfinite(per)
     n_ok = ok.sum(axis=0)
     with np.errstate(invalid="ignore", divide="ignore"):
         return np.where(n_ok > 0, np.where(ok, per, 0.0).sum(axis=0) / np.maximum(n_ok, 1), np.nan)
+
+
+def blocked_split_draws(
+    plans: Sequence[AurocPlan], evals: NDArray[np.intp], sq_err: NDArray[np.float64], counts: NDArray[Any]
+) -> dict[str, NDArray[np.float64]]:
+    """`split_draws` of AUROC and Brier together, from plans made once: {"auroc": (B,), "brier": (B,)}.
+
+    ``plans[s]``: split s's `AurocPlan` (`sorted_auroc_plans`: one sort of a label-free score for every split);
+    ``evals`` (S, m): each split's answers, ``sq_err`` (S, m): their (p − y)²; ``counts``: `bootstrap_counts` (any
+    integer dtype). The resample rows are taken in blocks of `BLOCK_ELEMENTS` weights, so the working memory stays
+    bounded whatever B; the Brier numerators and weight totals of all splits are one matrix product per block.
+    """
+    S, (B, n) = len(plans), counts.shape
+    full = np.zeros((2 * S, n))
+    rows = np.arange(S)[:, None]
+    full[rows, evals], full[S + rows, evals] = sq_err, 1.0
+    auc, bri = np.empty((S, B)), np.empty((S, B))
+    step = max(1, BLOCK_ELEMENTS // max(n, 1))
+    for b0 in range(0, B, step):
+        W = counts[b0 : b0 + step]
+        for s, plan in enumerate(plans):
+            auc[s, b0 : b0 + len(W)] = planned_auroc(plan, W)
+        num, tot = np.split((W.astype(np.float64) @ full.T).T, 2)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            bri[:, b0 : b0 + len(W)] = np.where(tot > 0, num / np.where(tot > 0, tot, 1.0), np.nan)
+    return {"auroc": split_mean(auc), "brier": split_mean(bri)}
 
 
 def percentile_interval(draws: ArrayLike, level: float = 0.95) -> tuple[float, float]:

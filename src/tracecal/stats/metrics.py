@@ -45,6 +45,8 @@ __all__ = [
     "compute_all",
     "SELECTIVE_COVERAGES",
     "N_BINS",
+    "bin_index",
+    "n_covered",
 ]
 
 SELECTIVE_COVERAGES: dict[str, float] = {"risk@10": 0.1, "risk@50": 0.5, "risk@90": 0.9}
@@ -170,7 +172,7 @@ def brier(y: ArrayLike, p: ArrayLike) -> float:
     return float(np.mean((pp - yy) ** 2))
 
 
-def _bin_index(p: NDArray[np.float64], n_bins: int) -> NDArray[np.intp]:
+def bin_index(p: NDArray[np.float64], n_bins: int) -> NDArray[np.intp]:
     """Equal-width bin of each p: index = min(floor(p·n_bins), n_bins − 1).
 
     Bin b is [b/n_bins, (b+1)/n_bins), the last one closed at 1. The edges are the floats b/n_bins, and a
@@ -217,7 +219,7 @@ def reliability_bins(y: ArrayLike, p: ArrayLike, n_bins: int = 10) -> Reliabilit
     """
     n_bins = _check_n_bins(n_bins)
     yy, pp = _pair(y, p, name="p", prob=True)
-    idx = _bin_index(pp, n_bins)
+    idx = bin_index(pp, n_bins)
     count = np.bincount(idx, minlength=n_bins).astype(np.int64)
     sum_p = np.bincount(idx, weights=pp, minlength=n_bins)
     sum_y = np.bincount(idx, weights=yy.astype(np.float64), minlength=n_bins)
@@ -337,7 +339,9 @@ def aurc(y: ArrayLike, score: ArrayLike) -> float:
     return float(np.mean(risk))
 
 
-def _n_covered(coverage: float, n: int) -> int:
+def n_covered(coverage: float, n: int) -> int:
+    """k = ⌈coverage·n⌉ (at least 1, at most n): how many of n answers a coverage answers (relative tolerance 1e-12
+    on the product, so that 0.1·30 gives 3); ``ValueError`` unless coverage ∈ (0, 1]."""
     if not (isinstance(coverage, int | float | np.floating | np.integer) and 0.0 < coverage <= 1.0):
         raise ValueError(f"coverage must be a number in (0, 1], got {coverage!r}")
     # ceil with a relative tolerance so that float products like 0.1 * 30 (= 3.0000000000000004) give 3.
@@ -352,7 +356,7 @@ def selective_risk(y: ArrayLike, score: ArrayLike, coverage: float) -> float:
     under a random order within the tied group), so selective_risk(y, s, c) = risk(k).
     """
     yy, ss = _pair(y, score)
-    k = _n_covered(coverage, yy.size)
+    k = n_covered(coverage, yy.size)
     _, risk = risk_coverage_curve(yy, ss)
     return float(risk[k - 1])
 
@@ -381,7 +385,7 @@ def compute_all(y: ArrayLike, score: ArrayLike, prob: ArrayLike, n_bins: int = 1
         "aurc": float(np.mean(risk)),
     }
     for key, c in SELECTIVE_COVERAGES.items():
-        out[key] = float(risk[_n_covered(c, yy.size) - 1])
+        out[key] = float(risk[n_covered(c, yy.size) - 1])
     out["base_rate"] = float(yy.mean())
     out["n"] = int(yy.size)
     out["n_correct"] = int(yy.sum())
