@@ -9,7 +9,8 @@ onto a fresh machine to resume the run there:
     python scripts/evidence_snapshot.py save /root/tracecal-runs/qwen1000 docs/runs/qwen1000
     python scripts/evidence_snapshot.py restore docs/runs/qwen1000 /root/tracecal-runs/qwen1000
 
-``save`` rewrites only shards that changed (same name and size of the stripped file are kept); ``restore`` copies
+``rows.parquet`` (questions and golds) is never copied. ``save`` rewrites only shards that changed (same name
+and size of the stripped file are kept); ``restore`` copies
 only what the run directory lacks. Lock folders are never copied.
 """
 
@@ -35,8 +36,15 @@ def stripped(table: pa.Table) -> pa.Table:
     return table
 
 
+NEVER_COPIED = {"rows.parquet"}  # the scored rows hold each question and its golds (shared data); scoring rebuilds it
+
+
 def _files(root: Path) -> list[Path]:
-    return sorted(p for p in root.rglob("*") if p.is_file() and ".locks" not in p.relative_to(root).parts)
+    return sorted(
+        p
+        for p in root.rglob("*")
+        if p.is_file() and ".locks" not in p.relative_to(root).parts and p.name not in NEVER_COPIED
+    )
 
 
 def save(run: Path, out: Path) -> int:
