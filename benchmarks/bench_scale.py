@@ -33,9 +33,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-import pyarrow as pa
-
 TASKS = ("qa1", "qa2", "qa3", "qa4")
 N_BOOT: int | None = None  # --n-boot
 WRONG = "qqxqz-never"  # a gold no synthetic answer contains: the answer is labelled incorrect
@@ -61,30 +58,10 @@ def synthetic_tasks(store: Any, limit: int) -> list[tuple[Any, list[Any]]]:
 
 
 def add_passes(store: Any, shard_size: int, seed: int) -> None:
-    """Synthetic shards of the extra, semantic and beam passes, aligned with the traces (vectorised per shard)."""
-    rng = np.random.default_rng(seed)
-    for task in TASKS:
-        t = store.read_pass("traces", task, columns=["id", "surprisal"])
-        ids = t.column("id").to_pylist()
-        n = len(ids)
-        lengths = pa.compute.list_value_length(t.column("surprisal")).to_numpy(zero_copy_only=False)
-        offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32)
-        rel, u = rng.random(offsets[-1]), rng.random(offsets[-1])
-        extra = {"p_true": rng.random(n), "verbalized": rng.random(n), "digit_mass": rng.random(n)}
-        beam = np.sort(-rng.exponential(1.0, (n, 5)), axis=1)[:, ::-1]
-        for k, a in enumerate(range(0, n, shard_size)):
-            b = min(a + shard_size, n)
-            key = {"id": ids[a:b]}
-            store.write_shard("extra", task, k, pa.table(key | {c: v[a:b] for c, v in extra.items()}))
-            sem = {"tokensar_rel": ragged(rel, offsets, a, b), "mars_u": ragged(u, offsets, a, b)}
-            store.write_shard("semantic", task, k, pa.table(key | sem))
-            five = np.arange(0, 5 * (b - a) + 1, 5, dtype=np.int32)
-            store.write_shard("beam", task, k, pa.table(key | {"beam": ragged(beam[a:b].ravel(), five, 0, b - a)}))
+    """Synthetic shards of the extra, semantic and beam passes (`tracecal.testing.add_synthetic_passes`)."""
+    from tracecal.testing import add_synthetic_passes
 
-
-def ragged(flat: np.ndarray, offsets: np.ndarray, a: int, b: int) -> pa.Array:
-    """Rows ``a:b`` of a ragged array (``flat`` split at ``offsets``) as an Arrow list<double> column."""
-    return pa.ListArray.from_arrays(pa.array(offsets[a : b + 1] - offsets[a]), pa.array(flat[offsets[a] : offsets[b]]))
+    add_synthetic_passes(store, TASKS, shard_size, seed)
 
 
 def config(n_per_task: int, shard_size: int) -> Any:

@@ -38,3 +38,28 @@ def test_every_exception_class_derives_from_tracecal_error() -> None:
 def test_validation_error_is_a_value_error() -> None:
     assert issubclass(ValidationError, TracecalError) and issubclass(ValidationError, ValueError)
     assert str(ValidationError("x must be …")) == "x must be …"
+
+
+def test_one_mapping_of_os_errors_to_messages() -> None:
+    """`os_error_message`: the reason and what to do, for a command that starts again and one that resumes."""
+    import errno
+
+    from tracecal.errors import os_error_message
+
+    full = OSError(errno.ENOSPC, "No space left on device")
+    assert os_error_message(full, "/r/x") == (
+        "cannot write /r/x: No space left on device; free some space and run the same command again (nothing was "
+        "half-written)"
+    )
+    assert os_error_message(full, "/r/x", resumes=True).endswith("(what is written is kept and the run resumes)")
+    ro = OSError(errno.EROFS, "Read-only file system", "/r/y")
+    assert os_error_message(ro, where="another --run-dir") == (
+        "cannot write /r/y: Read-only file system; the folder is read-only or immutable: make it writable or choose "
+        "another --run-dir, then run again"
+    )
+    other = OSError(errno.EIO, "Input/output error", "/r/z")
+    assert os_error_message(other) == "/r/z: Input/output error"
+    assert os_error_message(other, resumes=True).endswith(
+        "fix the cause and run the same command again (what is written is kept)"
+    )
+    assert os_error_message(OSError("plain")) == "plain"

@@ -3,7 +3,8 @@
 calibrators alike, so a value is refused with the same message wherever it is given.
 
 A constraint is an `Interval` (a real or whole number between two ends), an `Options` (one of a fixed set
-of strings), ``None`` (the value may be None) or a tuple of those (any may match).
+of strings), ``None`` (the value may be None) or a tuple of those (any may match). `check_text` is the one check
+of user text before it reaches a tokenizer or a file: a string of valid Unicode (no lone surrogate).
 
 >>> from tracecal._validation import Interval, Options, check_param, check_params
 >>> check_param("cal_frac", 0.35, Interval(float, 0, 1, closed="neither"))
@@ -28,7 +29,23 @@ from typing import Any, Literal
 
 from tracecal.errors import ValidationError
 
-__all__ = ["Interval", "Options", "Constraint", "check_param", "check_params", "is_number"]
+__all__ = ["Interval", "Options", "Constraint", "check_param", "check_params", "check_text", "is_number"]
+
+
+def check_text(text: Any, what: str, error: type[Exception] = ValidationError) -> str:
+    """``text`` if it is a string of valid Unicode (encodable as UTF-8); else ``error`` naming ``what``
+    (e.g. ``"answer 3"``, ``"FILE:7: 'prompt'"``) and the first lone surrogate (``"\\ud800"``, which a JSON
+    ``\\ud800`` escape without its pair gives; no tokenizer and no UTF-8 file can take it)."""
+    if not isinstance(text, str):
+        raise error(f"{what} must be a string, got {type(text).__name__}")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise error(
+            f"{what} is not valid Unicode: {e.object[e.start : e.end]!r} at character {e.start} is a lone surrogate "
+            "(send UTF-8 text; in JSON, a \\ud800-\\udfff escape must be half of a pair)"
+        ) from None
+    return text
 
 
 def is_number(value: Any, integer: bool = False) -> bool:

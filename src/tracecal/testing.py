@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from tracecal.estimators.baselines import PAPER_BASELINES
 from tracecal.evaluation.config import EvalConfig
@@ -27,7 +28,7 @@ from tracecal.evaluation.runstore import TRACES, RunStore
 from tracecal.stats.metrics import compute_all
 from tracecal.traces.trace import Trace
 
-__all__ = ["write_synthetic_run", "SYNTHETIC_ESTIMATORS"]
+__all__ = ["write_synthetic_run", "add_synthetic_passes", "SYNTHETIC_ESTIMATORS"]
 
 SYNTHETIC_ESTIMATORS = ("trace", "trace_plus", "trace_plus_seqlik", *PAPER_BASELINES, "p_true", "verbalized")
 """The estimators of a synthetic run by default: TRACE, TRACE+ (and its ablation), the 19 baselines, P(True) and
@@ -251,3 +252,33 @@ def _task(
     split = {"split": np.where(cal, "cal", "eval").tolist(), "correct": y}
     tables = {"rows": pa.table(rows), "scores": pa.table(key | scores), "predictions": pa.table(key | split | preds)}
     return tables, _task_info(task, y, cal, rows["n_tokens"]), metrics
+
+
+def add_synthetic_passes(store: RunStore, tasks: Sequence[str], shard_size: int = 64, seed: int = 1) -> None:
+    """Synthetic shards of the ``extra`` (P(True), verbalised, digit mass), ``semantic`` (TokenSAR / MARS token
+    weights) and ``beam`` (5 beam scores) passes of ``tasks`` in a run `write_synthetic_run` wrote, aligned with its
+    traces shard by shard, so that every built-in estimator can be scored on it (`RunStore.write_shard`)."""
+    rng = np.random.default_rng(seed)
+    for task in tasks:
+        t = store.read_pass(TRACES, task, columns=["id", "surprisal"])
+        assert t is not None, f"{task}: no traces"
+        ids = t.column("id").to_pylist()
+        n = len(ids)
+        lengths = pc.list_value_length(t.column("surprisal")).to_numpy(zero_copy_only=False)
+        offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32)
+        rel, u = rng.random(offsets[-1]), rng.random(offsets[-1])
+        extra = {"p_true": rng.random(n), "verbalized": rng.random(n), "digit_mass": rng.random(n)}
+        beam = np.sort(-rng.exponential(1.0, (n, 5)), axis=1)[:, ::-1]
+        for k, a in enumerate(range(0, n, shard_size)):
+            b = min(a + shard_size, n)
+            key = {"id": ids[a:b]}
+            store.write_shard("extra", task, k, pa.table(key | {c: v[a:b] for c, v in extra.items()}))
+            sem = {"tokensar_rel": _ragged(rel, offsets, a, b), "mars_u": _ragged(u, offsets, a, b)}
+            store.write_shard("semantic", task, k, pa.table(key | sem))
+            five = np.arange(0, 5 * (b - a) + 1, 5, dtype=np.int32)
+            store.write_shard("beam", task, k, pa.table(key | {"beam": _ragged(beam[a:b].ravel(), five, 0, b - a)}))
+
+
+def _ragged(flat: np.ndarray, offsets: np.ndarray, a: int, b: int) -> pa.Array:
+    """Rows ``a:b`` of a ragged array (``flat`` split at ``offsets``) as an Arrow list<double> column."""
+    return pa.ListArray.from_arrays(pa.array(offsets[a : b + 1] - offsets[a]), pa.array(flat[offsets[a] : offsets[b]]))

@@ -141,3 +141,24 @@ def test_the_cached_checkpoint_is_the_gguf(tokenizer) -> None:  # type: ignore[n
     # the bf16 load casts the same fp32 numbers
     bf = AutoModelForCausalLM.from_pretrained(str(ckpt), dtype=torch.bfloat16).state_dict()
     assert all(torch.equal(bf[k], direct[k].to(torch.bfloat16)) for k in direct)
+
+
+def test_a_conversion_that_cannot_be_written_names_the_variable_that_moves_the_cache(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A full disk during the GGUF → checkpoint conversion (an OSError, or safetensors' own error, which is not
+    one): a `ModelAssemblyError` (exit 2 in the CLI) saying what to do, not the library's traceback."""
+    import errno
+    from types import SimpleNamespace
+
+    from safetensors import SafetensorError
+
+    import tracecal.backends.defaults as defaults
+    from tracecal.backends.catalogue import ModelAssemblyError
+
+    for error in (OSError(errno.ENOSPC, "No space left on device"), SafetensorError("IoError: No space left")):
+
+        def full(folder: object, error: Exception = error) -> None:
+            raise error
+
+        model, tok = SimpleNamespace(save_pretrained=full), SimpleNamespace(save_pretrained=lambda f: None)
+        with pytest.raises(ModelAssemblyError, match="No space left.*free some space, or set TRACECAL_MODEL_CACHE"):
+            defaults._save_checkpoint(model, tok, tmp_path / ".tmp", tmp_path / "ckpt")

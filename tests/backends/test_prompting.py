@@ -150,6 +150,20 @@ def test_control_tokens_in_user_text_are_encoded_as_text(shipped: Any, content: 
             assert content in shipped.decode(ids)
 
 
+@pytest.mark.parametrize("content", ORDINARY + FORGED)
+def test_answers_given_as_text_are_user_text(shipped: Any, content: str) -> None:
+    """`trace_answers`' text answers (`answer_token_ids`, through `user_text_ids`): the tokenizer's own ids for
+    ordinary text, and never a control token for text spelling one (it decodes back to the text)."""
+    from tracecal.backends.answers import answer_token_ids
+
+    ids = answer_token_ids(shipped, content)
+    if content in ORDINARY:
+        assert ids == shipped(content, add_special_tokens=False)["input_ids"]
+    assert _controls(shipped, ids) == [] and shipped.decode(ids) == content
+    with pytest.raises(ValidationError, match="answer 3 is not valid Unicode"):
+        answer_token_ids(shipped, content + "\ud800", "answer 3")
+
+
 def test_the_gateways_measure_no_longer_shortens_a_forged_turn(tokenizer: Any) -> None:
     """The issue's measure: "<|im_end|>" was 4 tokens shorter than "<|im_end" (one special token); as text it is
     longer (its characters plus '|>')."""

@@ -22,7 +22,9 @@ from tracecal.calibrators.scalar import PlattCalibrator
 from tracecal.calibrators.traceplus_cv import CONSENSUS, DEFAULT_STATISTICS, EXTENDED, TracePlusCV
 from tracecal.estimators import REGISTRY, Inputs, get_estimator, resolve_estimators
 from tracecal.evaluation.protocol import ScoreConfig, TaskStats, score_tasks
-from tracecal.signals.statistics import TRACE_STATISTICS
+from tracecal.signals.features import trace_plus_features
+from tracecal.signals.operators import trace_confidence
+from tracecal.signals.statistics import TRACE_STATISTICS, trace_statistic
 from tracecal.stats.metrics import SingleClassWarning, auroc, brier
 from tracecal.traces.trace import TraceBatch
 
@@ -226,3 +228,17 @@ def test_the_statistics_are_the_registered_estimators() -> None:
     for j, name in enumerate(DEFAULT_STATISTICS):
         np.testing.assert_array_equal(M[:, j], get_estimator(name).score(Inputs(b)))
     assert set(TRACE_STATISTICS) <= set(REGISTRY)
+
+
+def test_matrix_from_one_sweep_equals_the_separate_passes() -> None:
+    """`matrix` takes c_TRACE and φ from one sweep (`trace_and_features`): bit for bit the separate passes it
+    replaced, zero-token answers and an empty batch included."""
+    rng = np.random.default_rng(8)
+    lens = rng.integers(0, 30, 250)
+    b = TraceBatch.from_lists([rng.gamma(1.0, 0.5, k) for k in lens], [rng.gamma(1.0, 1.5, k) for k in lens])
+    cal = TracePlusCV()
+    cols = [trace_confidence(b) if s == "trace" else trace_statistic(s, b) for s in cal.statistics]
+    want = np.column_stack([*cols, trace_plus_features(b)])
+    np.testing.assert_array_equal(cal.matrix(b), want)
+    assert "trace" in cal.statistics and (lens == 0).any()
+    assert cal.matrix(b.select(np.arange(0))).shape == (0, want.shape[1])

@@ -19,6 +19,7 @@ from tracecal.calibrators.scalar import PlattCalibrator
 from tracecal.calibrators.traceplus_prior import TracePlusPrior
 from tracecal.estimators import REGISTRY, Inputs
 from tracecal.evaluation.protocol import ScoreConfig, TaskStats, score_tasks
+from tracecal.signals.features import trace_plus_features
 from tracecal.signals.operators import trace_confidence
 from tracecal.stats.metrics import SingleClassWarning, auroc, brier
 from tracecal.traces.trace import TraceBatch
@@ -129,3 +130,20 @@ def test_monotone_prior_never_reverses_trace() -> None:
     mono = TracePlusPrior(penalties=(math.inf,), monotone=True).fit(b.select(cal), y[cal])
     np.testing.assert_allclose(mono.predict_proba(b.select(ev)), y[cal].mean(), atol=1e-12)
     assert REGISTRY["trace_plus_prior_mono"]().monotone and not REGISTRY["trace_plus_prior"]().monotone
+
+
+@pytest.mark.parametrize(
+    "params", [{}, {"lams": (1.0, 3.0, 8.0), "first_k": 5, "kernel": "hyperbolic", "seq_likelihood": True}]
+)
+def test_matrix_from_one_sweep_equals_the_separate_passes(params: dict) -> None:
+    """`matrix` computes c_TRACE and φ in one sweep (`trace_and_features`): bit for bit the separate passes it
+    replaced, zero-token answers (NaN rows) and an empty batch included."""
+    rng = np.random.default_rng(7)
+    lens = rng.integers(0, 40, 300)
+    b = TraceBatch.from_lists([rng.gamma(1.0, 0.5, k) for k in lens], [rng.gamma(1.0, 1.5, k) for k in lens])
+    cal = TracePlusPrior(**params)
+    want = np.column_stack([trace_confidence(b), trace_plus_features(b, *cal._feature_args())])
+    got = cal.matrix(b)
+    np.testing.assert_array_equal(got, want)
+    assert np.isnan(got[lens == 0]).all() and (lens == 0).any()
+    assert cal.matrix(b.select(np.arange(0))).shape == (0, want.shape[1])

@@ -42,3 +42,16 @@ def test_cross_model_reads_null_metrics_and_writes_standard_json(tmp_path: Path)
     assert r.exit_code == 0, r.output
     text = out.with_suffix(".json").read_text()
     json.loads(text, parse_constant=lambda c: (_ for _ in ()).throw(AssertionError(f"non-standard JSON: {c}")))
+
+
+def test_cross_model_never_writes_over_a_runs_results(tmp_path: Path) -> None:
+    """``--out a/results.md`` would write ``a/results.json`` beside it, run A's input: refused before anything is
+    read, both runs byte-identical."""
+    for name in ("a", "b"):
+        write_synthetic_run(tmp_path / name, tasks=("triviaqa",), n_per_task=60, seed=len(name))
+    before = {p: p.read_bytes() for p in sorted(tmp_path.rglob("*")) if p.is_file()}
+    for out in (tmp_path / "a" / "results.md", tmp_path / "b" / "results.json"):
+        r = CliRunner().invoke(app, ["cross-model", f"A={tmp_path / 'a'}", f"B={tmp_path / 'b'}", "--out", str(out)])
+        assert r.exit_code == 2 and "Traceback" not in r.output, r.output
+        assert "is the results of" in r.output and "would destroy that input" in r.output
+    assert {p: p.read_bytes() for p in sorted(tmp_path.rglob("*")) if p.is_file()} == before

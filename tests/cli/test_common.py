@@ -97,3 +97,35 @@ def test_refuse_input_as_output_sees_through_links_and_shard_folders(tmp_path) -
         refuse_input_as_output(shards / "00000.parquet", "--csv", [("traces", shards)])
     for out in (tmp_path / "new.json", shards / "notes.csv", Path(str(data) + ".bak")):
         refuse_input_as_output(out, "--out", [("traces", data), ("traces", shards), ("labels", None)])
+
+
+@pytest.mark.parametrize(
+    ("error", "line"),
+    [
+        (
+            OSError(28, "No space left on device", "/o/c.json"),
+            "error: cannot write /o/c.json: No space left on device; free some space and run the same command "
+            "again (nothing was half-written)",
+        ),
+        (
+            OSError(30, "Read-only file system", "/o/c.json"),
+            "error: cannot write /o/c.json: Read-only file system; the folder is read-only or immutable: make it "
+            "writable or choose another output path, then run again",
+        ),
+        (
+            PermissionError(13, "Permission denied", "/o/c.json"),
+            "error: /o/c.json: Permission denied; check that you may read it and write into its folder, or choose "
+            "another output path",
+        ),
+        (FileNotFoundError(2, "No such file or directory", "/o/x"), "error: /o/x: No such file or directory"),
+        (
+            OSError(28, "Error writing bytes to file. Detail: [errno 28] No space left on device"),
+            "error: No space left on device; free",
+        ),
+    ],
+)
+def test_os_errors_are_one_line_with_what_to_do(error: OSError, line: str) -> None:
+    """The one mapping (`tracecal.errors.os_error_message`) for every command: no ``[Errno 28]`` and advice."""
+    r = CliRunner().invoke(_app(error), ["boom"])
+    assert r.exit_code == 2 and "Traceback" not in r.output
+    assert " ".join(r.output.split()).startswith(line), r.output

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 from rich.console import Console
 from rich.progress import Progress
@@ -110,3 +111,112 @@ def test_faults_are_one_line_messages_with_exit_2(tmp_path: Path, tiny_model, mo
     monkeypatch.setattr(runstore, "atomic_write", real)
     r = runner.invoke(app, ["evaluate", "--run-dir", str(run), *SMALL])
     assert r.exit_code == 0, r.output
+
+
+@pytest.mark.slow  # the real default model, in llama.cpp
+def test_evaluate_on_llama_cpp_scores_trace_and_self_evaluation(tmp_path: Path) -> None:
+    """``--backend llamacpp`` on 2 tasks × 4 questions: the traces come from llama.cpp, the trace estimators and
+    P(True) / verbalised confidence are scored, the beam estimators are reported as not run (with why: in the
+    output, results.json and the report), the run is resumable and refuses the HF backend."""
+    import pyarrow.parquet as pq
+
+    from tracecal.evaluation.runstore import RunStore
+
+    run = tmp_path / "run"
+    args = ["evaluate", "--backend", "llamacpp", "--run-dir", str(run), "--tasks", "triviaqa,svamp", "--limit", "4"]
+    args += ["--estimators", "trace-only,extra,beam", "--seeds", "2", "--cal-frac", "0.5", "--max-new-tokens", "8"]
+    args += ["--n-boot", "0"]
+    r = CliRunner().invoke(app, args)
+    assert r.exit_code == 0, r.output
+    html = (run / "report.html").read_text()
+    assert "(GGUF weights in llama.cpp)" in html
+    assert "Not run: beam_ratio, beam_tail_thinness, beam_neg_entropy on triviaqa, svamp (llama.cpp has no beam" in html
+    assert "not run: beam_ratio, beam_tail_thinness, beam_neg_entropy: llama.cpp has no beam search" in r.output
+    doc = json.loads((run / "results.json").read_text())
+    assert doc["config"]["backend"] == "llamacpp"
+    ident = json.loads((run / "config.json").read_text())["identity"]
+    assert ident["backend"] == "llamacpp" and ident["dtype"] is None
+    store = RunStore(run)
+    scores = pq.read_table(run / "scores.parquet").to_pandas()
+    for task in ("triviaqa", "svamp"):
+        traces = store.read_traces(task)
+        assert len(traces) == 4 and {t.decoding["backend"] for t in traces} == {"llama.cpp"}
+        info = doc["tasks"][task]
+        assert set(info["not_run"]) == {"beam_ratio", "beam_tail_thinness", "beam_neg_entropy"}
+        assert set(info["not_run_reasons"].values()) == {
+            "llama.cpp has no beam search (llama-cpp-python decodes one sequence): use --backend hf"
+        }
+        extra = store.read_pass("extra", task)
+        assert extra is not None and extra.num_rows == 4
+        for col in ("p_true", "verbalized"):
+            x = extra[col].to_numpy()
+            assert np.all((x > 0) & (x < 1)), (col, x)
+        mine = scores[scores.task == task]
+        for est in ("trace", "p_true", "verbalized", "neg_mean_entropy"):
+            assert np.isfinite(mine[est].to_numpy()).all(), est
+        assert doc["metrics"][task]["trace_plus"]["brier"]["n_seeds"] == 2  # a fitted trace estimator, scored
+        assert doc["metrics"][task]["beam_ratio"]["brier"]["mean"] is None  # NaN, written as null
+    again = CliRunner().invoke(app, [*args, "--no-report"])  # resumed: everything is on disk, nothing is computed
+    assert again.exit_code == 0 and "traces triviaqa" not in again.output, again.output
+    rescore = ["evaluate", "--run-dir", str(run), "--score-only", "--cal-frac", "0.5", "--seeds", "2", "--no-report"]
+    rescored = CliRunner().invoke(app, rescore)
+    assert rescored.exit_code == 0 and "llama.cpp has no beam search" in rescored.output, rescored.output  # stored
+    hf = CliRunner().invoke(app, [a for a in args if a not in ("--backend", "llamacpp")] + ["--no-report"])
+    assert hf.exit_code == 2 and "made with backend='llamacpp', not 'hf'" in hf.output, hf.output
+
+
+def test_a_shard_copied_from_another_models_run_is_one_line(tmp_path: Path, tiny_model, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    import shutil
+
+    import tracecal.backends as backends
+
+    monkeypatch.setattr(backends, "load_model", lambda *a, **k: tiny_model)
+    runner = CliRunner()
+    for run, extra in (("mine", []), ("theirs", ["--model", "another-model"])):
+        r = runner.invoke(app, ["evaluate", "--run-dir", str(tmp_path / run), *SMALL, *extra])
+        assert r.exit_code == 0, r.output
+    shard = Path("traces") / "triviaqa" / "00000.parquet"
+    shutil.copy(tmp_path / "theirs" / shard, tmp_path / "mine" / shard)
+    for extra in ([], ["--score-only"]):
+        r = runner.invoke(app, ["evaluate", "--run-dir", str(tmp_path / "mine"), *SMALL, *extra])
+        line = _one_line_error(r)
+        assert "shard 0 of the traces pass" in line and "was made by another run (model='another-model'" in line
+        assert "a shard copied in from another run directory. Delete it" in line
+
+
+def test_a_filled_disk_during_evaluate_loses_nothing_and_the_resumed_run_is_exact(
+    tmp_path: Path, tiny_model, monkeypatch
+) -> None:  # type: ignore[no-untyped-def]
+    """A real full disk (a small tmpfs filled up to 24 KiB free: room for the config and one shard): one line with
+    what to do, exit 2, no temporary file, the shards written are whole; once space is freed the same command
+    computes only what is missing and its traces and metrics equal a run that never failed."""
+    import tracecal.backends as backends
+    from tests.evaluation.test_run import Counting
+    from tests.traces.disk import leave_free, small_filesystem
+    from tracecal.traces.io import load_traces
+
+    lm = Counting(tiny_model)
+    monkeypatch.setattr(backends, "load_model", lambda *a, **k: lm)
+    runner, clean = CliRunner(), tmp_path / "clean"
+    assert runner.invoke(app, ["evaluate", "--run-dir", str(clean), *SMALL]).exit_code == 0
+
+    def traces(run: Path) -> list[tuple[str, list[int], list[float]]]:
+        return [(t.id, t.token_ids.tolist(), t.surprisal.tolist()) for t in load_traces(run / "traces" / "triviaqa")]
+
+    with small_filesystem(tmp_path, 512) as mnt:
+        run = mnt / "run"
+        leave_free(mnt, 24)
+        lm.generated = 0
+        line = _one_line_error(runner.invoke(app, ["evaluate", "--run-dir", str(run), *SMALL]))
+        assert "cannot write" in line and "No space left on device; free some space and run the same command" in line
+        assert "(what is written is kept and the run resumes)" in line and "Detail" not in line
+        kept = sorted((run / "traces" / "triviaqa").glob("*.parquet"))
+        assert not list(run.rglob("*.tmp")) and len(kept) == 1  # shard 0 fit, shard 1 did not
+        assert traces(run) == traces(clean)[:4]  # what was written is whole
+        (mnt / ".filler").unlink()
+        lm.generated = 0
+        r = runner.invoke(app, ["evaluate", "--run-dir", str(run), *SMALL])
+        assert r.exit_code == 0, r.output
+        assert lm.generated == 4 and traces(run) == traces(clean)  # only the missing shard
+        metrics = [json.loads((d / "results.json").read_text())["metrics"] for d in (run, clean)]
+        assert metrics[0] == metrics[1]

@@ -48,7 +48,7 @@ def test_the_config_options_are_secl_config_fields() -> None:
 def _fake_result() -> Any:
     m = {"n": 4, "ece": 0.1, "brier": 0.2, "auroc": math.nan, "acc": 0.5, "mean_conf": 0.6}
     cfg = SimpleNamespace(gate="always", accumulate=True, loss="mse", lora_targets=("q_proj",), lora_layers=0)
-    cfg.scope, cfg.seed = "confidence", 0
+    cfg.scope, cfg.seed, cfg.target, cfg.reset_at = "confidence", 0, "trace_rank", "update"
     summary = {"ece_frozen_v": 0.2, "ece_secl_v": 0.1, "ece_reduction": 0.5, "ece_tau": None, "updates": 1, "n": 4}
     summary |= {"trained_share": 0.25, "gated_share": 0.5, "bursts": 1, "alarms": [2], "overhead_vs_tau_all": 1.0}
     summary |= {"overhead_vs_base_pipeline": 0.5, "overhead_seconds": 1.0, "tau_all_seconds": 2.0}
@@ -67,9 +67,64 @@ def test_print_result_shows_missing_numbers_as_a_dash() -> None:
     print_result(_fake_result(), console)
     text = console.export_text()
     assert "SECL on [red]m[/red]" in text and "SECL v" in text and "25.0%" in text
+    assert "target=trace_rank" in text and "τ (online rank of c_TRACE)" in text
     assert f"τ itself {MISSING})" in text and "nan" not in text
 
 
 def test_bad_options_are_refused_before_a_model_loads() -> None:
     r = CliRunner().invoke(app, ["secl", "--gate", "sometimes", "--stream", "triviaqa", "--per-domain", "1"])
     assert r.exit_code == 2 and r.output.startswith("error: ") and "gate" in r.output, r.output
+
+
+def test_the_ablation_options_reach_the_config(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each ablation option sets its `SECLConfig` field (the run itself is replaced: no model loads), the domain
+    order permutes the stream, and an option left out keeps the config's default."""
+    import tracecal.cli.secl as cli_secl
+
+    seen: dict[str, Any] = {}
+
+    def fake_run(model, items, cfg, cache, threads, save_adapter):  # type: ignore[no-untyped-def]
+        seen["cfg"], seen["domains"] = cfg, list(dict.fromkeys(it.domain for it in items))
+        raise ValidationError("stop here")
+
+    monkeypatch.setattr(cli_secl, "_run", fake_run)
+    args = ["secl", "--stream", "triviaqa,svamp,arc_easy", "--per-domain", "1", "--domain-order", "3,1,2"]
+    args += ["--target", "oracle", "--reset", "--reset-at", "shift", "--update-threshold", "0.2"]
+    args += ["--ph-lambda", "5", "--lora-rank", "4", "--lora-layers", "0", "--loss", "mse", "--gate", "detector"]
+    r = CliRunner().invoke(app, args)
+    assert r.exit_code == 2 and "stop here" in r.output, r.output
+    cfg = seen["cfg"]
+    assert (cfg.target, cfg.accumulate, cfg.reset_at, cfg.update_threshold) == ("oracle", False, "shift", 0.2)
+    assert (cfg.ph_lambda, cfg.lora_r, cfg.lora_layers, cfg.loss, cfg.lora_alpha) == (5.0, 4, 0, "mse", 16)
+    assert seen["domains"] == ["arc_easy", "triviaqa", "svamp"]
+    r = CliRunner().invoke(app, ["secl", "--stream", "triviaqa", "--per-domain", "1"])
+    assert (seen["cfg"].update_threshold, seen["cfg"].ph_lambda, seen["cfg"].lora_r) == (0.1, 10.0, 8)
+
+
+def test_the_output_is_never_the_cache_and_both_are_checked_first(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """``--out`` equal to ``--cache`` (before the cache exists, or through a link to it) is refused before the
+    stream is read or a model loads; the cache stays byte-identical."""
+    import os
+
+    cache = tmp_path / "frozen.json"
+    r = CliRunner().invoke(app, ["secl", "--out", str(cache), "--cache", str(cache)])
+    assert r.exit_code == 2 and "--out" in r.output and "are the same file: give two paths" in r.output, r.output
+    cache.write_text('{"format": "x"}')
+    os.link(cache, tmp_path / "hard.json")
+    r = CliRunner().invoke(app, ["secl", "--out", str(tmp_path / "hard.json"), "--cache", str(cache)])
+    assert r.exit_code == 2 and "is the --cache file" in r.output and "Traceback" not in r.output, r.output
+    assert cache.read_text() == '{"format": "x"}'
+
+
+def test_secl_on_llama_cpp_says_it_needs_the_hf_backend_and_how(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.setenv("TRACECAL_MODEL_CACHE", str(tmp_path / "cache"))
+    r = CliRunner().invoke(app, ["secl", "--backend", "llamacpp", "--per-domain", "2"])
+    assert r.exit_code == 2 and "Traceback" not in r.output, r.output
+    msg = " ".join(r.output.split())
+    assert msg.startswith(
+        "error: SECL runs on the HF backend only: it trains LoRA weights by gradient steps, which "
+        "llama.cpp (the GGUF run by llama-cpp-python) cannot take"
+    ), msg
+    # how to get an HF checkpoint of the same model: named models and .gguf files are converted into the cache
+    assert "smollm2-135m-instruct" in msg and "gemma3-270m" in msg and ".gguf file given to --model" in msg
+    assert str(tmp_path / "cache" / "hf") in msg and not (tmp_path / "cache").exists()  # refused before any load

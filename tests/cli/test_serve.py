@@ -200,3 +200,35 @@ def test_the_check_compares_only_what_both_sides_know() -> None:
     check_provenance(Path("f.json"), rec, (None, None), False)  # an upstream of unknown name
     with pytest.raises(ValidationError, match="f.json was made on answers of 'm'; this server serves 'n'"):
         check_provenance(Path("f.json"), rec, ("n", None), False)
+
+
+def test_a_python_saved_calibrator_without_a_model_is_refused_unless_overridden(tmp_path, monkeypatch, capsys) -> None:  # type: ignore[no-untyped-def]
+    """``cal.save`` of a calibrator fitted on scores records model null: it would be served for any model, so a
+    server of a known model refuses it (exit 2, what to do); ``--allow-foreign-calibrator`` serves it with a
+    warning, and ``--no-model`` has nothing to compare. One fitted on `Trace` objects records their model."""
+    import numpy as np
+
+    import tracecal.backends
+    from tests.serve.helpers import FakeModel
+    from tracecal.calibrators import PlattCalibrator, TracePlus
+    from tracecal.traces.trace import Trace
+
+    rng = np.random.default_rng(0)
+    scores, y = rng.random(40), np.arange(40) % 2
+    path = PlattCalibrator().fit(scores, y).save(tmp_path / "platt.json")
+    assert json.loads(path.read_text())["provenance"]["model"] is None
+    r = CliRunner().invoke(app, ["serve", "--calibrator", str(path)])
+    out = " ".join(r.output.split())
+    assert r.exit_code == 2 and "Traceback" not in r.output, r.output
+    assert f"error: {path} records no model its answers came from" in out and "'smollm2-135m-instruct'" in out
+    assert "cal.provenance = tracecal.traces.provenance.provenance(" in out and "--allow-foreign-calibrator" in out
+    monkeypatch.setattr(tracecal.backends, "load_model", lambda *a, **k: FakeModel())
+    serve_app(_defaults(calibrator=path, allow_foreign_calibrator=True))
+    assert "served anyway (--allow-foreign-calibrator)" in " ".join(capsys.readouterr().err.split())
+    assert serve_app(_defaults(calibrator=path, no_model=True)) is not None
+    traces = [
+        Trace(text="a", token_ids=[1, 2], surprisal=rng.random(2), entropy=rng.random(2), model_id="m", id=f"q{i}")
+        for i in range(40)
+    ]
+    fitted = TracePlus().fit(traces, y).save(tmp_path / "tp.json")
+    assert json.loads(fitted.read_text())["provenance"]["model"] == "m"

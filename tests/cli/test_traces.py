@@ -279,10 +279,59 @@ def test_a_full_or_read_only_disk_is_a_message_and_loses_nothing(tmp_path: Path,
             ["score", str(traces_file), "--csv", str(csv)],
         ):
             r = runner.invoke(app, args)
-            assert r.exit_code == 2 and "error:" in r.output and "No space left on device" in r.output, r.output
+            line = " ".join(r.output.split())
+            assert r.exit_code == 2 and line.startswith(f"error: cannot write {args[-1]}: No space left on device")
+            assert "free some space and run the same command again (nothing was half-written)" in line, line
             assert "Traceback" not in r.output
         assert cal.read_text() == "old calibrator" and csv.read_text() == "old csv" and tmp_files(mnt) == []
         (mnt / ".filler").unlink()
         read_only(mnt)
-        r = runner.invoke(app, ["score", str(traces_file), "--csv", str(mnt / "new.csv")])
-        assert r.exit_code == 2 and "Read-only file system" in r.output and "Traceback" not in r.output, r.output
+        for args in (
+            ["score", str(traces_file), "--csv", str(mnt / "new.csv")],
+            ["fit-calibrator", str(traces_file), "--labels", str(labels), "--out", str(mnt / "new.json")],
+        ):
+            r = runner.invoke(app, args)
+            line = " ".join(r.output.split())
+            assert r.exit_code == 2 and "Read-only file system; the folder is read-only" in line, line
+            assert "make it writable or choose another output path" in line and "Traceback" not in r.output
+
+
+def test_generate_refuses_a_lone_surrogate_naming_the_line(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """A prompts file whose JSON has a ``\\ud800`` escape without its pair: one line naming FILE:LINE, exit 2,
+    before the model loads (not the tokenizer's TypeError)."""
+    loaded = []
+    monkeypatch.setattr(hf, "load_model", lambda *a, **k: loaded.append(1))
+    prompts = tmp_path / "p.jsonl"
+    prompts.write_text('{"prompt": "ok"}\n{"messages": [{"role": "user", "content": "bad\\ud800"}]}\n')
+    r = runner.invoke(app, ["generate", "--prompts", str(prompts), "--out", str(tmp_path / "t.parquet")])
+    assert r.exit_code == 2 and "Traceback" not in r.output and r.output.count("\n") == 1, r.output
+    assert r.output.startswith(f"error: {prompts}:2: the prompt is not valid Unicode: '\\ud800' at character 3")
+    assert not loaded and not (tmp_path / "t.parquet").exists()
+
+
+def test_a_read_only_output_folder_says_what_to_do(tmp_path: Path, traces_file: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Outside the run store too, an OS error is one line with advice (`tracecal.errors.os_error_message`): here
+    a folder that refuses writes as a read-only file system does, for fit-calibrator and score --csv."""
+    import errno
+    import os
+
+    real_mkstemp = __import__("tempfile").mkstemp
+    folder = tmp_path / "ro"
+    folder.mkdir()
+
+    def refuse(suffix=None, prefix=None, dir=None, text=False):  # type: ignore[no-untyped-def]
+        if dir is not None and os.path.abspath(dir) == str(folder):  # the name of the temporary file it would make
+            raise OSError(errno.EROFS, "Read-only file system", os.path.join(dir, f"{prefix}k3j2{suffix}"))
+        return real_mkstemp(suffix, prefix, dir, text)
+
+    monkeypatch.setattr("tempfile.mkstemp", refuse)
+    labels = _labels(tmp_path)
+    for args, out in (
+        (["fit-calibrator", str(traces_file), "--labels", str(labels), "--out", str(folder / "c.json")], "c.json"),
+        (["score", str(traces_file), "--csv", str(folder / "s.csv")], "s.csv"),
+    ):
+        r = runner.invoke(app, args)
+        assert r.exit_code == 2 and "Traceback" not in r.output, r.output
+        line = " ".join(r.output.split())
+        assert f"error: cannot write {folder / out}: Read-only file system; the folder is read-only" in line
+        assert "make it writable or choose another output path, then run again" in line

@@ -47,6 +47,7 @@ def test_validation_names_the_option_as_the_command_line_spells_it() -> None:
     assert set(EVAL_CONSTRAINTS) == {
         "limit",
         "dtype",
+        "backend",
         "batch_size",
         "max_new_tokens",
         "num_beams",
@@ -66,6 +67,31 @@ def test_validation_names_the_option_as_the_command_line_spells_it() -> None:
         assert str(err.value).startswith(msg), str(err.value)
     assert issubclass(ConfigError, ValidationError) and issubclass(ConfigError, TracecalError)
     assert issubclass(ConfigError, ValueError)
+
+
+def test_backend_is_validated_and_only_llama_cpp_changes_the_identity() -> None:
+    hf = EvalConfig(["triviaqa"], limit=10)
+    assert hf.backend == "auto" and hf.to_dict()["backend"] == "auto" and hf.backend_kind() == "hf"
+    # auto and hf have the identity every run had before the option: no backend key, the resolved dtype
+    assert hf.identity() == EvalConfig(["triviaqa"], limit=10, backend="hf").identity()
+    assert "backend" not in hf.identity() and hf.identity()["dtype"] == "float32"
+    assert EvalConfig(["triviaqa"], model="http://127.0.0.1:9/v1").backend_kind() == "http"
+    lc = EvalConfig(["triviaqa"], limit=10, backend="llamacpp")
+    assert lc.backend_kind() == "llamacpp" and lc.validate() is lc
+    assert lc.identity() == {"backend": "llamacpp"} | hf.identity() | {"dtype": None}  # the GGUF decides its dtype
+    assert list(lc.identity())[0] == "backend"  # compared first: a mismatch names the backend
+    for model in ("gemma3-270m", "/models/x.gguf"):
+        EvalConfig(["triviaqa"], model=model, backend="llamacpp").validate()
+    for kw, msg in (
+        ({"backend": "nope"}, "backend must be one of auto, hf, llamacpp, got 'nope'"),
+        ({"backend": "llamacpp", "dtype": "bfloat16"}, "dtype: --dtype applies to the HF backend"),
+        ({"backend": "llamacpp", "model": "HuggingFaceTB/SmolLM2"}, "model: --backend llamacpp runs a .gguf file"),
+        ({"backend": "llamacpp", "model": "http://h:8000/v1"}, "model: --backend llamacpp runs a .gguf file"),
+        ({"backend": "hf", "model": "http://h:8000/v1"}, "backend: hf runs weights in this process"),
+    ):
+        with pytest.raises(ConfigError) as err:
+            EvalConfig(["triviaqa"], **kw).validate()
+        assert str(err.value).startswith(msg), str(err.value)
 
 
 def test_evaluate_passes_and_records_the_statistics_settings(tmp_path: Path) -> None:

@@ -130,6 +130,27 @@ def test_arrow_ipc_round_trip_keeps_schema_metadata() -> None:
     assert back.equals(t) and back.schema.metadata == {b"v": b"2"}
 
 
+def test_an_actor_loads_the_backend_the_settings_name(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """The body of a model actor (`ModelWorker`, no cluster started) loads llama.cpp for ``backend="llamacpp"``,
+    and the driver leaves its dtype to the GGUF (an HF run's ``auto`` is pinned to what the actors compute)."""
+    from types import SimpleNamespace
+
+    from tracecal.backends.llamacpp import LlamaCppModel
+    from tracecal.evaluation.ray import ModelWorker
+
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")  # what an actor without GPUs sets; restored after the test
+    cfg = EvalConfig(TASKS, backend="llamacpp", batch_size=2)
+    worker = ModelWorker(cfg)
+    assert worker.prepare(["lm"])["units"] == 0 and isinstance(worker.res.get("lm"), LlamaCppModel)
+    ex = RayExecutor(RayOptions())
+    ex.ray = SimpleNamespace(cluster_resources=lambda: {"CPU": 2.0})  # `connect` returns it: no Ray started
+    ex.pin(cfg)
+    assert cfg.dtype == "auto" and cfg.identity()["dtype"] is None
+    hf = EvalConfig(TASKS)
+    ex.pin(hf)
+    assert hf.dtype == "float32"
+
+
 def test_cli_ray_run_equals_the_single_process_run(cluster, tiny_dir: str, local_run: Path, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     from typer.testing import CliRunner
 

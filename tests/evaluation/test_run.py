@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from tracecal.estimators import REGISTRY, Estimator, Inputs
-from tracecal.evaluation.config import EvalConfig, resolve_dtype
+from tracecal.evaluation.config import ConfigError, EvalConfig, resolve_dtype
 from tracecal.evaluation.run import evaluate
 from tracecal.evaluation.runstore import ConfigMismatchError, RunStore, RunStoreError
 from tracecal.passes import ANSWER, PASSES, Pass
@@ -132,6 +132,45 @@ def test_identity_records_the_resolved_dtype(tmp_path: Path, tiny_model) -> None
     gpu.open({"tasks": ["triviaqa"]}, ident | {"dtype": resolve_dtype("auto", cuda=True)})
     with pytest.raises(ConfigMismatchError, match="bfloat16"):
         evaluate(gpu.path, EvalConfig(tasks=["triviaqa"], estimators=["trace"], **FAST), model=tiny_model)
+
+
+def test_a_run_made_without_backend_resumes_as_hf_and_never_as_llama_cpp(tmp_path: Path, tiny_model) -> None:  # type: ignore[no-untyped-def]
+    """A run directory written before ``backend`` existed (neither its config nor its identity has it) resumes on the
+    HF backend with its identity unchanged; a llama.cpp run is refused there, and an HF run in a llama.cpp one."""
+    run = tmp_path / "old"
+    evaluate(run, EvalConfig(tasks=["triviaqa"], estimators=["trace"], **FAST), model=tiny_model)
+    doc = json.loads((run / "config.json").read_text())
+    doc["config"].pop("backend")  # as an older tracecal wrote it
+    (run / "config.json").write_text(json.dumps(doc))
+    ident = doc["identity"]
+    assert "backend" not in ident
+    res = evaluate(run, EvalConfig(tasks=["triviaqa"], estimators=["trace", "p_true"], **FAST), model=tiny_model)
+    assert res is not None and res.tasks["triviaqa"]["not_run"] == []  # the P(True) pass was added to it
+    assert json.loads((run / "config.json").read_text())["identity"] == ident
+    with pytest.raises(ConfigMismatchError, match="backend='hf', not 'llamacpp'"):
+        evaluate(run, EvalConfig(tasks=["triviaqa"], estimators=["trace"], backend="llamacpp", **FAST))
+    lc = RunStore(tmp_path / "lc")
+    lc.open({"tasks": ["triviaqa"]}, EvalConfig(tasks=["triviaqa"], backend="llamacpp", **FAST).identity())
+    with pytest.raises(ConfigMismatchError, match="backend='llamacpp', not 'hf'"):
+        evaluate(lc.path, EvalConfig(tasks=["triviaqa"], estimators=["trace"], **FAST), model=tiny_model)
+    with pytest.raises(ConfigError, match="the model given is a HFModel, not --backend llamacpp"):
+        evaluate(lc.path, EvalConfig(tasks=["triviaqa"], estimators=["trace"], backend="llamacpp"), model=tiny_model)
+
+
+def test_a_loaded_llama_cpp_model_makes_a_llama_cpp_run(tmp_path: Path, tokenizer) -> None:  # type: ignore[no-untyped-def]
+    from tracecal.backends.llamacpp import LlamaCppModel
+
+    lc = LlamaCppModel.load(n_threads=1, tokenizer=tokenizer)
+    fast = FAST | {"limit": 4, "cal_frac": 0.5}
+    with pytest.raises(ConfigError, match="the model given is a LlamaCppModel, not --backend hf"):
+        evaluate(tmp_path / "r", EvalConfig(tasks=["triviaqa"], estimators=["trace"], backend="hf", **fast), model=lc)
+    cfg = EvalConfig(tasks=["triviaqa"], estimators=["trace", "beam_ratio"], **fast)
+    res = evaluate(tmp_path / "r", cfg, model=lc)
+    assert cfg.backend == "llamacpp" and res is not None and res.tasks["triviaqa"]["n"] == 4
+    ident = json.loads((tmp_path / "r" / "config.json").read_text())["identity"]
+    assert ident["backend"] == "llamacpp" and ident["model"] == "smollm2-135m-instruct" and ident["dtype"] is None
+    assert res.tasks["triviaqa"]["not_run_reasons"] == {"beam_ratio": PASSES["beam"].unsupported["llamacpp"]}
+    assert {t.decoding["backend"] for t in RunStore(tmp_path / "r").read_traces("triviaqa")} == {"llama.cpp"}
 
 
 def test_run_dir_that_is_a_file_is_a_clear_error(tmp_path: Path) -> None:

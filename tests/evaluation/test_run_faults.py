@@ -116,6 +116,26 @@ def test_a_shard_of_another_task_is_a_message_not_a_key_error(tmp_path: Path, ti
         load_task_stats(RunStore(run), task, task.load(), ["traces"])
 
 
+def test_a_shard_of_another_model_on_the_same_questions_is_noticed(tmp_path: Path, tiny_model) -> None:  # type: ignore[no-untyped-def]
+    """The question digests match (same data), so only the shard's own stamp of the run that made it (model, dtype,
+    budgets) tells it from this run's: refused before anything is computed or scored, naming the file."""
+    mine, theirs = tmp_path / "mine", tmp_path / "theirs"
+    evaluate(mine, cfg(["triviaqa"], limit=8), model=tiny_model)
+    evaluate(theirs, cfg(["triviaqa"], limit=8, model="another-model"), model=tiny_model, stages_only=True)
+    shard = mine / "traces" / "triviaqa" / "00001.parquet"
+    shutil.copy(theirs / "traces" / "triviaqa" / "00001.parquet", shard)
+    before, lm = snapshot(mine), Counting(tiny_model)
+    for score_only in (False, True):
+        with pytest.raises(DataChangedError, match=r"shard 1 of the traces pass \(.*00001.parquet\) was made by an"):
+            evaluate(mine, cfg(["triviaqa"], limit=8), model=lm, score_only=score_only)
+    with pytest.raises(DataChangedError, match="model='another-model'; this run's is .*Delete it"):
+        evaluate(mine, cfg(["triviaqa"], limit=8), model=lm)
+    assert snapshot(mine) == before and lm.generated == 0
+    shard.unlink()  # as the message says: the same command computes it anew
+    res = evaluate(mine, cfg(["triviaqa"], limit=8), model=lm)
+    assert res is not None and lm.generated == 4
+
+
 def _traces(run: Path) -> list[Any]:
     return [pq.read_table(f).drop_columns(["meta"]).to_pylist() for f in sorted((run / "traces").rglob("*.parquet"))]
 

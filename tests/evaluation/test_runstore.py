@@ -76,6 +76,25 @@ def test_legacy_run_directories_are_read_with_their_old_identity(tmp_path: Path)
         RunStore(run).open({"tasks": []}, ident | {"limit": 11}, legacy=legacy_identity)
 
 
+def test_identity_defaults_compare_a_key_either_side_lacks(tmp_path: Path) -> None:
+    """A key of ``defaults`` (``backend``, written only for llama.cpp) is compared as its default where an identity
+    lacks it: an old run without it resumes as the default and keeps its identity as it was; another value is
+    refused both ways."""
+    d = {"backend": "hf"}
+    old = RunStore(tmp_path / "old")
+    old.open({"tasks": ["a"]}, {"model": "m", "dtype": "float32"})
+    old.open({"tasks": ["a"]}, {"model": "m", "dtype": "float32"}, defaults=d)  # the same run
+    assert old.config()["identity"] == {"model": "m", "dtype": "float32"}  # nothing added to it
+    with pytest.raises(ConfigMismatchError, match="backend='hf', not 'llamacpp'"):
+        old.check({"backend": "llamacpp", "model": "m", "dtype": None}, defaults=d)
+    new = RunStore(tmp_path / "new")
+    new.open({"tasks": ["a"]}, {"backend": "llamacpp", "model": "m", "dtype": None}, defaults=d)
+    with pytest.raises(ConfigMismatchError, match="backend='llamacpp', not 'hf'"):
+        new.open({"tasks": ["a"]}, {"model": "m", "dtype": "float32"}, defaults=d)
+    new.check({"backend": "llamacpp", "model": "m", "dtype": None}, defaults=d)
+    assert new.config()["identity"]["backend"] == "llamacpp"
+
+
 def test_shards_and_tables_round_trip(tmp_path: Path) -> None:
     s = RunStore(tmp_path)
     assert s.read_pass("extra", "t") is None and not s.has("extra", "t", 0)

@@ -79,3 +79,31 @@ def test_units_carry_the_digests_of_their_questions_and_a_change_is_refused(tmp_
     tasks[0][1][5] = q(5, "edited ")
     with pytest.raises(DataChangedError, match="t: 1 question.* of shard 1 of the traces pass changed.*'t-5'"):
         check_stored(store, tasks, ["traces"], 4)
+
+
+def test_the_backend_decides_the_model_options_and_the_passes_it_cannot_compute(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    import torch
+
+    from tracecal.evaluation.scheduler import model_options, unsupported_passes
+
+    every = ["trace", "p_true", "beam_ratio", "tokensar"]
+    hf = EvalConfig(["triviaqa"], estimators=every, dtype="bfloat16", batch_size=3)
+    assert model_options(hf) == {"backend": "auto", "batch_size": 3, "dtype": "bfloat16"}
+    assert unsupported_passes(hf) == {}
+    lc = EvalConfig(["triviaqa"], estimators=every, backend="llamacpp", batch_size=3)
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 3)
+    assert model_options(lc) == {"backend": "llamacpp", "batch_size": 3, "n_threads": 3}  # no dtype: the GGUF's
+    assert unsupported_passes(lc) == {"beam": PASSES["beam"].unsupported["llamacpp"]}  # P(True), TokenSAR run
+    sched = Scheduler(RunStore(tmp_path / "run"), lc, Resources(lc), lambda *_: None)
+    assert [p.name for p in sched.passes] == ["traces", "extra", "semantic"] and set(sched.skipped) == {"beam"}
+    url = EvalConfig(["triviaqa"], estimators=every, model="http://127.0.0.1:9/v1")
+    assert set(unsupported_passes(url)) == {"beam", "extra"}  # a server: neither beams nor given tokens' log-probs
+
+
+def test_resources_load_the_backend_the_settings_name() -> None:
+    from tracecal.backends.llamacpp import LlamaCppModel
+
+    cfg = EvalConfig(["triviaqa"], backend="llamacpp", batch_size=2, chat=False)
+    lm = Resources(cfg).get("lm")
+    assert isinstance(lm, LlamaCppModel) and lm.model_id == "smollm2-135m-instruct"
+    assert lm.batch_size == 2 and lm.chat is False  # --chat is applied as for the HF backend

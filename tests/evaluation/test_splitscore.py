@@ -1,17 +1,21 @@
 """The protocol's inner loop over all splits at once (`tracecal.evaluation.splitscore`): Platt by Newton on every split
-against scikit-learn's L-BFGS, the calibrators split by split, fits on a feature matrix computed once, lazy row
-selections and the Learn-then-Test threshold from prefixes."""
+(`PlattCalibrator`'s own fit) against scikit-learn's L-BFGS, the calibrators split by split, fits on a feature
+matrix computed once, lazy row selections and the Learn-then-Test threshold from prefixes."""
 
 from __future__ import annotations
+
+import warnings
 
 import numpy as np
 import pytest
 from scipy.special import expit
+from sklearn.linear_model import LogisticRegression
 
 from tracecal.calibrators import make_calibrator
 from tracecal.estimators import REGISTRY, Inputs, get_estimator
 from tracecal.evaluation.protocol import TaskStats
 from tracecal.evaluation.splitscore import Fits, RowsOf, calibrate_rows, ltt_descending, platt_rows, sanitize
+from tracecal.stats.metrics import SingleClassWarning
 from tracecal.stats.selective import ltt_threshold
 from tracecal.traces.trace import TraceBatch
 
@@ -22,10 +26,11 @@ def _objective(a: float, w: float, z: np.ndarray, y: np.ndarray) -> float:
 
 
 def test_platt_by_newton_is_platt_scaling_at_its_optimum() -> None:
-    """200 random problems (scales 0.01–100, offsets, rounded scores): the same model as `PlattCalibrator`
-    (standardised score, slope penalty 1/C), an objective never worse than scikit-learn's L-BFGS, probabilities
-    close to its (measured here: median 2e-5, max 1.5e-2 — on a nearly separable problem, where L-BFGS stops at
-    its gradient tolerance 1e-4 with slope 13.4 for the optimum's 14.2, or 16.9 for 40.8)."""
+    """200 random problems (scales 0.01–100, offsets, rounded scores): the model of scikit-learn's
+    ``LogisticRegression(C=1e6)`` on the standardised score (what `PlattCalibrator` fitted with before), an
+    objective never worse than its L-BFGS, probabilities close to its (measured here: median 2e-5, max 1.5e-2 — on
+    a nearly separable problem, where L-BFGS stops at its gradient tolerance 1e-4 with slope 13.4 for the optimum's
+    14.2, or 16.9 for 40.8)."""
     rng = np.random.default_rng(0)
     gaps = []
     for trial in range(200):
@@ -35,13 +40,30 @@ def test_platt_by_newton_is_platt_scaling_at_its_optimum() -> None:
             continue
         s = rng.normal(size=n) * rng.uniform(0.01, 100) + y * rng.uniform(-2, 3) + rng.uniform(-50, 50)
         s = np.round(s, 0) if trial % 3 == 0 else s
-        ref = make_calibrator("platt").fit(s, y)
         mean, scale, a, w, constant = (x[0] for x in platt_rows(s[None], y[None]))
-        assert (mean, scale) == (ref.mean_, ref.scale_) and np.isnan(constant)
+        assert (mean, scale) == (s.mean(), s.std() or 1.0) and np.isnan(constant)
         z = (s - mean) / scale
-        assert _objective(a, w, z, y) <= _objective(ref.intercept_, ref.coef_, z, y) + 1e-9
-        gaps.append(np.abs(expit(a + w * z) - ref.predict_proba(s)).max())
+        ref = LogisticRegression(C=1e6, max_iter=1000).fit(z[:, None], y)
+        assert _objective(a, w, z, y) <= _objective(ref.intercept_[0], ref.coef_[0, 0], z, y) + 1e-9
+        gaps.append(np.abs(expit(a + w * z) - ref.predict_proba(z[:, None])[:, 1]).max())
     assert max(gaps) < 0.05 and np.median(gaps) < 1e-4
+
+
+@pytest.mark.parametrize("gap", [0.5, 4.0, 30.0])
+def test_protocol_platt_equals_platt_calibrator_split_by_split(gap: float) -> None:
+    """The protocol's calibration of every split (`calibrate_rows`) and `PlattCalibrator` fitted on each split are
+    one fit: the same probabilities bit for bit — random, nearly separable and separable splits, rounded scores
+    (ties) and a single-class split."""
+    rng = np.random.default_rng(int(gap * 10))
+    y = (rng.random((6, 300)) < 0.4).astype(np.int64)
+    s = rng.normal(size=(6, 300)) * 7.0 + gap * y - 3.0
+    s[1], y[2] = np.round(s[1]), 0
+    p = calibrate_rows("trace", "platt", s[:, :200], y[:, :200], s[:, 200:])
+    for r in range(6):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", SingleClassWarning)
+            cal = make_calibrator("platt").fit(s[r, :200], y[r, :200])
+        np.testing.assert_array_equal(p[r], cal.predict_proba(s[r, 200:]))
 
 
 def test_platt_rows_are_independent_and_degenerate_rows_are_handled() -> None:

@@ -34,13 +34,15 @@ def sequential_secl(lm, stream, cfg, frozen):  # type: ignore[no-untyped-def]
         for i in range(len(stream)):
             step = gate.observe(answer_statistic(frozen.entropy[i], frozen.surprisal[i], cfg.statistic))
             gate_open[i] = step.open
+            if step.alarm and not cfg.accumulate and cfg.reset_at == "shift":
+                ad.reset()  # a detected shift: back to the base model before this question's v
             if not step.open:
                 v[i] = ad.confidence([prompts[i]])[0][0]
                 continue
             info = ad.update(prompts[i], float(frozen.tau[i]))
             gate.feedback(info.updated)
             v[i], updated[i] = info.v_after, info.updated
-            if info.updated and not cfg.accumulate:
+            if info.updated and not cfg.accumulate and cfg.reset_at == "update":
                 ad.reset()
     return v, updated, gate_open
 

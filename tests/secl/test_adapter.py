@@ -44,6 +44,42 @@ def test_losses_move_confidence_toward_tau() -> None:
         assert v1 < v0 - 0.02, (loss_name, v0, v1)  # both losses lower a too-high confidence
 
 
+def test_mse_and_directional_loss_values_on_a_fixed_example() -> None:
+    """A uniform number distribution over 0…100 (v = 0.5) and τ = 0.2: MSE = (0.5 − 0.2)²; the directional loss is
+    the cross-entropy from the Gaussian target over the 10 bin centres to the bins' masses (10/101 each, the last
+    bin 11/101: 100 goes there)."""
+    dist = torch.full((1, 101), 1.0 / 101, dtype=torch.float64)
+    tau = torch.tensor([0.2], dtype=torch.float64)
+    assert float(mse_loss(dist, tau)) == pytest.approx(0.09)
+    centres = (np.arange(10) + 0.5) / 10
+    t = np.exp(-((centres - 0.2) ** 2) / (2 * 0.1**2))
+    t /= t.sum()
+    q = np.array([10 / 101] * 9 + [11 / 101])
+    assert float(directional_loss(dist, tau, 10, 0.1)) == pytest.approx(float(-(t * np.log(q)).sum()))
+    assert float(directional_loss(dist, tau)) == pytest.approx(2.3125, abs=1e-4)  # ≈ log 10: not the MSE's 0.09
+
+
+@pytest.mark.parametrize("loss", ["directional", "mse"])
+def test_the_update_trains_on_the_configured_loss(tiny_model, stream, frozen, loss) -> None:  # type: ignore[no-untyped-def]
+    p = verbal_prompts(tiny_model, stream, frozen.answers)[0]
+    dist = base_dist(tiny_model, [p]).double()
+    tau = torch.tensor([0.05], dtype=torch.float64)
+    want = mse_loss(dist, tau) if loss == "mse" else directional_loss(dist, tau)
+    with SECLAdapter(tiny_model, SECLConfig(loss=loss, seed=0)) as ad:
+        info = ad.update(p, 0.05, force=True)
+    assert info.loss == pytest.approx(float(want), rel=1e-4)  # the loss of the step is the configured one
+
+
+@pytest.mark.parametrize(("k", "layers"), [(1, [1]), (2, [0, 1]), (0, [0, 1]), (5, [0, 1])])
+def test_top_k_layers_carry_the_lora_weights(tiny_model, k, layers) -> None:  # type: ignore[no-untyped-def]
+    """``lora_layers=K``: LoRA on the top K decoder layers (0, or K ≥ the model's 2 layers: all of them)."""
+    with SECLAdapter(tiny_model, SECLConfig(lora_layers=k, seed=0)) as ad:
+        assert ad.layers == layers
+        names = [n for n, p in ad.peft.named_parameters() if p.requires_grad]
+        assert {int(n.split("layers.")[1].split(".")[0]) for n in names} == set(layers)
+        assert len(names) == 2 * 2 * len(layers)  # A and B of q_proj and v_proj per layer
+
+
 def test_reset_restores_base_weights_exactly(tiny_model, stream, frozen) -> None:  # type: ignore[no-untyped-def]
     lm = tiny_model
     prompts = verbal_prompts(lm, stream, frozen.answers)[:3]
@@ -94,3 +130,16 @@ def test_real_model_step_moves_verbalised_confidence_toward_tau(model, stream) -
             assert info.updated and np.sign(info.v_after - info.v_before) == direction, (v, tau, info)
             assert abs(info.v_after - info.v_before) <= ad.cfg.max_step * 1.05 + 1e-9
     assert not getattr(model.model, "peft_config", None)
+
+
+def test_secl_refuses_a_backend_without_gradients_before_any_work(tiny_model, stream, tokenizer) -> None:  # type: ignore[no-untyped-def]
+    from tracecal.backends.base import BackendUnsupportedError
+    from tracecal.backends.llamacpp import LlamaCppModel
+    from tracecal.secl import SECLAdapter, run_secl
+    from tracecal.secl.adapter import require_hf
+
+    assert require_hf(tiny_model) is tiny_model
+    lc = LlamaCppModel.load(n_threads=1, tokenizer=tokenizer)
+    for call in (lambda: run_secl(lc, stream, ALWAYS), lambda: SECLAdapter(lc, ALWAYS)):
+        with pytest.raises(BackendUnsupportedError, match=r"SECL runs on the HF backend only.*llama\.cpp \(the GGUF"):
+            call()

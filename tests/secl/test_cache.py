@@ -91,3 +91,24 @@ def test_matching_pass() -> None:
     assert matching_pass(frozen, SimpleNamespace(model_id="m"), _items(3)[::-1]).ids == ["d/2", "d/1", "d/0"]
     with pytest.raises(ValueError, match="computed with 'm', not 'x'"):
         matching_pass(frozen, SimpleNamespace(model_id="x"), _items(3))
+
+
+def test_a_cache_without_raw_p_yes_gets_it_read_when_needed(
+    tmp_path: Path, computed: list[int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A pass saved before raw P(yes) was recorded: read for the stream's answers when the ``ptrue`` target needs
+    it (the file is not rewritten), left alone otherwise."""
+    cache = tmp_path / "frozen.json"
+    _pass(_items(3)).save(cache)
+    before, reads = cache.read_text(), []
+
+    def fake_read(lm: Any, items: Any, answers: Any, batch_size: int) -> tuple[Any, Any, Any]:
+        reads.append(list(answers))
+        return None, np.full(len(answers), 0.25), None
+
+    monkeypatch.setattr(cache_mod, "read_p_true", fake_read)
+    lm = SimpleNamespace(model_id="m")
+    assert frozen_for(lm, _items(3)[:2], cache, 2).p_yes is None and reads == []
+    got = frozen_for(lm, _items(3)[:2], cache, 2, need_p_yes=True)
+    assert reads == [["a0", "a1"]] and got.p_yes is not None and got.p_yes.tolist() == [0.25, 0.25]
+    assert computed == [] and cache.read_text() == before

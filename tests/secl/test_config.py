@@ -16,6 +16,8 @@ def test_config_validation_and_round_trip() -> None:
     cfg = SECLConfig(lora_targets="q_proj, k_proj")  # type: ignore[arg-type]
     assert cfg.lora_targets == ("q_proj", "k_proj")
     assert SECLConfig.from_dict(json.loads(cfg.to_json())) == cfg
+    old = {k: v for k, v in cfg.to_dict().items() if k not in ("target", "reset_at")}  # a run saved before them
+    assert SECLConfig.from_dict(old) == cfg and (cfg.target, cfg.reset_at) == ("norm_ptrue", "update")
     for bad in ({"gate": "sometimes"}, {"loss": "l1"}, {"lr": 0.0}, {"burst_size": 0}, {"scope": "x"}):
         with pytest.raises(ValueError):
             SECLConfig(**bad)  # type: ignore[arg-type]
@@ -37,6 +39,11 @@ def test_config_validation_and_round_trip() -> None:
         ({"lora_layers": -1}, "lora_layers must be a whole number ≥ 0"),
         ({"update_threshold": -0.1}, "update_threshold must be a finite number ≥ 0"),
         ({"lora_targets": ""}, "lora_targets is empty"),
+        ({"target": "labels"}, "target must be one of norm_ptrue, ptrue, trace, trace_rank, oracle, got 'labels'"),
+        ({"reset_at": "domain"}, "reset_at must be one of update, shift, got 'domain'"),
+        ({"reset_at": "shift"}, "reset_at='shift' needs accumulate=False (--reset) and gate='detector'"),
+        ({"reset_at": "shift", "accumulate": False, "gate": "never"}, "reset_at='shift' needs accumulate=False"),
+        ({"target": "oracle", "scope": "all"}, "target='oracle' needs scope='confidence'"),
     ],
 )
 def test_a_bad_setting_is_refused_by_name(bad: dict[str, object], message: str) -> None:

@@ -21,7 +21,13 @@ from tracecal.secl.stream import verbal_prompts
 
 
 @pytest.mark.parametrize(
-    "cfg", [DETECTOR, dataclasses.replace(ALWAYS, accumulate=False, batch_size=3)], ids=["detector", "always-reset"]
+    "cfg",
+    [
+        DETECTOR,
+        dataclasses.replace(ALWAYS, accumulate=False, batch_size=3),
+        dataclasses.replace(DETECTOR, accumulate=False, reset_at="shift"),
+    ],
+    ids=["detector", "always-reset", "detector-reset-at-shift"],
 )
 def test_run_equals_the_sequential_definition(tiny_model, stream, frozen, cfg) -> None:  # type: ignore[no-untyped-def]
     """Batched v reads, reuse of the frozen pass and the run's bookkeeping change nothing but float summation order."""
@@ -32,7 +38,7 @@ def test_run_equals_the_sequential_definition(tiny_model, stream, frozen, cfg) -
     np.testing.assert_array_equal(r.updated, updated)
     np.testing.assert_array_equal(r.v_secl[gate_open], v[gate_open])  # the same single reads and steps, bit for bit
     np.testing.assert_allclose(r.v_secl, v, atol=2e-5)  # closed gates: batched vs single reads
-    if cfg is DETECTOR:
+    if cfg.gate == "detector":
         assert gate_open.any() and not gate_open.all() and updated.any()  # both kinds of question, and training
         assert res.secl_cost.passes["v"] == int((~gate_open).sum())  # every closed-gate v read exactly once
 
@@ -146,3 +152,42 @@ def test_labels_are_never_used_for_training(tiny_model, stream, always_run) -> N
     np.testing.assert_array_equal(res.v_frozen, always_run.v_frozen)
     np.testing.assert_array_equal(res.v_secl, always_run.v_secl)
     np.testing.assert_array_equal(res.records.updated, always_run.records.updated)
+
+
+def _far_targets(frozen):  # type: ignore[no-untyped-def]
+    """The frozen pass with τ at the far end from each frozen v: every question let through trains."""
+    return dataclasses.replace(frozen, tau=np.where(frozen.v > 0.5, 0.0, 1.0))
+
+
+def test_gate_never_trains_nothing_and_always_lets_every_question_through(tiny_model, stream, frozen) -> None:  # type: ignore[no-untyped-def]
+    far = _far_targets(frozen)
+    never = run_secl(tiny_model, stream, SECLConfig(gate="never", seed=0), frozen=far)
+    assert not never.records.updated.any() and not never.records.gate_open.any()
+    np.testing.assert_array_equal(never.v_secl, frozen.v)  # the frozen model's confidence, read from the pass
+    assert never.adapter["updates"] == 0 and never.adapter["delta_norm"] == 0.0
+    always = run_secl(tiny_model, stream, SECLConfig(gate="always", seed=0), frozen=far).records
+    assert always.gate_open.all() and always.updated.all()  # far targets: an update on every question
+
+
+@pytest.mark.parametrize("reset", [False, True], ids=["accumulate", "reset-at-shift"])
+def test_reset_at_shift_puts_the_adapter_back_to_zero_at_an_alarm(tiny_model, stream, frozen, reset) -> None:  # type: ignore[no-untyped-def]
+    """Alarms (scripted) at 1 and 4, far targets: 1 trains; the alarm on 4 resets the adapter to its initial state
+    (B = 0: the base model) before 4's v is read; accumulating keeps it."""
+    cfg = SECLConfig(accumulate=not reset, reset_at="shift" if reset else "update", seed=0)
+    run = SECLRun(tiny_model, stream, cfg, _far_targets(frozen), gate=ScriptedGate({1, 4}))
+    with run:
+        for i in range(4):
+            if run.observe(i).open:
+                assert run.update(i).updated
+        assert run.adapter is not None and not run.adapter.pristine
+        run.observe(4)  # the alarm
+        assert (run.adapter.delta_norm() == 0.0 and run.adapter.pristine) is reset
+        assert run.pending == ([] if reset else [2, 3])  # with the reset: 2, 3 read first, under the adapter they saw
+        info = run.update(4)
+        assert info.updated and bool(abs(info.v_before - frozen.v[4]) < 2e-5) is reset  # base model again
+        for i in range(5, len(stream)):
+            run.observe(i)
+        run.flush()
+    res = run.result()
+    assert res.adapter["resets"] == int(reset)
+    assert (np.abs(res.v_secl[2:4] - frozen.v[2:4]) > 1e-6).all()  # either way, 2 and 3 saw the trained adapter

@@ -9,7 +9,7 @@ import pytest
 from tracecal.errors import ValidationError
 from tracecal.secl import answer_statistic, build_stream
 from tracecal.secl.config import STATISTICS
-from tracecal.secl.stream import verbal_prompts
+from tracecal.secl.stream import order_domains, verbal_prompts
 from tracecal.tasks.prompts import self_eval_question
 
 
@@ -37,3 +37,16 @@ def test_self_evaluation_prompts_show_the_question_as_the_shared_builder(tiny_mo
     mc = stream[4]
     assert mc.example.choices and "A. " in self_eval_question(mc.example)
     assert tiny_model.tokenizer.decode(verbal_prompts(tiny_model, [mc], ["B"])[0]).count(mc.example.choices[0]) == 1
+
+
+def test_the_domain_order_permutes_the_stream(stream) -> None:  # type: ignore[no-untyped-def]
+    four = "triviaqa,svamp,arc_easy,truthfulqa"
+    assert order_domains(four, None) == order_domains(four, "given") == four.split(",")
+    assert order_domains(four, "reverse") == ["truthfulqa", "arc_easy", "svamp", "triviaqa"]
+    assert order_domains(four, "2,4,1,3") == ["svamp", "truthfulqa", "triviaqa", "arc_easy"]
+    assert order_domains(four, "svamp, triviaqa,truthfulqa,arc_easy") == ["svamp", "triviaqa", "truthfulqa", "arc_easy"]
+    for bad in ("1,2,3", "1,1,2,3", "1,2,3,5", "svamp,triviaqa,gsm8k,arc_easy", "0,1,2,3"):
+        with pytest.raises(ValidationError, match="--domain-order must name each of the stream's 4 domains"):
+            order_domains(four, bad)
+    reordered = build_stream(order_domains("triviaqa,arc_easy", "reverse"), 4)
+    assert [it.id for it in reordered] == [it.id for it in stream[4:]] + [it.id for it in stream[:4]]

@@ -1,9 +1,11 @@
-"""Shared by the gateway tests: a fake backend (fixed traces, no step hooks), a blocking one, the SSE reader."""
+"""Shared by the gateway tests: a fake backend (fixed traces, no step hooks), a blocking one, the SSE reader, and a
+uvicorn server on a free 127.0.0.1 port."""
 
 from __future__ import annotations
 
 import json
 import threading
+import time
 
 import numpy as np
 
@@ -87,3 +89,30 @@ class TokenizedModel(FakeModel):
         from tracecal.backends.prompting import prompt_ids
 
         return prompt_ids(self.tokenizer, prompt, chat=True)
+
+
+class Server:
+    """A uvicorn server for ``app`` on a free 127.0.0.1 port, in a thread."""
+
+    def __init__(self, app) -> None:  # type: ignore[no-untyped-def]
+        import uvicorn
+
+        from tracecal.serve.app import listening_socket
+
+        self.sock = listening_socket("127.0.0.1", 0)
+        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
+        self.server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
+        self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.sock]}, daemon=True)
+
+    def __enter__(self) -> Server:
+        self.thread.start()
+        for _ in range(600):
+            if self.server.started:
+                return self
+            time.sleep(0.05)
+        raise RuntimeError("uvicorn did not start")
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.should_exit = True
+        self.thread.join(60)
+        self.sock.close()

@@ -8,10 +8,8 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
-import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -19,8 +17,8 @@ import httpx
 import numpy as np
 import openai
 import pytest
-import uvicorn
 
+from tests.serve.helpers import Server
 from tracecal.backends.hf import DEFAULT_MODEL
 from tracecal.serve import ServeConfig, create_app
 from tracecal.signals.operators import trace_confidence
@@ -30,30 +28,6 @@ from tracecal.traces.io import load_traces
 pytestmark = pytest.mark.integration
 
 QUESTION = [{"role": "user", "content": "What is the capital of France? Answer in one sentence."}]
-
-
-class Server:
-    """A uvicorn server for ``app`` on a free 127.0.0.1 port, in a thread."""
-
-    def __init__(self, app) -> None:  # type: ignore[no-untyped-def]
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
-        self.server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
-        self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.sock]}, daemon=True)
-
-    def __enter__(self) -> Server:
-        self.thread.start()
-        for _ in range(600):
-            if self.server.started:
-                return self
-            time.sleep(0.05)
-        raise RuntimeError("uvicorn did not start")
-
-    def __exit__(self, *exc: object) -> None:
-        self.server.should_exit = True
-        self.thread.join(60)
-        self.sock.close()
 
 
 @pytest.fixture(scope="module")

@@ -155,3 +155,43 @@ def test_the_gathering_window_follows_arrivals_and_grows_with_the_last_batch() -
 
     assert gather(0.0) == 1  # a 5 ms window: the next request, 40 ms later, waits for the next batch
     assert gather(6.0) == 4  # after a 6 s batch the window is 300 ms (sliding): the burst forms one batch
+
+
+def test_a_remote_backend_answers_each_request_when_it_arrives() -> None:
+    """Proxy mode (`remote_concurrency`): no batch, so a quick answer does not wait for a slow one sent before it,
+    and at most ``max_concurrency`` prompts are upstream at once."""
+    from tests.serve.helpers import CHAT, FakeModel
+
+    class Remote(FakeModel):
+        max_concurrency = 2
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.release, self.lock, self.busy, self.most = threading.Event(), threading.Lock(), 0, 0
+
+        def generate(self, prompts, max_new_tokens=32, **kwargs):  # type: ignore[no-untyped-def]
+            with self.lock:
+                self.busy += 1
+                self.most = max(self.most, self.busy)
+            if prompts[0][0]["content"] == "slow":
+                self.release.wait(10)
+            with self.lock:
+                self.busy -= 1
+            return super().generate(prompts, max_new_tokens)
+
+    from tracecal.serve.batching import remote_concurrency
+
+    model = Remote()
+    assert remote_concurrency({"chat": model, "text": model}, {"chat": False, "text": False}) == 2
+    assert remote_concurrency({"chat": FakeModel()}, {"chat": False}) == 0  # in-process: batched
+    slow = dict(CHAT, messages=[{"role": "user", "content": "slow"}])
+    with TestClient(create_app(model)) as c:
+        pending = threading.Thread(target=lambda: c.post("/v1/chat/completions", json=slow))
+        pending.start()
+        while not model.busy:
+            threading.Event().wait(0.01)
+        quick = [c.post("/v1/chat/completions", json=CHAT) for _ in range(3)]  # answered while "slow" waits
+        assert all(r.status_code == 200 for r in quick) and model.busy == 1  # "slow" still upstream
+        model.release.set()
+        pending.join(10)
+    assert [len(b) for b, _ in model.seen] == [1, 1, 1, 1] and model.most <= 2

@@ -31,9 +31,12 @@ def test_chat_completion_carries_the_confidence(client: TestClient, fake: FakeMo
     assert conf["calibrator"] == "TracePlus" and conf["abstain"] == (conf["probability"] < 0.5)
     assert conf["trace"] == {"tokens": ["a", "b", "c"], "surprisal": [0.5, 0.2, 1.0], "entropy": [1.0, 2.0, 3.0]}
     assert [x["logprob"] for x in choice["logprobs"]["content"]] == [-0.5, -0.2, -1.0]
+    assert choice["logprobs"]["confidence"] == conf  # also where LangChain keeps it (tests/serve/test_langchain.py)
     # messages reach the backend as plain dicts (developer → system, text parts joined); max_tokens passed on
     assert fake.seen[-1] == ([[{"role": "system", "content": "Be brief."}, {"role": "user", "content": "hi"}]], 3)
-    assert "trace" not in client.post("/v1/chat/completions", json=CHAT).json()["choices"][0]["confidence"]
+    plain = client.post("/v1/chat/completions", json=CHAT).json()["choices"][0]
+    assert "trace" not in plain["confidence"]
+    assert plain["logprobs"] == {"content": [], "confidence": plain["confidence"]}  # no tokens unless asked for
 
 
 def test_completions_and_models(client: TestClient, fake: FakeModel) -> None:

@@ -31,7 +31,8 @@ def gateway_schema(tiny_model):  # type: ignore[no-untyped-def]
 def test_no_server_errors(gateway_schema, mode) -> None:  # type: ignore[no-untyped-def]
     operations = [op.ok() for op in gateway_schema.get_all_operations()]
     labels = {op.label for op in operations}
-    assert {"POST /v1/chat/completions", "POST /v1/completions", "POST /score", "GET /v1/models"} <= labels
+    posts = ("/v1/chat/completions", "/v1/completions", "/v1/score-answers", "/score")
+    assert {f"POST {p}" for p in posts} | {"GET /v1/models"} <= labels
     statuses: dict[int, int] = {}
     calls: dict[str, int] = {}
     for op in operations:
@@ -54,6 +55,6 @@ def test_no_server_errors(gateway_schema, mode) -> None:  # type: ignore[no-unty
         except Unsatisfiable:  # an operation without inputs (GET /health) has no invalid request to make
             assert mode == GenerationMode.NEGATIVE and op.method.upper() == "GET", op.label
     assert statuses and max(statuses) < 500, statuses
-    assert all(calls.get(f"POST {p}", 0) >= 5 for p in ("/v1/chat/completions", "/v1/completions", "/score")), calls
+    assert all(calls.get(f"POST {p}", 0) >= 5 for p in posts), calls
     if mode == GenerationMode.POSITIVE:
         assert statuses.get(200, 0) >= 10, statuses  # valid requests do get answers, not only refusals

@@ -173,9 +173,11 @@ def test_counts_drawn_in_blocks_equal_one_draw(monkeypatch: pytest.MonkeyPatch, 
         want = one_draw_counts(y, B, seed=n, stratified=strat)
         got = bootstrap_counts(y, B, seed=n, stratified=strat)
         small = bootstrap_counts(y, B, seed=n, stratified=strat, dtype=np.uint8)
-        assert got.dtype == np.int32 and small.dtype == np.uint8
+        cols = bootstrap_counts(y, B, seed=n, stratified=strat, dtype=np.uint8, order="F")
+        assert got.dtype == np.int32 and small.dtype == np.uint8 and cols.flags.f_contiguous
         np.testing.assert_array_equal(got, want)
         np.testing.assert_array_equal(small, want)
+        np.testing.assert_array_equal(cols, want)
 
 
 def test_one_sort_plans_and_blocked_draws_equal_the_per_split_ones(monkeypatch: pytest.MonkeyPatch) -> None:

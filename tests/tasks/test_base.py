@@ -93,3 +93,26 @@ def test_task_names_are_folder_safe(tmp_path: Path) -> None:
             task_from_file(tmp_path / "q.jsonl", name=bad)
     assert tasks.check_task_name("ok-1.v2_x") == "ok-1.v2_x"
     assert tasks.file_task_name("data/été.jsonl") == "file-_t_"
+
+
+def test_a_lone_surrogate_in_a_row_is_a_malformed_row(tmp_path: Path) -> None:
+    """A JSON ``\\ud800`` escape without its pair (in a question, a context, a choice or an id) would reach the
+    tokenizer as a TypeError: the row is malformed instead, named by file and line (skipped, or raised)."""
+    good = {"id": "a", "question": "Capital of France?", "answer": "Paris"}
+    bad = [
+        good | {"id": "b", "question": "Capital\ud800?"},
+        good | {"id": "c", "context": "\udfff"},
+        good | {"id": "\ud800"},
+    ]
+    p = write_file(tmp_path / "qa.jsonl", jsonl_text(good, *bad))
+    with pytest.warns(MalformedRowWarning) as caught:
+        exs = load_user_file(p)
+    assert [ex.id for ex in exs] == ["a"]
+    shown = " ".join(str(w.message) for w in caught)
+    for line, field in ((2, "question"), (3, "context"), (4, "id")):
+        assert f"line {line}" in shown and f"field '{field}' is not valid Unicode" in shown, shown
+    with pytest.raises(MalformedRowError, match=r"line 2.*field 'question' is not valid Unicode: '\\ud800'"):
+        load_user_file(p, on_error="raise")
+    mc = {"question": "Pick", "choices": ["A", "B\ud800"], "answer": "A"}
+    with pytest.raises(MalformedRowError, match="field 'choices' is not valid Unicode"):
+        load_user_file(write_file(tmp_path / "mc.jsonl", jsonl_text(mc)), kind="mc", on_error="raise")

@@ -130,3 +130,17 @@ def test_check_unique_ids_shows_at_most_five() -> None:
     check_unique_ids(["a", "b"], "x")
     with pytest.raises(InputFileError, match=r"x: 7 ids occur more than once: '0' \(2×\), .*'4' \(2×\), …; give"):
         check_unique_ids([str(i) for i in range(7)] * 2, "x")
+
+
+def test_a_lone_surrogate_is_refused_naming_the_line(tmp_path: Path) -> None:
+    """A JSON ``\\ud800`` escape without its pair, in a prompt, a chat message or an id (prompts) or in a label's
+    id: `InputFileError` naming ``path:line`` (before any model loads), not the tokenizer's TypeError."""
+    for text, message in [
+        ('"ok"\n"x\\ud800"\n', "p.jsonl:2: the prompt is not valid Unicode: '\\\\ud800' at character 1"),
+        ('{"messages": [{"role": "user", "content": "\\udc00"}]}\n', "p.jsonl:1: the prompt is not valid Unicode"),
+        ('{"id": "\\ud800", "prompt": "Hi"}\n', "p.jsonl:1: the id is not valid Unicode"),
+    ]:
+        with pytest.raises(InputFileError, match=message):
+            read_prompt_file(_write(tmp_path, "p.jsonl", text))
+    with pytest.raises(InputFileError, match="l.jsonl:2: the id is not valid Unicode"):
+        read_labels(_write(tmp_path, "l.jsonl", '{"id": "a", "label": 1}\n{"id": "b\\ud800", "label": 0}\n'))

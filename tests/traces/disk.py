@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-__all__ = ["fill", "read_only", "small_filesystem", "tmp_files"]
+__all__ = ["fill", "leave_free", "read_only", "small_filesystem", "tmp_files"]
 
 
 @contextlib.contextmanager
@@ -41,6 +41,13 @@ def fill(mnt: Path) -> None:
                 f.write(b"\0" * 4096)
         except OSError as e:
             assert e.errno == errno.ENOSPC, e
+
+
+def leave_free(mnt: Path, kib: int) -> None:
+    """Fill the file system of ``mnt`` up, then free ``kib`` KiB of it again (the ``.filler`` file shrunk)."""
+    fill(mnt)
+    filler = mnt / ".filler"
+    os.truncate(filler, max(0, filler.stat().st_size - kib * 1024))
 
 
 def read_only(mnt: Path) -> None:

@@ -283,3 +283,64 @@ def test_a_full_or_read_only_disk_keeps_the_old_file(tmp_path: Path) -> None:
         with pytest.raises(OSError, match="(?i)read-only file"):
             save_traces(big[:1], old)
         assert old.read_bytes() == before and tmp_files(mnt) == []
+
+
+def _refuse_constant(name: str) -> None:
+    raise AssertionError(f"not standard JSON: {name}")
+
+
+def test_jsonl_is_standard_json_and_a_missing_top_k_entry_comes_back(tmp_path: Path) -> None:
+    """``-Infinity`` / ``NaN`` are not JSON (a JavaScript ``JSON.parse`` refuses them): written as null, read back
+    as −∞ for a top-k entry; a file of an older tracecal, with bare ``-Infinity``, reads the same."""
+    t = make_traces()[0]
+    assert t.topk_logprobs is not None
+    t.topk_logprobs[1, 1] = -np.inf  # fewer alternatives than k at that step
+    t.meta["end_prob"] = float("nan")
+    path = export_jsonl([t], tmp_path / "t.jsonl")
+    doc = json.loads(path.read_text(encoding="utf-8"), parse_constant=_refuse_constant)
+    assert doc["topk_logprobs"][1][1] is None and doc["meta"]["end_prob"] is None
+    back = import_jsonl(path)[0]
+    assert back.topk_logprobs is not None and back.topk_logprobs[1, 1] == -np.inf
+    np.testing.assert_array_equal(back.topk_logprobs, t.topk_logprobs)
+    path.write_text(json.dumps(t.to_dict()) + "\n", encoding="utf-8")  # the old layout
+    old = import_jsonl(path)[0].topk_logprobs
+    assert old is not None and old[1, 1] == -np.inf
+
+
+def test_an_output_that_is_an_input_is_refused_through_links(tmp_path: Path) -> None:
+    import os
+
+    from tracecal.errors import ValidationError
+    from tracecal.traces.io import check_output
+
+    src = save_traces([_trace([0.1], [0.2], "a")], tmp_path / "in.parquet")
+    shards = tmp_path / "shards"
+    shard = save_traces([_trace([0.1], [0.2], "b")], shards / "00000.parquet")
+    before = {p: p.read_bytes() for p in (src, shard)}
+    (tmp_path / "sym.parquet").symlink_to(src)
+    os.link(src, tmp_path / "hard.parquet")
+    write = lambda name: Path(name).write_bytes(b"output")  # noqa: E731
+    for out in (src, tmp_path / "sym.parquet", tmp_path / "hard.parquet"):
+        with pytest.raises(ValidationError, match=f"--out {out} is the traces {src}: writing it would destroy"):
+            atomic_write(out, write, [("labels", None), ("traces", src)], "--out")
+    with pytest.raises(ValidationError, match=r"the output .*00000.parquet is the traces .*\(a file of .*shards\)"):
+        save_traces([_trace([0.1], [0.2], "c")], shard, [("traces", shards)])
+    assert {p: p.read_bytes() for p in (src, shard)} == before
+    atomic_write(tmp_path / "new.parquet", write, [("traces", src), ("traces", shards)])  # not an input: written
+    check_output(os.devnull, [("input", os.devnull)])  # a device is written into, never replaced: no input lost
+
+
+def test_an_os_error_names_the_target_not_its_temporary_file(tmp_path: Path) -> None:
+    import errno
+
+    def full(name: str) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device", name)
+
+    def no_name(name: str) -> None:  # pyarrow's errors name no file
+        raise OSError(errno.ENOSPC, "Error writing bytes to file. Detail: [errno 28] No space left on device")
+
+    for write in (full, no_name):
+        with pytest.raises(OSError, match="No space left") as err:
+            atomic_write(tmp_path / "t.json", write)
+        assert err.value.filename == str(tmp_path / "t.json") and err.value.errno == errno.ENOSPC
+    assert tmp_files(tmp_path) == []

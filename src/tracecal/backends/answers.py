@@ -16,10 +16,11 @@ answer ends before it) or the model's most likely next token after the answer is
 ``max_new_tokens`` is given and the answer has that many tokens; ``"stop_string"`` when that next token's text
 completes one of ``stop_strings``; otherwise ``"unknown"`` (the model would have gone on: someone cut the answer).
 
-Answers are text (tokenized by the model's tokenizer without special tokens, exactly as given: include the leading
-space a plain-text prompt such as ``"Answer:"`` is followed by) or token ids of this model's vocabulary. Text that a
-model generated may tokenize differently from the ids it generated (tokenizations are not unique): pass the ids
-when you have them.
+Answers are text (tokenized by the model's tokenizer without BOS / EOS, exactly as given: include the leading
+space a plain-text prompt such as ``"Answer:"`` is followed by; user text, so a special-token string it spells is
+encoded as its characters: `tracecal.backends.prompting.user_text_ids`) or token ids of this model's vocabulary.
+Text that a model generated may tokenize differently from the ids it generated (tokenizations are not unique):
+pass the ids when you have them.
 
 What the trace means for an answer this model did not choose greedily (docs in README.md, "Python API"):
 
@@ -42,8 +43,10 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from tracecal._validation import check_text
 from tracecal.backends import base
 from tracecal.backends.base import Prompt
+from tracecal.backends.prompting import user_text_ids
 from tracecal.errors import ValidationError
 from tracecal.traces.trace import Trace
 
@@ -110,6 +113,7 @@ def check_answers(prompts: Sequence[Prompt], answers: Sequence[Answer]) -> tuple
         raise ValidationError(f"answers must have one entry per prompt: {len(answers)} answers, {len(prompts)} prompts")
     for i, a in enumerate(answers):
         if isinstance(a, str):
+            check_text(a, f"answer {i}")  # a lone surrogate: refused here, naming the answer, on every backend
             continue
         if isinstance(a, dict) or not isinstance(a, Sequence | np.ndarray) or not all(_is_id(x) for x in a):
             raise ValidationError(f"answer {i}: expected a str or a list of token ids (ints), got {str(a)[:60]!r}")
@@ -155,10 +159,12 @@ def check_answer_args(
     )
 
 
-def answer_token_ids(tokenizer: Any, answer: Answer) -> list[int]:
-    """The ids of an answer: text tokenized without special tokens, ids as given."""
+def answer_token_ids(tokenizer: Any, answer: Answer, what: str = "the answer") -> list[int]:
+    """The ids of an answer: text encoded as user text without BOS / EOS (`user_text_ids`: a special-token string
+    in it, e.g. ``"<|im_end|>"``, becomes the ids of its characters, so it neither ends the answer nor feeds the
+    model a control token), ids as given."""
     if isinstance(answer, str):
-        return [int(i) for i in tokenizer(answer, add_special_tokens=False)["input_ids"]]
+        return user_text_ids(tokenizer, answer, what)
     return [int(i) for i in answer]
 
 
@@ -214,9 +220,10 @@ def trace_answers_local(
     ``context_length``): answers cut before their first stop token, batches of similar lengths handed to
     ``forced`` (one teacher-forced pass per batch), traces in prompt order."""
     stop = set(backend.stop_ids)
-    rows, had_stop = [], []
-    for p, a in zip(args.prompts, args.answers, strict=True):
-        a_ids = answer_token_ids(backend.tokenizer, a)
+    rows: list[tuple[list[int], list[int]]] = []
+    had_stop: list[bool] = []
+    for i, (p, a) in enumerate(zip(args.prompts, args.answers, strict=True)):
+        a_ids = answer_token_ids(backend.tokenizer, a, f"answer {i}")
         cut = next((t for t, x in enumerate(a_ids) if x in stop), None)
         rows.append((backend.encode_prompt(p), a_ids if cut is None else a_ids[:cut]))
         had_stop.append(cut is not None)

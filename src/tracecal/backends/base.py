@@ -19,7 +19,7 @@ from typing import Any, NamedTuple, Protocol, TypedDict, Unpack, runtime_checkab
 
 import numpy as np
 
-from tracecal._validation import Interval, is_number
+from tracecal._validation import Interval, check_text, is_number
 from tracecal.backends.topk import topk_entropy as topk_entropy_of
 from tracecal.errors import TracecalError, ValidationError
 from tracecal.traces.trace import Trace
@@ -199,10 +199,12 @@ def _check_messages(messages: Any, where: str) -> None:
     for j, m in enumerate(messages):
         if not isinstance(m, dict) or not isinstance(m.get("role"), str) or not isinstance(m.get("content"), str):
             raise ValidationError(f"{where}, message {j}: expected {{'role': str, 'content': str}}, got {m!r:.80}")
+        check_text(m["content"], f"{where}, message {j}'s content")  # a lone surrogate: no tokenizer takes it
 
 
 def _check_prompt(p: Any, where: str) -> None:
     if isinstance(p, str):
+        check_text(p, where)
         return
     if isinstance(p, list):
         _check_messages(p, where)
@@ -221,6 +223,8 @@ def _check_prompt(p: Any, where: str) -> None:
         _check_messages(p["messages"], where)
     elif not isinstance(p.get("prompt"), str):
         raise ValidationError(f"{where}: a dict prompt needs 'prompt' (str), 'messages' (list) or 'prompt_ids'")
+    else:
+        check_text(p["prompt"], where)
 
 
 def check_prompts(prompts: Sequence[Prompt]) -> list[Prompt]:

@@ -18,12 +18,14 @@ from typing import Any
 import torch
 
 from tracecal.backends.catalogue import (
+    CACHE_VARIABLE,
     DEFAULT_GGUF_DIST,
     DEFAULT_GGUF_FILE,
     DEFAULT_MODEL,
     GEMMA_MODEL,
     NAMED_MODELS,
     QWEN_MODEL,
+    ModelAssemblyError,
     cache_dir_ready,
     default_gguf_path,
     file_sha256,
@@ -95,8 +97,7 @@ def gguf_checkpoint(gguf: str | os.PathLike[str], out: str | os.PathLike[str] | 
         model.hf_quantizer = None  # type: ignore[assignment]  # torch types Module.__setattr__ values as Tensor | Module
         if hasattr(model.config, "quantization_config"):
             del model.config.quantization_config
-        model.save_pretrained(tmp)
-        tokenizer.save_pretrained(tmp)
+        _save_checkpoint(model, tokenizer, tmp, target)
         try:
             tmp.rename(target)
         except OSError:  # another process finished first
@@ -105,6 +106,22 @@ def gguf_checkpoint(gguf: str | os.PathLike[str], out: str | os.PathLike[str] | 
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return target
+
+
+def _save_checkpoint(model: Any, tokenizer: Any, tmp: Path, target: Path) -> None:
+    """Save the converted checkpoint into ``tmp``; a full disk or an unwritable folder (an ``OSError``, or
+    safetensors' own error) is a `ModelAssemblyError` naming the variable that moves the cache."""
+    from safetensors import SafetensorError
+
+    try:
+        model.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+    except (OSError, SafetensorError) as e:
+        reason = getattr(e, "strerror", None) or str(e)
+        raise ModelAssemblyError(
+            f"cannot write the converted checkpoint {target}: {reason}; free some space, or set {CACHE_VARIABLE} "
+            "to a writable folder with free space (the model cache), then run again"
+        ) from e
 
 
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}

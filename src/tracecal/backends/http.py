@@ -281,6 +281,8 @@ class HTTPModel:
                 progress(1)
             return t
 
+        if n == 1:  # one prompt (each gateway request in proxy mode): no thread to start
+            return [run(0)]
         pool = ThreadPoolExecutor(max_workers=min(workers, n))
         try:
             futures = [pool.submit(run, i) for i in range(n)]

@@ -22,28 +22,15 @@ import weakref
 from collections.abc import Sequence
 from typing import Any
 
+from tracecal._validation import check_text
 from tracecal.backends.base import Prompt, check_positive_int
 from tracecal.backends.defaults import tokenizer_stop_ids
 from tracecal.errors import ValidationError
 
-__all__ = ["TokenizerBackend", "control_token_ids", "prompt_ids", "text_ids"]
+__all__ = ["TokenizerBackend", "control_token_ids", "prompt_ids", "text_ids", "user_text_ids"]
 
 _ROLE = re.compile(r"[A-Za-z][A-Za-z0-9_-]{0,31}")
 _CONTROL: weakref.WeakKeyDictionary[Any, tuple[int, frozenset[int]]] = weakref.WeakKeyDictionary()
-
-
-def _check_text(text: Any, what: str) -> str:
-    """``text`` if it is a string of valid Unicode (encodable as UTF-8); else `ValidationError` naming ``what``."""
-    if not isinstance(text, str):
-        raise ValidationError(f"{what} must be a string, got {type(text).__name__}")
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError as e:
-        raise ValidationError(
-            f"{what} is not valid Unicode: {e.object[e.start : e.end]!r} at character {e.start} is a lone surrogate "
-            "(send UTF-8 text; in JSON, a \\ud800-\\udfff escape must be half of a pair)"
-        ) from None
-    return text
 
 
 def control_token_ids(tokenizer: Any) -> frozenset[int]:
@@ -101,6 +88,14 @@ def text_ids(tokenizer: Any, text: str, user: Sequence[tuple[int, int]], add_spe
         else:
             out.append(int(i))
     return out
+
+
+def user_text_ids(tokenizer: Any, text: str, what: str = "the text") -> list[int]:
+    """The ids of ``text`` given by a user (an answer to score, a plain prompt part), without BOS / EOS: valid
+    Unicode (`check_text`, else `ValidationError` naming ``what``) and wholly user text (`text_ids`), so a
+    special-token string it spells (``"<|im_end|>"``) is encoded as its characters, never as a control token."""
+    text = check_text(text, what)
+    return text_ids(tokenizer, text, [(0, len(text))])
 
 
 def _render(tokenizer: Any, messages: list[dict[str, str]]) -> str:
@@ -161,9 +156,9 @@ def _messages(prompt: list[Any], system_prompt: str | None) -> list[dict[str, st
             raise ValidationError(
                 f"message {j}: role must be a word such as 'user' (letters, digits, _ or -), got {role!r:.40}"
             )
-        messages.append({"role": role, "content": _check_text(m.get("content"), f"message {j}'s content")})
+        messages.append({"role": role, "content": check_text(m.get("content"), f"message {j}'s content")})
     if system_prompt and (not messages or messages[0]["role"] != "system"):
-        messages = [{"role": "system", "content": _check_text(system_prompt, "system_prompt")}, *messages]
+        messages = [{"role": "system", "content": check_text(system_prompt, "system_prompt")}, *messages]
     return messages
 
 
@@ -183,7 +178,7 @@ def prompt_ids(tokenizer: Any, prompt: Prompt, chat: bool, system_prompt: str | 
     elif chat:
         messages = _messages([{"role": "user", "content": prompt}], system_prompt)
     else:
-        text = _check_text(prompt, "the prompt")
+        text = check_text(prompt, "the prompt")
         return text_ids(tokenizer, text, [(0, len(text))], add_special_tokens=True)
     return _chat_ids(tokenizer, messages)
 

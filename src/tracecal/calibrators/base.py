@@ -48,7 +48,7 @@ from tracecal.calibrators.values import (
     json_float,
 )
 from tracecal.errors import ValidationError
-from tracecal.traces.io import atomic_write
+from tracecal.traces.io import Inputs, atomic_write
 from tracecal.traces.provenance import provenance, read_provenance
 from tracecal.version import __version__
 
@@ -339,11 +339,12 @@ class Calibrator(BaseEstimator):
         obj.provenance = read_provenance(d.get("provenance"), CalibratorFileError)
         return obj
 
-    def save(self, path: str | os.PathLike[str]) -> Path:
-        """Write the fitted calibrator as JSON (`to_dict`), atomically; returns the path."""
+    def save(self, path: str | os.PathLike[str], inputs: Inputs = ()) -> Path:
+        """Write the fitted calibrator as JSON (`to_dict`), atomically and never over one of ``inputs``
+        (`tracecal.traces.io.atomic_write`); returns the path."""
         text = json.dumps(self.to_dict(), indent=2, allow_nan=False)
         path = Path(path)
-        atomic_write(path, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
+        atomic_write(path, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"), inputs)
         return path
 
     @classmethod

@@ -43,6 +43,7 @@ from tracecal.calibrators.base import (
 from tracecal.signals.features import feature_names, trace_plus_features
 from tracecal.signals.operators import KERNELS
 from tracecal.stats.metrics import SingleClassWarning
+from tracecal.traces.provenance import traces_provenance
 from tracecal.traces.trace import Trace, TraceBatch
 
 __all__ = [
@@ -199,6 +200,8 @@ class TraceFeatureCalibrator(Calibrator):
         self._check_params()
         who = type(self).__name__
         M = self._as_matrix(X, reset=True)
+        if isinstance(X, list | tuple):  # `Trace` objects record whose answers they are: the file carries it
+            self.provenance = traces_provenance(X, None)
         yy = fit_labels(y, len(M), who)
         if len(M) == 0:
             raise ValueError(f"{who}.fit got no answers")

@@ -39,7 +39,6 @@ from scipy.optimize import minimize_scalar
 from scipy.special import expit
 from sklearn.exceptions import NotFittedError
 from sklearn.isotonic import IsotonicRegression
-from sklearn.linear_model import LogisticRegression
 from sklearn.utils import Tags
 
 from tracecal._validation import Interval
@@ -54,6 +53,7 @@ from tracecal.calibrators.base import (
     json_array,
     json_float,
 )
+from tracecal.calibrators.logistic import PLATT_C, PLATT_MAX_ITER, platt_rows
 from tracecal.stats.metrics import SingleClassWarning, check_labels, check_scores
 
 __all__ = [
@@ -197,10 +197,12 @@ class ScalarCalibrator(Calibrator):
 class PlattCalibrator(ScalarCalibrator):
     """Platt scaling: p = σ(b + w·z), z = (s − mean_) / scale_ (score standardised on the fit data).
 
-    Logistic regression (sklearn ``LogisticRegression``, L2 with inverse strength ``C``; the default
-    1e6 is effectively unregularised) of y on the standardised score; standardising keeps the solver
-    well conditioned for scores on any scale. A constant score gets ``scale_ = 1``. Works for any
-    real-valued score. Fitted: ``mean_``, ``scale_``, ``coef_`` (w), ``intercept_`` (b).
+    Logistic regression of y on the standardised score with the slope's L2 penalty w²/(2C) (scikit-learn's
+    ``LogisticRegression(C)`` model; the default 1e6 is effectively unregularised, yet keeps the optimum finite on
+    separable data), fitted to its optimum by Newton's method (`tracecal.calibrators.logistic.platt_rows`, the
+    very fit the evaluation protocol runs on every split; at most ``max_iter`` steps); standardising keeps it well
+    conditioned for scores on any scale. A constant score gets ``scale_ = 1``. Works for any real-valued score.
+    Fitted: ``mean_``, ``scale_``, ``coef_`` (w), ``intercept_`` (b).
 
     >>> from tracecal.calibrators import PlattCalibrator
     >>> cal = PlattCalibrator().fit([0.1, 0.3, 0.4, 0.6, 0.7, 0.9], [0, 0, 1, 0, 1, 1])
@@ -216,18 +218,14 @@ class PlattCalibrator(ScalarCalibrator):
         "max_iter": Interval(int, 1, None),
     }
 
-    def __init__(self, C: float = 1e6, max_iter: int = 1000) -> None:
+    def __init__(self, C: float = PLATT_C, max_iter: int = PLATT_MAX_ITER) -> None:
         self.C = C
         self.max_iter = max_iter
 
     def _fit(self, s: NDArray[np.float64], y: NDArray[np.int64]) -> None:
-        mean, sd = float(s.mean()), float(s.std())
-        scale = sd if sd > 0 and math.isfinite(sd) else 1.0
-        z = ((s - mean) / scale)[:, None]
-        lr = LogisticRegression(C=self.C, max_iter=self.max_iter).fit(z, y)
-        self.mean_, self.scale_ = mean, scale
-        self.coef_ = float(lr.coef_[0, 0])
-        self.intercept_ = float(lr.intercept_[0])
+        mean, scale, a, w, _ = platt_rows(s[None], y[None], float(self.C), int(self.max_iter))
+        self.mean_, self.scale_ = float(mean[0]), float(scale[0])
+        self.coef_, self.intercept_ = float(w[0]), float(a[0])
 
     def _predict(self, s: NDArray[np.float64]) -> NDArray[np.float64]:
         with np.errstate(over="ignore"):  # |z| beyond float64 → ±inf, clipped to ±Z_CLIP next

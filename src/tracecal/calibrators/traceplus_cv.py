@@ -44,8 +44,8 @@ from tracecal._validation import Interval, Options
 from tracecal.calibrators.base import CalibratorFileError, Flag, ListOf, ParamConstraint, json_array, json_float
 from tracecal.calibrators.features_base import PARAMS, PENALTIES, TraceFeatureCalibrator, Traces, logit, penalty_json
 from tracecal.calibrators.logistic import DEFAULT_PENALTIES, batched_platt, log_loss, one_se_index, penalised_logistic
-from tracecal.signals.features import feature_names, trace_plus_features
-from tracecal.signals.operators import as_batch, trace_confidence
+from tracecal.signals.features import feature_names, trace_and_features
+from tracecal.signals.operators import as_batch
 from tracecal.signals.statistics import TRACE_STATISTICS, trace_statistic
 
 __all__ = ["TracePlusCV", "DEFAULT_STATISTICS", "CONSENSUS", "EXTENDED", "COMBINE"]
@@ -146,9 +146,10 @@ class TracePlusCV(TraceFeatureCalibrator):
         """(statistics, φ) per answer, shape (B, len(statistics) + 8); validates the traces' values."""
         self._check_params()
         b = as_batch(traces)
-        cols = [trace_confidence(b) if s == "trace" else trace_statistic(s, b) for s in self.statistics]
+        c, phi = trace_and_features(b)  # c_TRACE and φ in one sweep
+        cols = [c if s == "trace" else trace_statistic(s, b) for s in self.statistics]
         stats = np.column_stack(cols) if len(b) else np.zeros((0, len(self.statistics)))
-        return np.column_stack([stats, trace_plus_features(b)])
+        return np.column_stack([stats, phi])
 
     # ------------------------------------------------------------------ fit: the pieces
     def _setup(self, M: np.ndarray) -> None:

@@ -56,7 +56,8 @@ from tracecal.calibrators.features_base import (
 )
 from tracecal.calibrators.logistic import DEFAULT_PENALTIES, one_se_index, penalised_logistic
 from tracecal.calibrators.scalar import PlattCalibrator
-from tracecal.signals.operators import as_batch, trace_confidence
+from tracecal.signals.features import trace_and_features
+from tracecal.signals.operators import as_batch
 from tracecal.stats.metrics import SingleClassWarning
 
 __all__ = ["TracePlusPrior", "DEFAULT_PENALTIES", "PRIOR_NAME"]
@@ -117,10 +118,9 @@ class TracePlusPrior(LinearTraceCalibrator):
 
     def matrix(self, traces: Traces) -> np.ndarray:
         """(c_TRACE, φ) per answer, shape (B, 1 + n_features); validates the traces' values."""
-        b = as_batch(traces)
-        phi = self.plus_features(b)
-        c = trace_confidence(b) if len(b) else np.zeros(0)
-        return np.column_stack([c, phi]) if len(b) else np.zeros((0, phi.shape[1] + 1))
+        lams, first_k, kernel, seq, thr = self._feature_args()
+        c, phi = trace_and_features(as_batch(traces), None, lams, first_k, kernel, seq, thr)  # one sweep
+        return np.column_stack([c, phi])
 
     # ------------------------------------------------------------------ fit
     def _prior(self, c: np.ndarray, y: np.ndarray) -> tuple[float, float]:

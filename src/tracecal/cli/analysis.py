@@ -3,6 +3,7 @@ LABEL=RUN ...` (the paper's Table 2 from scored runs' results files)."""
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import Annotated
 
@@ -42,6 +43,10 @@ def ablate_command(
     note(f"wrote {run_dir / 'ablations.json'} and {run_dir / 'ablations.md'}")
 
 
+def _write_text(name: str, text: str) -> None:
+    Path(name).write_text(text, encoding="utf-8")
+
+
 def _runs(specs: list[str]) -> dict[str, Path]:
     out: dict[str, Path] = {}
     for spec in specs:
@@ -63,12 +68,18 @@ def cross_model_command(
 
     from tracecal.analysis.cross_model import cross_model_markdown, cross_model_table, read_results
     from tracecal.evaluation.outputs import plain_json
+    from tracecal.traces.io import atomic_write, check_output
 
-    doc = cross_model_table({label: read_results(p) for label, p in _runs(runs).items()})
+    paths = _runs(runs)
+    inputs = [(f"results of {label}", p, "results.json") for label, p in paths.items()]
+    for path in (out, None if out is None else out.with_suffix(".json")):
+        if path is not None:
+            check_output(path, inputs, "--out")  # before anything is read (a run's results.json beside --out)
+    doc = cross_model_table({label: read_results(p) for label, p in paths.items()})
     md = cross_model_markdown(doc)
     out_console.print(md, markup=False, highlight=False)
     if out is not None:
-        out.write_text(md, encoding="utf-8")
         text = json.dumps(plain_json(doc), indent=1, default=str, allow_nan=False)  # standard JSON: NaN as null
-        out.with_suffix(".json").write_text(text, encoding="utf-8")
+        for path, body in ((out, md), (out.with_suffix(".json"), text)):
+            atomic_write(path, functools.partial(_write_text, text=body), inputs, "--out")
         note(f"wrote {out} and {out.with_suffix('.json')}")

@@ -65,6 +65,7 @@ def _rows(path: Path) -> list[tuple[int, Any, str | None]]:
 
 def _parse(line: int, rec: Any) -> AnswerRow:
     """One row → `AnswerRow`; `ValidationError` saying what the row lacks."""
+    from tracecal._validation import check_text
     from tracecal.backends.base import check_prompts
 
     if not isinstance(rec, dict):
@@ -78,6 +79,8 @@ def _parse(line: int, rec: Any) -> AnswerRow:
     prompt = messages or rec.get("prompt")
     if not prompt or not isinstance(prompt, str | list):
         raise ValidationError("no prompt: give 'prompt' (text) or 'messages' (a list of {'role', 'content'})")
+    if isinstance(prompt, str):
+        check_text(prompt, "'prompt'")
     try:
         check_prompts([prompt])
     except ValidationError as e:
@@ -86,7 +89,8 @@ def _parse(line: int, rec: Any) -> AnswerRow:
     if not isinstance(answer, str):
         raise ValidationError(f"'answer' must be text, got {type(answer).__name__ if answer is not None else 'none'}")
     rid = rec.get("id")
-    return AnswerRow(line, str(line) if rid is None or rid == "" else str(rid), prompt, answer)
+    rid = str(line) if rid is None or rid == "" else check_text(str(rid), "'id'")
+    return AnswerRow(line, rid, prompt, check_text(answer, "'answer'"))
 
 
 def read_answer_rows(path: Path, on_error: str = "skip") -> tuple[list[AnswerRow], list[str]]:
@@ -110,8 +114,8 @@ def read_answer_rows(path: Path, on_error: str = "skip") -> tuple[list[AnswerRow
     return good, bad
 
 
-def _write(traces: list[Any], rows: list[AnswerRow], conf: Any, prob: Any, out: Path) -> None:
-    """The traces table with the per-row columns, written atomically."""
+def _write(traces: list[Any], rows: list[AnswerRow], conf: Any, prob: Any, out: Path, inputs: Any) -> None:
+    """The traces table with the per-row columns, written atomically (never over one of ``inputs``)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -121,7 +125,7 @@ def _write(traces: list[Any], rows: list[AnswerRow], conf: Any, prob: Any, out: 
     table = table.append_column("c_trace", pa.array(conf, pa.float64()))
     if prob is not None:
         table = table.append_column("p_correct", pa.array(prob, pa.float64()))
-    atomic_write(out, lambda tmp: pq.write_table(table, tmp, compression="zstd"))
+    atomic_write(out, lambda tmp: pq.write_table(table, tmp, compression="zstd"), inputs, "--out")
 
 
 @user_errors
@@ -139,7 +143,8 @@ def score_answers(
 
     check_option("--on-error", on_error, Options(*ON_ERROR))
     check_option("--batch-size", batch_size, Interval(int, 1, None))
-    out_path(out, "traces")
+    inputs = [("answers file", answers_path), ("calibrator", calibrator), ("model file", model, "**/*")]
+    out_path(out, "traces", inputs)
     rows, bad = read_answer_rows(answers_path, on_error)
     for msg in bad[:SHOWN_ERRORS]:
         note(f"skipped {msg}")
@@ -155,7 +160,7 @@ def score_answers(
         prompts, answers, ids = [r.prompt for r in rows], [r.answer for r in rows], [r.id for r in rows]
         traces = lm.trace_answers(prompts, answers, ids=ids, progress=lambda n: pb.advance(job, n))
     conf, prob = _confidences(scorer, traces)
-    _write(traces, rows, conf, prob, out)
+    _write(traces, rows, conf, prob, out, inputs)
     skipped = f"; {len(bad)} malformed rows skipped" if bad else ""
     console.print(f"scored {len(traces)} answers{skipped}; wrote [bold]{escape(str(out))}[/]")
 

@@ -4,8 +4,9 @@ formatter, the progress bar and the options several commands take.
 An error the user can fix (a `tracecal.errors.TracecalError`, an ``OSError`` such as a missing file, a
 ``ValueError`` from a bad value, a ``RuntimeError`` or ``ImportError`` from a backend that cannot start) ends the
 command with exit status 2 and one line ``error: <message>``, the message's rich markup escaped (a path holding
-``[red]`` is printed as it is), never a traceback. `refuse_input_as_output` is the one check that a command
-never writes over one of its inputs.
+``[red]`` is printed as it is), never a traceback. `refuse_input_as_output` checks early that a command will
+not write over one of its inputs (`tracecal.traces.io.check_output`, which the one writer `atomic_write` applies
+again at the write).
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ from __future__ import annotations
 import functools
 import math
 import numbers
-import os
 import re
 import sys
 from collections.abc import Callable, Iterable
@@ -27,7 +27,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from tracecal._validation import Constraint, check_param
-from tracecal.errors import TracecalError, ValidationError
+from tracecal.errors import TracecalError, os_error_message
 
 __all__ = [
     "EXIT_USER_ERROR",
@@ -38,6 +38,7 @@ __all__ = [
     "ModelOpt",
     "check_option",
     "console",
+    "error_line",
     "fail",
     "fmt_num",
     "note",
@@ -102,9 +103,17 @@ def note(msg: str) -> None:
     console.print(msg, markup=False, highlight=False, soft_wrap=True)
 
 
+def error_line(err: BaseException) -> str:
+    """The line a user error is reported with: its message; for an ``OSError`` of the OS (or pyarrow) the one
+    mapping `tracecal.errors.os_error_message` (a full disk or a read-only folder says what to do)."""
+    if isinstance(err, OSError) and type(err).__module__ == "builtins":
+        return os_error_message(err, writing=False)
+    return str(err) or type(err).__name__
+
+
 def user_errors(func: Callable[P, R]) -> Callable[P, R]:
-    """Decorate a command: the exceptions of `USER_ERRORS` end it through `fail` (exit status 2, one escaped line,
-    no traceback). click's own exits and usage errors pass through unchanged."""
+    """Decorate a command: the exceptions of `USER_ERRORS` end it through `fail` (exit status 2, one escaped line
+    `error_line`, no traceback). click's own exits and usage errors pass through unchanged."""
 
     @functools.wraps(func)
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
@@ -113,34 +122,23 @@ def user_errors(func: Callable[P, R]) -> Callable[P, R]:
         except PASS_THROUGH:
             raise  # typer's and click's Exit and Abort derive from RuntimeError: never re-reported
         except USER_ERRORS as err:
-            fail(str(err) or type(err).__name__)
+            fail(error_line(err))
 
     return wrapper
 
 
 def refuse_input_as_output(
-    out: Path, option: str, inputs: Iterable[tuple[str, Path | str | None]], shards: str = "*.parquet"
+    out: Path, option: str, inputs: Iterable[tuple[Any, ...]], shards: str = "*.parquet"
 ) -> None:
     """Refuse to write ``out`` (given by ``option``) when it is one of the inputs: `ValidationError` naming both.
 
-    ``inputs`` are ``(what, path)`` pairs (None: not given); a folder stands for the files in it that match
-    ``shards`` (the trace shards `tracecal.traces.io.load_traces` reads from a folder). The same file is
-    recognised through symbolic and hard links (``os.path.samefile``); a path that does not exist yet is no
-    input's file.
+    The check of `tracecal.traces.io.check_output`, which `atomic_write` applies again at the write, made before a
+    command reads or computes anything. ``inputs``: ``(what, path)`` pairs, whose folder stands for its files that
+    match ``shards``, or ``(what, path, pattern)`` triples.
     """
-    if not out.exists():
-        return
-    for what, given in inputs:
-        if given is None or not Path(given).exists():
-            continue
-        files = sorted(Path(given).glob(shards)) if Path(given).is_dir() else [Path(given)]
-        for file in files:
-            if os.path.samefile(out, file):
-                inside = "" if file == Path(given) else f" (a file of {given})"
-                raise ValidationError(
-                    f"{option} {out} is the {what} {file}{inside}: writing it would destroy that input; "
-                    "give another output path"
-                )
+    from tracecal.traces.io import check_output
+
+    check_output(out, [(e[0], e[1], e[2] if len(e) > 2 else shards) for e in inputs], option)
 
 
 def fmt_num(value: Any, digits: int = 3, pct: bool = False) -> str:

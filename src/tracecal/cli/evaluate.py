@@ -37,6 +37,7 @@ STORED_WITH_SCORE_ONLY = (
     "limit",
     "model",
     "dtype",
+    "backend",
     "max_new_tokens",
     "shard_size",
     "data_dir",
@@ -68,6 +69,13 @@ SelHoldoutOpt = Annotated[
 ]
 DtypeOpt = Annotated[
     str, typer.Option(help="model weights: auto (fp32 on CPU, bf16 on GPU) | float32 | bfloat16 | float16")
+]
+BackendOpt = Annotated[
+    str,
+    typer.Option(
+        help="auto (HF; a .gguf dequantised into an HF checkpoint; a URL: its server) | hf | llamacpp (a .gguf or "
+        "named model in llama.cpp, in-process; no beam pass)"
+    ),
 ]
 ScoreOnlyOpt = Annotated[
     bool, typer.Option("--score-only", help="compute nothing; score what RUN holds (incomplete passes: not run)")
@@ -154,14 +162,22 @@ def evaluate(
     on_error: Annotated[str, typer.Option(help="malformed data rows: skip (warn) | raise")] = "skip",
     metrics: Annotated[str, typer.Option(help="metrics to print")] = "auroc,brier,ece",
     report: Annotated[bool, typer.Option("--report/--no-report", help="write RUN/report.html")] = True,
-    threads: Annotated[int | None, typer.Option(help="torch CPU threads (default: torch's; --ray: per actor)")] = None,
+    threads: Annotated[
+        int | None, typer.Option(help="torch (and llama.cpp) CPU threads (default: torch's; --ray: per actor)")
+    ] = None,
     dtype: DtypeOpt = "auto",
+    backend: BackendOpt = "auto",
     data_dir: DataDirOpt = None,
     score_only: ScoreOnlyOpt = False,
     no_score: NoScoreOpt = False,
-    ray: Annotated[bool, typer.Option("--ray", help="compute the shards on Ray actors (docs/scaling.md)")] = False,
+    ray: Annotated[
+        bool,
+        typer.Option("--ray", help="compute the shards on Ray actors; --score-only: score on Ray (docs/scaling.md)"),
+    ] = False,
     ray_address: Annotated[str | None, typer.Option(help="Ray cluster: auto | HOST:PORT (default: local)")] = None,
-    ray_actors: Annotated[int | None, typer.Option(help="Ray model actors (default: CPUs or GPUs)")] = None,
+    ray_actors: Annotated[
+        int | None, typer.Option(help="Ray model actors; --score-only: blocks scored at once (default: CPUs or GPUs)")
+    ] = None,
     ray_gpus: Annotated[float, typer.Option(help="GPUs per Ray actor (1: an actor per GPU)")] = 0.0,
     n_boot: NBootOpt = 1000,
     level: LevelOpt = 0.95,
@@ -226,6 +242,12 @@ def _print_evaluation(res: Any, run_dir: Path, show: list[str], report: bool, t0
         out_console.print(table)
     if res.substitutes:
         console.print("[dim]substitutes: " + escape("; ".join(res.substitutes)) + "[/]")
+    why: dict[str, dict[str, None]] = {}  # reason → the estimators not run for it (on some task), in order
+    for info in res.tasks.values():
+        for est, reason in info.get("not_run_reasons", {}).items():
+            why.setdefault(reason, {})[est] = None
+    for reason, ests in why.items():
+        console.print(f"[dim]not run: {escape(', '.join(ests))}: {escape(reason)}[/]")
     console.print(
         f"results: [bold]{where}/results.json[/], results.csv, results.md "
         f"({time.perf_counter() - t0:.0f} s this invocation)"

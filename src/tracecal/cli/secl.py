@@ -5,6 +5,8 @@ Register in the main CLI with ``app.command("secl")(secl_command)``. Example::
     tracecal secl --stream triviaqa,svamp,arc_easy,truthfulqa --per-domain 150 --cache runs/frozen.json \\
         --out runs/secl.json --save-adapter runs/secl-adapter
     tracecal secl ... --gate always|never|detector --reset --loss mse --lora-targets q_proj,k_proj,v_proj,o_proj
+    tracecal secl ... --target norm_ptrue|ptrue|trace|trace_rank|oracle --reset --reset-at shift \\
+        --domain-order reverse --lr 1e-2 --update-threshold 0.2 --burst-size 64 --ph-lambda 5 --lora-rank 16
 
 ``--cache`` stores the frozen pass (answers, τ, v of the base model) so that ablations on the same stream
 and model skip it. ``--set key=value`` overrides any other `SECLConfig` field (e.g. ``--set ph_lambda=8``).
@@ -28,6 +30,7 @@ from tracecal.errors import ValidationError
 __all__ = ["secl_command", "print_result", "parse_overrides"]
 
 _TRUE, _FALSE = ("true", "1", "yes"), ("false", "0", "no")
+BACKENDS = ("auto", "hf", "llamacpp")  # as `tracecal evaluate --backend`; llamacpp is refused (`check_backend`)
 
 
 def _typed(key: str, raw: str, default: Any) -> Any:
@@ -69,7 +72,9 @@ def parse_overrides(pairs: list[str] | None) -> dict[str, Any]:
 #: The options that are `SECLConfig` fields of the same name.
 CONFIG_OPTIONS = (
     "gate",
+    "target",
     "accumulate",
+    "reset_at",
     "loss",
     "lora_targets",
     "lora_layers",
@@ -78,18 +83,53 @@ CONFIG_OPTIONS = (
     "lr",
     "burst_size",
     "batch_size",
+    "update_threshold",
+    "ph_lambda",
+    "lora_r",
 )
 
-METHOD_NAMES = {"frozen_v": "frozen v", "tau": "τ (NormPTrue)", "secl_v": "SECL v"}
+METHOD_NAMES = {"frozen_v": "frozen v", "tau": "τ", "secl_v": "SECL v"}
+
+TargetOpt = Annotated[
+    str, typer.Option(help="what v is pulled toward: norm_ptrue | ptrue | trace | trace_rank | oracle")
+]
+ResetAtOpt = Annotated[str, typer.Option(help="with --reset: reset after every update, or at every detected shift")]
+OrderOpt = Annotated[
+    str | None, typer.Option(help="the stream's domains reordered: reverse, or names / 1-based positions (2,1,4,3)")
+]
+ThresholdOpt = Annotated[float | None, typer.Option(help="train only when |v − τ| exceeds this [0.1]")]
+LambdaOpt = Annotated[float | None, typer.Option("--ph-lambda", help="Page-Hinkley alarm threshold λ, sd units [10]")]
+RankOpt = Annotated[int | None, typer.Option("--lora-rank", "--lora-r", help="LoRA rank r [8]; lora_alpha stays")]
+StreamOpt = Annotated[str, typer.Option("--stream", "-s", help="comma-separated task names, in stream order")]
+LossOpt = Annotated[str, typer.Option(help="directional (CE to bins around τ) | mse (on E[confidence])")]
+AccumulateOpt = Annotated[
+    bool, typer.Option("--accumulate/--reset", help="LoRA weights accumulate, or are reset (see --reset-at)")
+]
+SaveAdapterOpt = Annotated[
+    Path | None, typer.Option("--save-adapter", help="save the final LoRA adapter (safetensors) to this folder")
+]
+CacheOpt = Annotated[
+    Path | None, typer.Option("--cache", help="frozen-pass cache (JSON): reused if it matches, else written")
+]
+SampleSeedOpt = Annotated[
+    int | None, typer.Option(help="take a seeded random subset of each task (default: first rows)")
+]
+SetOpt = Annotated[
+    list[str] | None, typer.Option("--set", help="override any SECLConfig field: key=value (repeatable)")
+]
 
 
 def _result_table(result: Any) -> Table:
     """Per domain (and overall) and per confidence (frozen v, τ, SECL v): n, ECE, Brier, AUROC, accuracy, mean
     confidence, and the share of the domain SECL trained on."""
+    from tracecal.secl.targets import TARGET_NAMES
+
     cfg = result.config
+    names = METHOD_NAMES | {"tau": f"τ ({TARGET_NAMES.get(cfg.target, cfg.target)})"}
+    weights = "accumulate" if cfg.accumulate else f"reset at each {cfg.reset_at}"
     table = Table(
         title=escape(
-            f"SECL on {result.model_id} — gate={cfg.gate}, {'accumulate' if cfg.accumulate else 'reset'}, "
+            f"SECL on {result.model_id} — gate={cfg.gate}, target={cfg.target}, {weights}, "
             f"loss={cfg.loss}, LoRA {','.join(cfg.lora_targets)} × top-{cfg.lora_layers or 'all'} layers, "
             f"scope={cfg.scope}, seed={cfg.seed}"
         )
@@ -100,7 +140,7 @@ def _result_table(result: Any) -> Table:
         for k, (method, m) in enumerate(per.items()):
             table.add_row(
                 escape(dom) if k == 0 else "",
-                METHOD_NAMES[method],
+                names[method],
                 str(m["n"]),
                 *[fmt_num(m[key], 4) for key in ("ece", "brier", "auroc", "acc", "mean_conf")],
                 fmt_num(result.trained_share(dom), 1, pct=True) if method == "secl_v" else "",
@@ -146,12 +186,37 @@ def _progress(stage: str, done: int, total: int) -> None:
         note(f"  {stage}: {done}/{total}")
 
 
+def check_backend(backend: str) -> None:
+    """Refuse a ``--backend`` SECL cannot train on (before the stream is read or a model loaded): llama.cpp has no
+    gradients (`tracecal.secl.adapter.hf_only_error` says how to get the HF checkpoint of the same model)."""
+    if backend not in BACKENDS:
+        raise ValidationError(f"--backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
+    if backend == "llamacpp":
+        from tracecal.secl.adapter import hf_only_error
+
+        raise hf_only_error("llama.cpp (the GGUF run by llama-cpp-python)")
+
+
+def check_outputs(out: Path | None, cache: Path | None, save_adapter: Path | None) -> list[tuple[str, Any, str]]:
+    """What ``--out`` must not write over (the ``--cache`` file, the files of ``--save-adapter``), checked before
+    anything is computed (`tracecal.traces.io.check_output`); `ValidationError` for ``--out`` equal to ``--cache``
+    (also before the cache is written)."""
+    from tracecal.traces.io import check_output
+
+    inputs = [("--cache file", cache, "*"), ("--save-adapter folder's file", save_adapter, "*")]
+    if out is not None:
+        if cache is not None and out.resolve() == cache.resolve():
+            raise ValidationError(f"--out {out} and --cache {cache} are the same file: give two paths")
+        check_output(out, inputs, "--out")
+    return inputs
+
+
 def _run(
     model: str | None, items: list[Any], cfg: Any, cache: Path | None, threads: int | None, save_adapter: Path | None
 ) -> Any:
     """Load the model, get the frozen pass (from ``cache`` or computed), run SECL."""
     from tracecal.backends import load_model
-    from tracecal.backends.hf import HFModel
+    from tracecal.secl.adapter import require_hf
     from tracecal.secl.cache import frozen_for
     from tracecal.secl.run import run_secl
 
@@ -160,63 +225,59 @@ def _run(
 
         torch.set_num_threads(threads)
     with console.status("loading model…"):
-        lm = load_model(model, batch_size=cfg.batch_size)
-    if not isinstance(lm, HFModel):
-        raise ValidationError(f"SECL adapts the model with LoRA and needs an HF model, not a {type(lm).__name__}")
-    frozen = frozen_for(lm, items, cache, cfg.batch_size, progress=_progress, report=note)
+        lm = require_hf(load_model(model, batch_size=cfg.batch_size))  # a server URL: SECL needs the weights here
+    frozen = frozen_for(lm, items, cache, cfg.batch_size, _progress, note, need_p_yes=cfg.target == "ptrue")
     note("SECL pass…")
     return run_secl(lm, items, cfg, frozen=frozen, progress=_progress, save_adapter=save_adapter)
 
 
 @user_errors
 def secl_command(
-    stream: Annotated[
-        str, typer.Option("--stream", "-s", help="comma-separated task names, in stream order")
-    ] = "triviaqa,svamp,arc_easy,truthfulqa",
+    stream: StreamOpt = "triviaqa,svamp,arc_easy,truthfulqa",
     per_domain: Annotated[int, typer.Option("--per-domain", "-n", help="questions per domain")] = 150,
+    domain_order: OrderOpt = None,
     gate: Annotated[str, typer.Option(help="adaptation gate: detector | always | never")] = "detector",
-    accumulate: Annotated[
-        bool, typer.Option("--accumulate/--reset", help="LoRA weights accumulate, or reset after every question")
-    ] = True,
-    loss: Annotated[
-        str, typer.Option(help="directional (CE to bins around τ) | mse (on E[confidence])")
-    ] = "directional",
+    target: TargetOpt = "norm_ptrue",
+    accumulate: AccumulateOpt = True,
+    reset_at: ResetAtOpt = "update",
+    loss: LossOpt = "directional",
     lora_targets: Annotated[str, typer.Option(help="comma-separated module names to adapt")] = "q_proj,v_proj",
     lora_layers: Annotated[int, typer.Option(help="adapt the top-K decoder layers (0 = all)")] = 4,
     seed: Annotated[int, typer.Option(help="seed of the LoRA initialisation")] = 0,
     out: Annotated[Path | None, typer.Option("--out", "-o", help="write the full result (JSON) here")] = None,
-    save_adapter: Annotated[
-        Path | None, typer.Option("--save-adapter", help="save the final LoRA adapter (safetensors) to this folder")
-    ] = None,
+    save_adapter: SaveAdapterOpt = None,
     model: ModelOpt = None,
     data_dir: DataDirOpt = None,
-    cache: Annotated[
-        Path | None, typer.Option("--cache", help="frozen-pass cache (JSON): reused if it matches, else written")
-    ] = None,
+    cache: CacheOpt = None,
     scope: Annotated[str, typer.Option(help="adapter used for: confidence (v only) | all (answers, τ)")] = "confidence",
     lr: Annotated[float, typer.Option(help="LoRA learning rate")] = 3e-3,
     burst_size: Annotated[int, typer.Option(help="questions per adaptation burst")] = 32,
+    update_threshold: ThresholdOpt = None,
+    ph_lambda: LambdaOpt = None,
+    lora_r: RankOpt = None,
     batch_size: Annotated[int, typer.Option(help="questions per forward batch")] = 8,
-    sample_seed: Annotated[
-        int | None, typer.Option(help="take a seeded random subset of each task (default: first rows)")
-    ] = None,
+    sample_seed: SampleSeedOpt = None,
     threads: Annotated[int | None, typer.Option(help="torch CPU threads (default: torch's)")] = None,
-    set_: Annotated[
-        list[str] | None, typer.Option("--set", help="override any SECLConfig field: key=value (repeatable)")
-    ] = None,
+    backend: Annotated[
+        str, typer.Option(help="auto | hf (SECL trains LoRA: HF only; a .gguf or named model is converted to HF)")
+    ] = "auto",
+    set_: SetOpt = None,
 ) -> None:
     """SECL: test-time self-calibration of verbalised confidence over a stream of domains (METHOD §6)."""
     from tracecal.secl.config import SECLConfig
-    from tracecal.secl.stream import build_stream
+    from tracecal.secl.stream import build_stream, order_domains
 
-    options = {k: v for k, v in locals().items() if k in CONFIG_OPTIONS}
+    check_backend(backend)
+    inputs = check_outputs(out, cache, save_adapter)
+    options = {k: v for k, v in locals().items() if k in CONFIG_OPTIONS and v is not None}  # None: the default
     options["lora_targets"] = tuple(split_names(lora_targets))
     cfg = SECLConfig(**(options | parse_overrides(set_)))  # --set wins over the option of the same field
-    items = build_stream(stream, per_domain, data_dir=data_dir, sample_seed=sample_seed)
+    domains = order_domains(stream, domain_order)
+    items = build_stream(domains, per_domain, data_dir=data_dir, sample_seed=sample_seed)
     result = _run(model, items, cfg, cache, threads, save_adapter)
     print_result(result)
     if out is not None:
-        result.to_json(out)
+        result.to_json(out, inputs)
         note(f"wrote {out}")
     if save_adapter is not None:
         note(f"saved the LoRA adapter to {save_adapter}")

@@ -5,8 +5,10 @@ message and status 2, never a traceback.
 
 A ``--calibrator`` or ``--abstain-from`` file holds for one model's answers: its own provenance record
 (`tracecal.traces.provenance`) names the model and weight dtype, and a file made on another model or dtype than
-the one served is refused at start-up (``--allow-foreign-calibrator`` serves it anyway, with a warning). A file
-without a record (written before tracecal kept one) is served with a warning; for an ``--abstain-from`` file the
+the one served is refused at start-up (``--allow-foreign-calibrator`` serves it anyway, with a warning), and so is
+a file whose record names no model (`NO_MODEL`: a Python-API ``cal.save`` of a calibrator fitted on scores or a
+`TraceBatch`; one fitted on `Trace` objects records their model). A file without a record (written before tracecal
+kept one) is served with a warning; for an ``--abstain-from`` file the
 run's ``config.json`` beside it, where there is one, stands in. Behind ``--upstream`` the model compared is
 ``--upstream-model`` (when given) and no dtype; with ``--no-model`` nothing is served to compare with.
 """
@@ -55,6 +57,12 @@ OPTION_CONSTRAINTS = {
     "--top-logprobs": ("top_logprobs", Interval(int, 1, None)),
 }
 FOREIGN = "--allow-foreign-calibrator"
+NO_MODEL = (
+    "records no model its answers came from (saved from the Python API from scores or a TraceBatch, or from "
+    "traces without a model id), so it cannot be checked against {model!r}; record it before saving "
+    "(cal.provenance = tracecal.traces.provenance.provenance({model!r}, dtype, None))"
+)
+"""Why a file whose provenance names no model is refused by a server of a known model (``{model}``)."""
 
 
 @user_errors
@@ -107,9 +115,9 @@ def serve_command(
     """Run the OpenAI-compatible confidence gateway: /v1/chat/completions, /v1/completions, /v1/models, /score,
     /health, /metrics (docs/gateway.md)."""
     app = serve_app(dict(locals()))
-    import uvicorn
+    from tracecal.serve.app import run
 
-    uvicorn.run(app, host=host, port=port)
+    run(app, host, port)  # uvicorn, connections with TCP_NODELAY (tracecal.serve.app.listening_socket)
 
 
 def _check_backend_options(o: dict[str, Any]) -> None:
@@ -160,8 +168,9 @@ def _served(o: dict[str, Any]) -> tuple[str | None, str | None] | None:
 def check_provenance(
     path: Path, record: dict[str, Any] | None, served: tuple[str | None, str | None] | None, allow: bool
 ) -> None:
-    """Refuse (`ValidationError`) a file whose provenance names another model or dtype than ``served``, unless
-    ``allow``; a warning for a file without provenance or one served with ``allow``."""
+    """Refuse (`ValidationError`) a file whose provenance names another model or dtype than ``served``, or names
+    no model while the server's is known (`NO_MODEL`: saved from the Python API without one), unless ``allow``;
+    a warning for a file without provenance (an older tracecal) or one served with ``allow``."""
     if served is None:
         return
     if record is None:
@@ -170,6 +179,8 @@ def check_provenance(
     from tracecal.traces.provenance import mismatch
 
     why = mismatch(record, *served)
+    if why is None and not record.get("model") and served[0]:
+        why = NO_MODEL.format(model=served[0])
     if why and not allow:
         hint = (
             f" (add --dtype {record['dtype']})" if "server's weights" in why and record.get("dtype") in DTYPES else ""

@@ -38,9 +38,7 @@ __all__ = ["fit_calibrator", "generate", "out_path", "score"]
 SUFFIX = {"traces": ".parquet", "CSV": ".csv", "calibrator": ".json", "JSONL": ".jsonl"}
 
 
-def out_path(
-    path: Path, what: str, inputs: Iterable[tuple[str, Path | str | None]] = (), option: str = "--out"
-) -> Path:
+def out_path(path: Path, what: str, inputs: Iterable[tuple[Any, ...]] = (), option: str = "--out") -> Path:
     """A file path to write ``what`` to: not a folder, none of the command's ``inputs`` (`refuse_input_as_output`,
     through links); its parent folder is created."""
     if path.is_dir():
@@ -118,9 +116,9 @@ def generate(
             top_logprobs=top_logprobs,
             progress=lambda n: pb.advance(job, n),
         )
-    save_traces(traces, out)
+    save_traces(traces, out, inputs)  # the inputs checked again at the write (`atomic_write`)
     if jsonl is not None:
-        export_jsonl(traces, jsonl)
+        export_jsonl(traces, jsonl, [*inputs, ("--out file", out)])
     n_tok = sum(t.length for t in traces)
     console.print(f"wrote {len(traces)} traces ({n_tok} answer tokens) to [bold]{escape(str(out))}[/]")
 
@@ -147,8 +145,9 @@ def _score_table(title: str, rows: list[dict[str, Any]], show: int) -> Table:
     return table
 
 
-def _write_csv(path: Path, rows: list[dict[str, Any]]) -> None:
-    """The rows as CSV, written with `tracecal.traces.io.atomic_write` (never a half-written file)."""
+def _write_csv(path: Path, rows: list[dict[str, Any]], inputs: Iterable[tuple[str, Path | None]]) -> None:
+    """The rows as CSV, written with `tracecal.traces.io.atomic_write` (never a half-written file, never one of
+    ``inputs``)."""
     from tracecal.traces.io import atomic_write
 
     def write(name: str) -> None:
@@ -157,7 +156,7 @@ def _write_csv(path: Path, rows: list[dict[str, Any]]) -> None:
             w.writeheader()
             w.writerows(rows)
 
-    atomic_write(path, write)
+    atomic_write(path, write, [(what, given, "*.parquet") for what, given in inputs], "--csv")
 
 
 @user_errors
@@ -172,14 +171,15 @@ def score(
     from tracecal.signals.operators import trace_confidence
     from tracecal.traces.io import load_traces
 
+    inputs = [("traces", traces_path), ("calibrator", calibrator)]
     if csv is not None:
-        out_path(csv, "CSV", [("traces", traces_path), ("calibrator", calibrator)], option="--csv")
+        out_path(csv, "CSV", inputs, option="--csv")
     traces = load_traces(traces_path)
     conf = trace_confidence(traces)
     prob = TracePlus.load(calibrator).predict_proba(traces) if calibrator else None
     rows = _score_rows(traces, conf, prob)
     if csv is not None:
-        _write_csv(csv, rows)
+        _write_csv(csv, rows, inputs)
         console.print(f"wrote {len(rows)} rows to [bold]{escape(str(csv))}[/]")
     kind = traces[0].entropy_kind if traces else "-"
     title = f"{escape(str(traces_path))} — {len(traces)} answers (entropy: {kind})"
@@ -202,12 +202,13 @@ def fit_calibrator(
     from tracecal.traces.io import load_traces
     from tracecal.traces.provenance import traces_provenance
 
-    out_path(out, "calibrator", [("traces", traces_path), ("labels file", labels)])
+    inputs: list[tuple[str, Path | str | None]] = [("traces", traces_path), ("labels file", labels)]
+    out_path(out, "calibrator", inputs)
     traces = load_traces(traces_path)
     y = np.array(join_labels([t.id for t in traces], read_labels(labels), str(labels)))
     cal = TracePlus(C=C).fit(traces, y)
     cal.provenance = traces_provenance(traces, traces_path)  # the model and dtype its answers record
-    cal.save(out)
+    cal.save(out, inputs)
     console.print(
         f"fitted TRACE+ on {len(traces)} answers (base rate {y.mean():.3f}); wrote [bold]{escape(str(out))}[/]"
     )

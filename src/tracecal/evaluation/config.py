@@ -26,9 +26,12 @@ from tracecal.evaluation.protocol import SCORE_CONSTRAINTS, ScoreConfig, constra
 __all__ = [
     "EvalConfig",
     "ConfigError",
+    "BACKENDS",
     "DTYPES",
     "DEFAULT_MODEL_NAME",
+    "IDENTITY_DEFAULTS",
     "EVAL_CONSTRAINTS",
+    "is_url",
     "resolve_dtype",
     "legacy_identity",
     "split_sizes",
@@ -36,6 +39,14 @@ __all__ = [
 ]
 
 DTYPES = ("auto", "float32", "bfloat16", "float16")
+BACKENDS = ("auto", "hf", "llamacpp")
+"""The values of ``--backend``: ``auto`` is the Hugging Face backend (a ``.gguf`` file included: dequantised,
+as before this option existed), or the HTTP backend for an ``http(s)://`` URL; ``llamacpp`` runs a ``.gguf`` file
+(or a named model's) in-process in llama.cpp."""
+IDENTITY_DEFAULTS = {"backend": "hf"}
+"""The value an identity key takes where an identity lacks it. Only a llama.cpp run writes ``backend`` into its
+identity, so every run directory made without the option (and every new HF or HTTP run) keeps the identity it had,
+and a llama.cpp run never resumes one of them, nor they it."""
 DEFAULT_MODEL_NAME = "smollm2-135m-instruct"
 SCORE_FIELDS = tuple(f.name for f in fields(ScoreConfig))
 _POSITIVE = Interval(int, 1, None)
@@ -45,6 +56,7 @@ KEY_ORDER = (
     "limit",
     "model",
     "dtype",
+    "backend",
     "estimators",
     "n_seeds",
     "cal_frac",
@@ -89,6 +101,7 @@ class EvalConfig:
     limit: int | None = setting(None, (_POSITIVE, None))
     model: str | None = None
     dtype: str = setting("auto", Options(*DTYPES))
+    backend: str = setting("auto", Options(*BACKENDS))
     batch_size: int = setting(16, _POSITIVE)
     max_new_tokens: int | None = setting(None, (_POSITIVE, None))
     num_beams: int = setting(5, Interval(int, 2, None))
@@ -156,6 +169,7 @@ class EvalConfig:
             make_calibrator(self.score.calibrator)
         except (ValueError, KeyError) as e:
             raise ConfigError(f"calibrator: {e}") from e
+        self._check_backend()
         if not self.tasks:
             raise ConfigError("no tasks given: pass --tasks, e.g. --tasks triviaqa,svamp")
         try:
@@ -165,16 +179,49 @@ class EvalConfig:
         self.score.estimators = resolve_estimators(self.score.estimators)
         return self
 
+    def _check_backend(self) -> None:
+        """`ConfigError` for a ``--backend`` that cannot run ``--model`` / ``--dtype`` (before any model loads)."""
+        url = is_url(self.model)
+        if self.backend == "hf" and url:
+            raise ConfigError(f"backend: hf runs weights in this process, {self.model} is a server: use --backend auto")
+        if self.backend != "llamacpp":
+            return
+        from tracecal.backends.catalogue import NAMED_MODELS
+
+        if self.dtype != "auto":
+            raise ConfigError("dtype: --dtype applies to the HF backend; llama.cpp runs the GGUF's own weights")
+        if url or not (self.model is None or self.model in NAMED_MODELS or self.model.endswith(".gguf")):
+            raise ConfigError(
+                f"model: --backend llamacpp runs a .gguf file or a named model ({', '.join(NAMED_MODELS)}) in this "
+                f"process, got {self.model!r}: give one, or leave out --backend"
+            )
+
+    def backend_kind(self) -> str:
+        """The backend that computes the run: ``llamacpp``, ``http`` (``--model`` is a URL) or ``hf``."""
+        if self.backend == "llamacpp":
+            return "llamacpp"
+        return "http" if is_url(self.model) else "hf"
+
     def identity(self) -> dict[str, Any]:
-        """What the stored outputs depend on; the dtype resolved (``auto`` → float32 on CPU, bfloat16 on GPU)."""
+        """What the stored outputs depend on; the dtype resolved (``auto`` → float32 on CPU, bfloat16 on GPU).
+
+        A llama.cpp run adds ``backend: llamacpp`` (its answers differ from the HF backend's) and has dtype None
+        (the GGUF's quantisation decides); every other run's identity has no ``backend`` (`IDENTITY_DEFAULTS`)."""
         ident = {k: getattr(self, k) for k in self.IDENTITY_KEYS}
         ident["model"] = self.model or DEFAULT_MODEL_NAME
+        if self.backend == "llamacpp":
+            return {"backend": "llamacpp"} | ident | {"dtype": None}
         ident["dtype"] = resolve_dtype(self.dtype)
         return ident
 
 
 EVAL_CONSTRAINTS = constraints_of(EvalConfig)
 """The constraints of the settings `EvalConfig` holds itself (the scoring ones: `SCORE_CONSTRAINTS`)."""
+
+
+def is_url(model: str | None) -> bool:
+    """Whether ``model`` names a server (the HTTP backend) rather than weights a worker loads."""
+    return str(model or "").startswith(("http://", "https://"))
 
 
 def resolve_dtype(dtype: str, cuda: bool | None = None) -> str:

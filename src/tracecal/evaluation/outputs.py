@@ -14,11 +14,12 @@ back with NaN where a metric or an interval bound was null, so that its readers 
 
 from __future__ import annotations
 
-import errno
 import math
 import numbers
 import os
 from typing import Any
+
+from tracecal import errors
 
 __all__ = ["plain_json", "nan_for_null", "os_error_message", "INTERVAL_KEYS"]
 
@@ -73,12 +74,5 @@ def nan_for_null(doc: Any) -> Any:
 
 def os_error_message(e: OSError, what: str | os.PathLike[str], where: str = "--run-dir") -> str:
     """One line for an ``OSError`` of a write to ``what``: the reason and what to do (``where``: the option or
-    variable that chooses another place)."""
-    reason = e.strerror or str(e)
-    if e.errno in (errno.ENOSPC, errno.EDQUOT):
-        todo = "free some space and run the same command again (what is written is kept and the run resumes)"
-    elif e.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
-        todo = f"the folder is read-only or immutable: make it writable or choose another {where}, then run again"
-    else:
-        todo = "fix the cause and run the same command again (what is written is kept)"
-    return f"cannot write {what}: {reason}; {todo}"
+    variable that chooses another place); `tracecal.errors.os_error_message` for a run, which resumes."""
+    return errors.os_error_message(e, what, f"another {where}", resumes=True)

@@ -7,7 +7,9 @@ and adaptive ECE on probabilities from a calibrator (Platt by default) fitted on
 self-calibrated estimators (TRACE+) are their own calibrator. Non-finite scores (zero-token answers) are
 mapped to the least confident value and counted. Each estimator is scored on all splits at once
 (`tracecal.evaluation.splitscore`: one sort of a label-free score for every split, Platt fitted on every split
-together); `one_split` gives one split's numbers alone.
+together); `one_split` gives one split's numbers alone. The unit is a *block*, one task × estimator (`score_block`),
+merged per task (`task_parts`) and over tasks (`results_of`): `tracecal.evaluation.blocks` scores a stored run block
+by block out of core, `tracecal.evaluation.rayscore` on a Ray cluster, with the same numbers.
 
 Statistics beyond the means (`tracecal.stats.bootstrap`, `tracecal.stats.selective`): per task, every
 estimator's AUROC and Brier difference to the best non-TRACE estimator with a paired bootstrap interval over
@@ -37,7 +39,7 @@ from tracecal.evaluation.results import METRICS, Results
 from tracecal.evaluation.splitscore import (
     Fits,
     SplitSet,
-    calibrate_rows,
+    one_split,
     sanitize,
     score_fitted,
     score_label_free,
@@ -47,13 +49,12 @@ from tracecal.stats.bootstrap import (
     BOOT_METRICS,
     LEVEL,
     N_BOOT,
-    blocked_split_draws,
     bootstrap_counts,
     comparisons,
     enough_per_class,
 )
-from tracecal.stats.metrics import N_BINS, SingleClassWarning, compute_all
-from tracecal.stats.selective import ALPHA, DELTA, HOLDOUT, selective_outcome
+from tracecal.stats.metrics import N_BINS, SingleClassWarning
+from tracecal.stats.selective import ALPHA, DELTA, HOLDOUT
 from tracecal.stats.splits import stratified_split
 
 __all__ = [
@@ -62,7 +63,13 @@ __all__ = [
     "setting",
     "constraints_of",
     "TaskStats",
+    "TaskFrame",
+    "Block",
     "score_tasks",
+    "one_split",
+    "score_block",
+    "task_parts",
+    "results_of",
     "sanitize",
     "selective_threshold",
     "NOT_RUN_KEYS",
@@ -141,26 +148,28 @@ class TaskStats:
     def __len__(self) -> int:
         return len(self.ids)
 
+    def frame(self) -> TaskFrame:
+        traces = self.inputs.traces or []
+        stops, kinds = [t.stop_reason for t in traces], [t.entropy_kind for t in traces]
+        lengths = self.inputs.batch.lengths
+        return TaskFrame(self.task, self.ids, self.y, lengths, self.label_rule, stops, kinds, self.rows, self.missing)
 
-def one_split(
-    name: str, data: TaskStats, raw_all: np.ndarray | None, cal: np.ndarray, ev: np.ndarray, cfg: ScoreConfig
-) -> tuple[dict[str, float], np.ndarray, np.ndarray]:
-    """Metrics of one estimator on one split, the protocol's numbers for that split (`score_tasks` scores all
-    splits at once, `tracecal.evaluation.splitscore`); returns (metrics, raw eval scores, eval probabilities)."""
-    y, est, fits = data.y, None, Fits(name, data, features=False)
-    if raw_all is None:  # an estimator that fits something on the calibration split
-        est = fits.fit(cal)
-        raw_cal, raw_ev = fits.score(est, cal), fits.score(est, ev)
-    else:
-        raw_cal, raw_ev = raw_all[cal], raw_all[ev]
-    prob = calibrate_rows(name, cfg.calibrator, raw_cal[None], y[cal][None], raw_ev[None])[0]
-    m = compute_all(y[ev], raw_ev, prob, n_bins=cfg.n_bins)
-    m["n_correct_cal"] = int(y[cal].sum())
-    m["n_cal"] = len(cal)
-    t, sel_est = selective_threshold(name, data, cal, cfg, raw_cal, est, fits)  # answer iff raw score ≥ t
-    sel_ev = raw_ev if sel_est is est else fits.score(sel_est, ev)
-    m.update(selective_outcome(sel_ev, y[ev], t, cfg.sel_alpha))
-    return m, raw_ev, prob
+
+@dataclass
+class TaskFrame:
+    """What scoring needs of a task besides its estimators' inputs (`TaskStats.frame`, or read from the shards'
+    light columns by `tracecal.evaluation.blocks`): ids, labels, answer lengths (tokens), each answer's stop reason
+    and entropy kind (empty when unknown), the ``rows`` columns and the passes not (completely) computed."""
+
+    task: str
+    ids: list[str]
+    y: np.ndarray
+    lengths: np.ndarray
+    label_rule: str
+    stop_reasons: list[str]
+    entropy_kinds: list[str]
+    rows: dict[str, list[Any]] = field(default_factory=dict)
+    missing: set[str] = field(default_factory=set)
 
 
 def _agg(vals: list[float]) -> dict[str, float]:
@@ -173,87 +182,108 @@ def _agg(vals: list[float]) -> dict[str, float]:
     }
 
 
-def _task_info(data: TaskStats, cfg: ScoreConfig, not_run: list[str]) -> dict[str, Any]:
-    y, n = data.y, len(data)
-    lengths = data.inputs.batch.lengths
-    traces = data.inputs.traces or []
+def _task_info(frame: TaskFrame, cfg: ScoreConfig, not_run: list[str]) -> dict[str, Any]:
+    y, n, lengths = frame.y, len(frame.ids), frame.lengths
     return {
         "n": n,
         "n_correct": int(y.sum()),
         "accuracy": float(y.mean()) if n else float("nan"),
         "n_correct_cal": int(round(cfg.cal_frac * y.sum())),
         "n_correct_eval": int(y.sum() - round(cfg.cal_frac * y.sum())),
-        "label_rule": data.label_rule,
+        "label_rule": frame.label_rule,
         "zero_token_answers": int((lengths == 0).sum()),
-        "stopped_at_length": int(sum(t.stop_reason == "length" for t in traces)),
+        "stopped_at_length": int(sum(r == "length" for r in frame.stop_reasons)),
         "mean_answer_tokens": float(lengths.mean()) if n else float("nan"),
-        "entropy_kind": sorted({t.entropy_kind for t in traces}),
+        "entropy_kind": sorted(set(frame.entropy_kinds)),
         "nan_mapped": {},
         "not_run": not_run,
     }
 
 
-def _raw_scores(data: TaskStats, names: list[str], not_run: list[str], info: dict[str, Any]) -> dict[str, Any]:
-    """Label-free raw scores over the whole task (None for estimators that fit on the calibration split)."""
-    raw: dict[str, np.ndarray | None] = {}
-    for name in names:
-        if REGISTRY[name].needs_fit or name in not_run:
-            raw[name] = None
-            continue
-        raw[name], n_bad = sanitize(get_estimator(name).score(data.inputs))
-        if n_bad:
-            info["nan_mapped"][name] = n_bad
-    return raw
+def not_run_of(frame: TaskFrame | TaskStats, cfg: ScoreConfig) -> list[str]:
+    """The estimators of ``cfg`` reading a pass that is not (completely) computed for the task."""
+    return [e for e in cfg.estimators if passes_of(REGISTRY[e]) & frame.missing]
 
 
-def _counts(data: TaskStats, cfg: ScoreConfig) -> np.ndarray | None:
+def split_set(y: np.ndarray, cfg: ScoreConfig) -> SplitSet:
+    """The task's ``n_seeds`` stratified calibration / evaluation splits (seeds ``seed`` … ``seed + n_seeds − 1``)."""
+    return SplitSet([stratified_split(y, cfg.cal_frac, cfg.seed + s) for s in range(cfg.n_seeds)], len(y))
+
+
+def task_counts(y: np.ndarray, task: str, cfg: ScoreConfig) -> np.ndarray | None:
     """The task's bootstrap resamples (`tracecal.stats.bootstrap.bootstrap_counts`), seeded by the seed and the
     task name; None without resamples or with fewer than `MIN_PER_CLASS` answers of a class (no interval is given
     there)."""
-    if cfg.n_boot == 0 or not enough_per_class(data.y):
+    if cfg.n_boot == 0 or not enough_per_class(y):
         return None
-    return bootstrap_counts(data.y, cfg.n_boot, seed=(cfg.seed, zlib.crc32(data.task.encode())), dtype=np.uint8)
+    return bootstrap_counts(y, cfg.n_boot, seed=(cfg.seed, zlib.crc32(task.encode())), dtype=np.uint8, order="F")
 
 
-def _score_task(data: TaskStats, cfg: ScoreConfig, progress: Progress) -> tuple[dict, dict, dict[str, pa.Table], dict]:
-    """(task info, metrics per estimator, per-answer tables, bootstrap draws per estimator) of one task."""
-    names, y, n = cfg.estimators, data.y, len(data)
-    not_run = [e for e in names if passes_of(REGISTRY[e]) & data.missing]
-    info = _task_info(data, cfg, not_run)
-    raw = _raw_scores(data, names, not_run, info)
-    sp = SplitSet([stratified_split(y, cfg.cal_frac, cfg.seed + s) for s in range(cfg.n_seeds)], n)
-    per_est: dict[str, dict[str, list[float]]] = {e: {} for e in names}
-    pred_cols: dict[str, np.ndarray] = {}
-    counts, draws = _counts(data, cfg), {}
+@dataclass
+class Block:
+    """One estimator on one task, every split (`score_block`): its metrics aggregated over the splits
+    (``{metric: {"mean", "sd", "n_seeds"}}``), its raw scores over the task (None for a fitted estimator), seed 0's
+    raw scores and probabilities (NaN off seed 0's evaluation split), the bootstrap draws (``{}`` without
+    resamples) and how many of its raw scores were non-finite (`sanitize`)."""
+
+    name: str
+    metrics: dict[str, dict[str, float]]
+    raw: np.ndarray | None
+    raw0: np.ndarray
+    prob0: np.ndarray
+    draws: dict[str, np.ndarray]
+    nan_mapped: int = 0
+
+
+def score_block(name: str, data: Any, sp: SplitSet, counts: np.ndarray | None, cfg: ScoreConfig) -> Block:
+    """Estimator ``name`` on every split ``sp`` of one task: ``data`` holds its labels ``y`` and the estimator's
+    ``inputs`` (a `TaskStats`, or only those two); ``counts``: the task's `task_counts`."""
+    y, n = data.y, sp.n
+    raw, n_bad = (None, 0) if REGISTRY[name].needs_fit else sanitize(get_estimator(name).score(data.inputs))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", SingleClassWarning)
         warnings.simplefilter("ignore", UserWarning)
-        for i, name in enumerate(names):
-            progress(f"score {data.task}", i, len(names))
-            if name in not_run:
-                per_est[name] = {k: [float("nan")] for k in NOT_RUN_KEYS}
-                continue
-            r = raw[name]
-            sc = (
-                score_label_free(name, r, y, sp, cfg)
-                if r is not None
-                else score_fitted(name, data, sp, cfg, Fits(name, data))
-            )
-            per_est[name] = sc.metrics
-            # seed-0 predictions for reports: raw scores and probabilities on the evaluation split
-            pred_cols[f"raw:{name}"], pred_cols[f"prob:{name}"] = np.full(n, np.nan), np.full(n, np.nan)
-            pred_cols[f"raw:{name}"][sp.ev[0]], pred_cols[f"prob:{name}"][sp.ev[0]] = sc.raw0, sc.prob0
-            draws[name] = {} if counts is None else blocked_split_draws(sc.plan(), sc.evals, sc.sq_err, counts)
-    progress(f"score {data.task}", len(names), len(names))
+        sc = (
+            score_label_free(name, raw, y, sp, cfg)
+            if raw is not None
+            else score_fitted(name, data, sp, cfg, Fits(name, data))
+        )
+        # seed-0 predictions for reports: raw scores and probabilities on the evaluation split
+        raw0, prob0 = np.full(n, np.nan), np.full(n, np.nan)
+        raw0[sp.ev[0]], prob0[sp.ev[0]] = sc.raw0, sc.prob0
+        draws = {} if counts is None else sc.boot(counts)
+    return Block(name, {k: _agg(v) for k, v in sc.metrics.items()}, raw, raw0, prob0, draws, n_bad)
+
+
+TaskParts = tuple[dict[str, Any], dict[str, Any], dict[str, pa.Table], dict[str, Any]]
+
+
+def task_parts(frame: TaskFrame, cfg: ScoreConfig, sp: SplitSet, blocks: dict[str, Block]) -> TaskParts:
+    """(task info, metrics per estimator, per-answer tables, bootstrap draws per estimator) of one task from its
+    estimators' blocks; an estimator without a block is not run there (NaN metrics)."""
+    names, y, n = cfg.estimators, frame.y, len(frame.ids)
+    info = _task_info(frame, cfg, [e for e in names if e not in blocks])
+    metrics, draws, scores, pred_cols = {}, {}, {}, {}
+    for name in names:
+        b = blocks.get(name)
+        if b is None:
+            metrics[name] = {k: _agg([float("nan")]) for k in NOT_RUN_KEYS}
+            continue
+        if b.nan_mapped:
+            info["nan_mapped"][name] = b.nan_mapped
+        if b.raw is not None:
+            scores[name] = b.raw
+        metrics[name], draws[name] = b.metrics, b.draws
+        pred_cols[f"raw:{name}"], pred_cols[f"prob:{name}"] = b.raw0, b.prob0
     split0 = np.array(["eval"] * n, dtype=object)
     split0[sp.cal[0]] = "cal"
-    key = {"task": [data.task] * n, "id": list(data.ids)}
+    key = {"task": [frame.task] * n, "id": list(frame.ids)}
     tables = {
-        "rows": pa.table(key | data.rows | {"correct": y, "n_tokens": data.inputs.batch.lengths}),
-        "scores": pa.table(key | {k: v for k, v in raw.items() if v is not None}),
+        "rows": pa.table(key | frame.rows | {"correct": y, "n_tokens": frame.lengths}),
+        "scores": pa.table(key | scores),
         "predictions": pa.table(key | {"split": split0.tolist(), "correct": y} | pred_cols),
     }
-    return info, {e: {k: _agg(v) for k, v in per_est[e].items()} for e in names}, tables, draws
+    return info, metrics, tables, draws
 
 
 def _statistics(metrics: dict[str, Any], draws: dict[str, dict], cfg: ScoreConfig) -> dict[str, Any]:
@@ -303,25 +333,46 @@ def _average(metrics: dict[str, Any], names: list[str], info: dict[str, Any]) ->
     return avg
 
 
+def warn_single_class(frame: TaskFrame) -> None:
+    """A `SingleClassWarning` for a task whose answers are all correct or all wrong (AUROC undefined)."""
+    if len(np.unique(frame.y)) < 2:
+        n = len(frame.y)
+        warnings.warn(
+            f"{frame.task}: all {n} answers are {'correct' if n and frame.y[0] else 'incorrect'}: "
+            "AUROC is undefined (NaN)",
+            SingleClassWarning,
+            stacklevel=3,
+        )
+
+
 def score_tasks(data: Sequence[TaskStats], cfg: ScoreConfig, progress: Progress | None = None) -> Results:
     """Every estimator × task × seed (see the module docstring); the average over tasks when there are several."""
     progress = progress or (lambda *_: None)
-    metrics: dict[str, Any] = {}
-    info: dict[str, Any] = {}
-    tables: dict[str, list[pa.Table]] = {"rows": [], "scores": [], "predictions": []}
     cfg.validate()
-    draws: dict[str, dict] = {}
+    parts: dict[str, TaskParts] = {}
+    names = cfg.estimators
     for d in data:
-        if len(np.unique(d.y)) < 2:
-            warnings.warn(
-                f"{d.task}: all {len(d)} answers are {'correct' if len(d) and d.y[0] else 'incorrect'}: "
-                "AUROC is undefined (NaN)",
-                SingleClassWarning,
-                stacklevel=2,
-            )
-        info[d.task], metrics[d.task], t, draws[d.task] = _score_task(d, cfg, progress)
-        for k in tables:
-            tables[k].append(t[k])
+        frame = d.frame()
+        warn_single_class(frame)
+        not_run = not_run_of(d, cfg)
+        sp, counts = split_set(d.y, cfg), task_counts(d.y, d.task, cfg)
+        blocks = {}
+        for i, name in enumerate(names):
+            progress(f"score {d.task}", i, len(names))
+            if name not in not_run:
+                blocks[name] = score_block(name, d, sp, counts, cfg)
+        progress(f"score {d.task}", len(names), len(names))
+        parts[d.task] = task_parts(frame, cfg, sp, blocks)
+    return results_of(parts, cfg)
+
+
+def results_of(parts: dict[str, TaskParts], cfg: ScoreConfig) -> Results:
+    """The `Results` of every task's `task_parts` (in task order): the average over tasks when there are several,
+    the paired comparisons, the estimators' descriptions and the per-answer tables."""
+    info = {t: p[0] for t, p in parts.items()}
+    metrics: dict[str, Any] = {t: p[1] for t, p in parts.items()}
+    draws = {t: p[3] for t, p in parts.items()}
+    tables = {k: [p[2][k] for p in parts.values()] for k in ("rows", "scores", "predictions")}
     if len(metrics) > 1:
         metrics["average"] = _average(metrics, cfg.estimators, info)
     est_info = {

@@ -5,8 +5,9 @@ command) owns the run directory and is the only one that touches it; the actors 
 
 * the units are the local path's (`Scheduler.units`: pass × task × shard) and each is computed by the same
   function (`tracecal.evaluation.scheduler.compute_unit`) inside a *model actor*; an actor builds one `Resources` and so
-  loads the model once, lazily, by the same `load_model` path as a local run (HF, or an HTTP server URL: then
-  the actors are thin clients of one deployment);
+  loads the model once, lazily, by the same `load_model` path as a local run, on the backend the settings name
+  (HF; llama.cpp for ``--backend llamacpp``; or an HTTP server URL: then the actors are thin clients of one
+  deployment);
 * the driver ships a unit's questions, its `Task` and, for a pass with ``depends``, the traces of the same
   answers (read from the run directory) to an actor through Ray's object transport; the actor sends back the
   shard as an Arrow IPC stream (bytes, never a pickle); the driver writes it through the `RunStore`
@@ -33,7 +34,7 @@ from typing import Any
 import pyarrow as pa
 
 from tracecal._validation import Interval, check_params
-from tracecal.evaluation.config import ConfigError, EvalConfig, resolve_dtype
+from tracecal.evaluation.config import ConfigError, EvalConfig, is_url, resolve_dtype
 from tracecal.evaluation.protocol import constraints_of, setting
 from tracecal.evaluation.scheduler import Resources, Scheduler, Unit, compute_unit
 from tracecal.passes import PASSES
@@ -66,11 +67,6 @@ def import_ray(local: bool) -> Any:
     except ImportError as e:
         raise RayUnavailableError("--ray needs Ray: pip install 'tracecal[ray]' (on every machine)") from e
     return ray
-
-
-def is_url(model: str | None) -> bool:
-    """Whether ``model`` names a server (the HTTP backend) rather than weights a worker loads."""
-    return str(model or "").startswith(("http://", "https://"))
 
 
 def table_to_ipc(table: pa.Table) -> bytes:
@@ -151,7 +147,7 @@ class ModelWorker:
 
     Args:
         cfg: the evaluation settings (the model name/path/URL, dtype, batch size, chat; what `Resources` reads).
-        threads: torch CPU threads of this actor (its share of the machine).
+        threads: torch CPU threads of this actor (its share of the machine; llama.cpp's threads too).
         gpus: the GPUs Ray reserved for it; with none, the machine's GPUs are hidden from it (Ray leaves them
             visible to an actor that reserved none), so the model runs on the CPU as the run's dtype says.
     """
@@ -273,7 +269,7 @@ class RayExecutor:
     def pin(self, cfg: EvalConfig) -> None:
         """Check that the cluster can hold an actor, and resolve ``dtype=auto`` as the actors will: bf16 when an
         actor reserves a GPU, fp32 when it does not (`ModelWorker` hides unreserved GPUs), so the run's identity
-        says what the actors compute. A server URL decides its own dtype: left as it is."""
+        says what the actors compute. A server URL, or llama.cpp's GGUF, decides its own dtype: left as it is."""
         ray = self.connect()
         total = ray.cluster_resources()
         for what, need in (("CPU", self.opts.num_cpus), ("GPU", self.opts.num_gpus)):
@@ -282,7 +278,7 @@ class RayExecutor:
                     f"an actor needs {need:g} {what}s but the Ray cluster has {total.get(what, 0):g}: "
                     f"lower --threads / --ray-gpus or add machines (ray start --address …)"
                 )
-        if cfg.dtype == "auto" and not is_url(cfg.model):
+        if cfg.dtype == "auto" and cfg.backend_kind() == "hf":
             cfg.dtype = resolve_dtype("auto", cuda=self.opts.num_gpus > 0)
 
     def prepare(self, sched: Scheduler, tasks: Sequence[tuple[Any, list[Any]]]) -> None:

@@ -13,85 +13,55 @@ units, same `tracecal.evaluation.scheduler.compute_unit`, written here by the dr
 
 from __future__ import annotations
 
-import json
 import time
-import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.compute as pc
 
 from tracecal.estimators import Inputs, needs_of
-from tracecal.evaluation.config import ConfigError, EvalConfig, check_splittable, legacy_identity
-from tracecal.evaluation.protocol import Progress, TaskStats, score_tasks
+from tracecal.evaluation.blocks import Runner, answered, check_pass, read_frames, rows_of, score_frames, stat_array
+from tracecal.evaluation.config import IDENTITY_DEFAULTS, ConfigError, EvalConfig, check_splittable, legacy_identity
+from tracecal.evaluation.protocol import Progress, TaskFrame, TaskStats
 from tracecal.evaluation.results import Results, results_csv, results_markdown
-from tracecal.evaluation.runstore import TRACES, DataChangedError, NotARunError, RunStore
-from tracecal.evaluation.scheduler import LocalExecutor, Resources, Scheduler, Tasks, check_stored
-from tracecal.passes import ANSWER, PASSES, TOKEN, VECTOR
+from tracecal.evaluation.runstore import TRACES, NotARunError, RunStore
+from tracecal.evaluation.scheduler import (
+    LocalExecutor,
+    Resources,
+    Scheduler,
+    Tasks,
+    check_stored,
+    unsupported_passes,
+)
+from tracecal.passes import PASSES
 from tracecal.traces.trace import TraceBatch
 
 __all__ = ["evaluate", "score_run", "load_task_stats", "write_results"]
 
 
 # --------------------------------------------------------------------------------------------- reading back
-def _stat_array(table: pa.Table, stat: str, kind: str, lengths: np.ndarray, where: str) -> np.ndarray:
-    col = table.column(stat)
-    if kind == ANSWER:
-        return col.to_numpy(zero_copy_only=False).astype(np.float64)
-    if kind == VECTOR:
-        return np.array(col.to_pylist(), dtype=np.float64)
-    assert kind == TOKEN
-    n = pc.list_value_length(col).to_numpy(zero_copy_only=False)
-    if not np.array_equal(n, lengths):
-        raise RuntimeError(f"{where}: {stat!r} is not aligned with the answer tokens — the run directory is damaged")
-    flat = pc.list_flatten(col)
-    return flat.to_numpy(zero_copy_only=False).astype(np.float64) if len(flat) else np.zeros(0)
-
-
 def load_task_stats(
     store: RunStore, task: Any, examples: list[Any], passes: Sequence[str], allow_missing: bool = False
 ) -> TaskStats:
-    """One task's traces, labels and the stats of ``passes`` from the run store (see `TaskStats`)."""
+    """One task's traces, labels and the stats of ``passes`` from the run store (see `TaskStats`), every column of
+    every pass in memory (`score_run` reads only what each estimator needs: `tracecal.evaluation.blocks`)."""
     traces = store.read_traces(task.name)
-    if len(traces) != len(examples):
-        raise RuntimeError(
-            f"{task.name}: the run holds {len(traces)} answers for the {len(examples)} questions asked — the run is "
-            "incomplete, or --limit / the data differ from the run's (see its config.json)"
-        )
-    by_id = {ex.id: ex for ex in examples}
-    if unknown := [t.id for t in traces if t.id not in by_id]:
-        raise DataChangedError(
-            f"{task.name}: the run holds answers to {len(unknown)} question(s) the task does not have (e.g. "
-            f"{unknown[0]!r}): a shard of another task or run? Restore the data, or use a new --run-dir"
-        )
-    exs = [by_id[t.id] for t in traces]
+    ids = [t.id for t in traces]
+    exs = answered(task, ids, examples)
     y = np.array([task.label(ex, t.text) for ex, t in zip(exs, traces, strict=True)], dtype=np.int64)
     inputs = Inputs(TraceBatch.from_traces(traces), traces)
     missing: set[str] = set()
     for name in (p for p in passes if p != TRACES):
         t = store.read_pass(name, task.name)
-        if t is None or t.num_rows != len(traces):
-            if not allow_missing:
-                raise RuntimeError(
-                    f"{task.name}: the {name} pass is incomplete "
-                    f"({0 if t is None else t.num_rows} of {len(traces)} answers)"
-                )
+        if not check_pass(task.name, name, None if t is None else t.column("id").to_pylist(), ids, allow_missing):
             missing.add(name)
             continue
-        if t.column("id").to_pylist() != [tr.id for tr in traces]:
-            raise RuntimeError(f"{task.name}: the {name} pass is not aligned with the traces")
+        assert t is not None
         for stat, kind in PASSES[name].provides.items():
-            inputs.stats[stat] = _stat_array(t, stat, kind, inputs.batch.lengths, f"{task.name}/{name}")
-    rows = {
-        "question": [ex.question for ex in exs],
-        "golds": [json.dumps(ex.golds, ensure_ascii=False) for ex in exs],
-        "answer": [t.text for t in traces],
-        "stop_reason": [t.stop_reason for t in traces],
-    }
-    return TaskStats(task.name, [t.id for t in traces], y, inputs, task.label_rule, rows, missing)
+            inputs.stats[stat] = stat_array(t, stat, kind, inputs.batch.lengths, f"{task.name}/{name}")
+    rows = rows_of(exs, [t.text for t in traces], [t.stop_reason for t in traces])
+    return TaskStats(task.name, ids, y, inputs, task.label_rule, rows, missing)
 
 
 def _load_examples(cfg: EvalConfig) -> list[tuple[Any, list[Any]]]:
@@ -117,34 +87,57 @@ def score_run(
     progress: Progress | None = None,
     allow_missing: bool = False,
     tasks: Tasks | None = None,
+    runner: Runner | None = None,
 ) -> Results:
-    """Score what a run directory holds (loads no model) and write the results into it.
+    """Score what a run directory holds (loads no model) and write the results into it, one task × estimator
+    block at a time, each reading only the columns it needs (`tracecal.evaluation.blocks`; ``runner``: where the
+    blocks run, default this process, `tracecal.evaluation.rayscore.RayBlocks` on a Ray cluster).
 
     ``allow_missing``: an estimator whose pass is not complete for a task is reported as not run there (NaN
     metrics, listed in ``tasks[task]["not_run"]``, no average) instead of raising. ``tasks``: the loaded
-    (task, examples) pairs when the caller has them.
+    (task, examples) pairs when the caller has them. An estimator whose pass the run's backend cannot compute
+    (`unsupported_passes`) is not run either; ``tasks[task]["not_run_reasons"]`` says why, for each not run.
     """
     store = run_path if isinstance(run_path, RunStore) else RunStore(run_path)
     t0 = time.perf_counter()
     passes = needs_of(cfg.estimators)
+    skipped = unsupported_passes(cfg)
     tasks = tasks if tasks is not None else _load_examples(cfg)
     check_splittable(tasks, cfg.cal_frac)
     check_stored(store, tasks, passes)  # answers to changed questions are never scored against the new ones
-    data = [load_task_stats(store, t, exs, passes, allow_missing) for t, exs in tasks]
+    data = read_frames(store, tasks, [p for p in passes if p not in skipped], allow_missing, cfg.estimators)
     for d in data:
-        if d.missing:
-            not_run = [e for e in cfg.estimators if set(needs_of([e])) & d.missing]
-            warnings.warn(
-                f"{d.task}: {', '.join(sorted(d.missing))} pass incomplete; not scored there: {', '.join(not_run)}",
-                UserWarning,
-                stacklevel=2,
-            )
-    res = score_tasks(data, cfg.score, progress)
+        d.missing |= set(skipped)
+    res = score_frames(store, data, cfg.score, progress, runner)
+    _explain_not_run(res, data, skipped)
     res.config = cfg.to_dict()
     store.add_time("score", time.perf_counter() - t0)
     res.timings = store.timings()
     write_results(store, res)
     return res
+
+
+def _explain_not_run(res: Results, data: Sequence[TaskFrame], skipped: dict[str, str]) -> None:
+    """``tasks[task]["not_run_reasons"]``: {estimator: why} for each estimator not run on a task (a pass it reads is
+    one the backend cannot compute, ``skipped``, or is incomplete)."""
+    for d in data:
+        info = res.tasks[d.task]
+        why = {p: skipped.get(p, f"its {p} pass is incomplete") for p in d.missing}
+        info["not_run_reasons"] = {
+            e: "; ".join(dict.fromkeys(why[p] for p in needs_of([e]) if p in why)) for e in info["not_run"]
+        }
+
+
+def _adopt(cfg: EvalConfig, model: Any) -> None:
+    """Settings a loaded ``model`` decides: the run's model (when not given) and, for llama.cpp, its backend."""
+    from tracecal.backends.llamacpp import LlamaCppModel
+
+    if cfg.model is None:
+        cfg.model = model.model_id
+    if isinstance(model, LlamaCppModel) != (cfg.backend == "llamacpp"):
+        if cfg.backend != "auto":
+            raise ConfigError(f"backend: the model given is a {type(model).__name__}, not --backend {cfg.backend}")
+        cfg.backend = "llamacpp"
 
 
 def evaluate(
@@ -160,20 +153,27 @@ def evaluate(
     """Compute what is missing in ``run_path`` (resumable; several workers may share it), then score.
 
     ``model``: an already loaded backend to use instead of loading ``cfg.model`` (its ``model_id`` becomes
-    the run's model). ``stages_only``: compute, do not score. ``poll_s``: seconds between checks while waiting
-    for shards other workers hold. ``score_only``: compute nothing; score what the run holds (see `score_run`).
+    the run's model, and a `LlamaCppModel` makes it a llama.cpp run). ``stages_only``: compute, do not score.
+    ``poll_s``: seconds between checks while waiting for shards other workers hold. ``score_only``: compute
+    nothing; score what the run holds (see `score_run`; with a `tracecal.evaluation.ray.RayExecutor` on its
+    cluster: `tracecal.evaluation.rayscore`).
     ``executor``: where the units are computed (default `LocalExecutor`: this process; or a
     `tracecal.evaluation.ray.RayExecutor`, which loads ``cfg.model`` in its actors and takes no loaded ``model``).
     """
-    if model is not None and cfg.model is None:
-        cfg.model = model.model_id
+    if model is not None:
+        _adopt(cfg, model)
     cfg.validate()  # before anything is written
     progress = progress or (lambda *_: None)
     store = RunStore(run_path)
     if score_only:
         if not store.exists():
             raise NotARunError(f"{run_path} is not a run directory (no config.json): nothing to score")
-        return score_run(store, cfg, progress, allow_missing=True)
+        runner = None
+        if executor is not None and not isinstance(executor, LocalExecutor):  # the blocks on its Ray cluster
+            from tracecal.evaluation.rayscore import RayBlocks
+
+            runner = RayBlocks(executor)
+        return score_run(store, cfg, progress, allow_missing=True, runner=runner)
     tasks = _load_examples(cfg)  # data errors surface before the run directory is touched
     check_splittable(tasks, cfg.cal_frac)  # too few questions to split: refused before anything is generated
     executor = executor or LocalExecutor()
@@ -181,11 +181,11 @@ def evaluate(
         raise ConfigError("a loaded model cannot be shipped to workers: give its name, path or URL (--model)")
     executor.pin(cfg)
     identity = cfg.identity()
-    store.check(identity, legacy=legacy_identity)
+    store.check(identity, legacy=legacy_identity, defaults=IDENTITY_DEFAULTS)
     sched = Scheduler(store, cfg, Resources(cfg, model), progress)
     check_stored(store, tasks, [p.name for p in sched.passes], cfg.shard_size)  # changed data: before any model
     executor.prepare(sched, tasks)  # a model that does not load leaves no run directory behind
-    store.open(cfg.to_dict(), identity, legacy=legacy_identity)
+    store.open(cfg.to_dict(), identity, legacy=legacy_identity, defaults=IDENTITY_DEFAULTS)
     executor.run(sched, tasks, poll_s)
     if stages_only:
         return None

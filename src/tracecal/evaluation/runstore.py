@@ -34,7 +34,7 @@ import json
 import os
 import platform
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +51,7 @@ __all__ = ["RunStore", "Claim", "ConfigMismatchError", "DataChangedError", "NotA
 TRACES = "traces"  # the generation pass: one trace per answer
 TABLES = ("rows", "scores", "predictions")
 DIGESTS = b"tracecal_question_digests"  # shard metadata: JSON {answer id: digest of the question it answers}
+Legacy = Callable[[dict[str, Any]], dict[str, Any]] | None  # the identity of a run written before they were stored
 
 
 class RunStoreError(TracecalError, ValueError):
@@ -177,44 +178,44 @@ class RunStore:
         config: dict[str, Any],
         identity: dict[str, Any],
         merge: Sequence[str] = ("tasks",),
-        legacy: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
+        legacy: Legacy = None,
+        defaults: Mapping[str, Any] | None = None,
     ) -> dict[str, Any]:
         """Create the run or check that it is the same run; returns the stored config.
 
         ``identity``: what the stored outputs depend on; it must equal the stored one key by key (keys the stored
         run lacks are accepted: they were added to the identity after it was written and take their default).
         ``merge``: list-valued config keys whose values are unioned with the stored ones (e.g. tasks).
-        ``legacy``: derives the identity of a run written before identities were stored from its config.
+        ``legacy``: derives the identity of a run written before identities were stored from its config;
+        ``defaults``: keys either identity may lack, compared (first) as the value that stands for (``backend``).
         """
         self._usable()  # before the lock file is made: a folder that is not a run gets nothing written
         with self._locked("config"):
-            old = self._run_config()
             stored = dict(config)
-            if old is not None:
-                identity = self._checked(old, identity, legacy)
+            if (old := self._run_config()) is not None:
+                identity = self._checked(old, identity, legacy, defaults)
                 for k in merge:
                     stored[k] = list(dict.fromkeys(list(old.get("config", {}).get(k, [])) + list(config.get(k, []))))
             doc = {"config": stored, "identity": identity, "versions": versions(), "updated": time.time()}
             self._write_json(self._p("config.json"), doc)
         return stored
 
-    def check(self, identity: dict[str, Any], legacy: Callable[[dict[str, Any]], dict[str, Any]] | None = None) -> None:
+    def check(self, identity: dict[str, Any], legacy: Legacy = None, defaults: Mapping[str, Any] | None = None) -> None:
         """Raise `ConfigMismatchError` for another identity, `RunStoreError` for a folder that is not a run."""
-        old = self._usable()
-        if old is not None:
-            self._checked(old, identity, legacy)
+        if (old := self._usable()) is not None:
+            self._checked(old, identity, legacy, defaults)
 
     def _checked(
-        self, old: dict[str, Any], identity: dict[str, Any], legacy: Callable[[dict[str, Any]], dict[str, Any]] | None
+        self, old: dict[str, Any], identity: dict[str, Any], legacy: Legacy, defaults: Mapping[str, Any] | None = None
     ) -> dict[str, Any]:
-        """The stored identity merged with ``identity`` (which must agree with it key by key)."""
-        old_id = old.get("identity")
-        if old_id is None:
+        """The stored identity merged with ``identity`` (they must agree key by key, ``defaults`` filled in)."""
+        if (old_id := old.get("identity")) is None:
             old_id = legacy(old.get("config", {})) if legacy else {}
-        for k, v in identity.items():
-            if k in old_id and old_id[k] != v:
+        was = {**(defaults or {}), **old_id}
+        for k, v in {**(defaults or {}), **identity}.items():
+            if k in was and was[k] != v:
                 raise ConfigMismatchError(
-                    f"{self.path} was made with {k}={old_id[k]!r}, not {v!r}: use a new run directory "
+                    f"{self.path} was made with {k}={was[k]!r}, not {v!r}: use a new run directory "
                     "(or the original setting); stored outputs are never mixed"
                 )
         return {**old_id, **identity}
@@ -291,9 +292,7 @@ class RunStore:
 
     def read_pass(self, pass_name: str, task: str, columns: Sequence[str] | None = None) -> pa.Table | None:
         """All shards of a pass for a task, in shard order (None when none is written)."""
-        d = self._p(_safe_name(pass_name, "pass"), _safe_name(task, "task"))
-        files = sorted(d.glob("*.parquet")) if d.is_dir() else []
-        if not files:
+        if not (files := self.shard_files(pass_name, task)):
             return None
         tables = []
         for f in files:
@@ -301,10 +300,14 @@ class RunStore:
             tables.append(pq.read_table(f, columns=cols))
         return pa.concat_tables(tables, promote_options="default")
 
+    def shard_files(self, pass_name: str, task: str) -> list[Path]:
+        """The shard files of a pass for a task, in shard order (read as one dataset: `tracecal.evaluation.blocks`)."""
+        d = self._p(_safe_name(pass_name, "pass"), _safe_name(task, "task"))
+        return sorted(d.glob("*.parquet")) if d.is_dir() else []
+
     def read_traces(self, task: str) -> list[Trace]:
         """Every trace of a task's generation pass, in shard order ([] when none is written)."""
-        d = self._p(TRACES, _safe_name(task, "task"))
-        return load_traces(d) if d.is_dir() and any(d.glob("*.parquet")) else []
+        return [t for f in self.shard_files(TRACES, task) for t in load_traces(f)]
 
     def read_traces_shard(self, task: str, k: int) -> list[Trace]:
         """The traces of shard ``k`` of a task's generation pass."""
@@ -312,9 +315,7 @@ class RunStore:
 
     def shard_indices(self, pass_name: str, task: str) -> list[int]:
         """The numbers k of the shards of a pass written for a task, sorted."""
-        d = self._p(_safe_name(pass_name, "pass"), _safe_name(task, "task"))
-        files = d.glob("[0-9]*.parquet") if d.is_dir() else ()
-        return sorted(int(f.stem) for f in files if f.stem.isdigit())
+        return sorted(int(f.stem) for f in self.shard_files(pass_name, task) if f.stem.isdigit())
 
     def shard_stamp(self, pass_name: str, task: str, k: int) -> tuple[list[str], dict[str, str] | None]:
         """The answer ids of shard ``k`` and its question digests (None for a shard written without them)."""

@@ -3,13 +3,17 @@
 A unit (`Unit`) is one shard of one pass for one task. The `Scheduler` lists the units of the passes the
 selected estimators need (dependencies first, then the cheaper passes first), claims each missing one in the
 `RunStore` (a kernel lock: several workers may share a run directory), computes it with `compute_unit` and
-writes it; `Resources` loads the language model / embedder only when a unit needs one. An executor runs the
+writes it; `Resources` loads the language model (on the backend the settings name: `model_options`) / embedder
+only when a unit needs one. A pass the backend cannot compute (`unsupported_passes`: beam search on llama.cpp or a
+server) is not scheduled; its estimators are reported as not run, with the reason. An executor runs the
 units: `LocalExecutor` in this process, `tracecal.evaluation.ray.RayExecutor` on Ray actors.
 
 Every shard is written with the digest of each answer's question (`question_digest`: its id's text, context and
 choices — what the prompt is made of); `check_stored` compares the stored digests with the task's data before
 anything is computed or scored, and refuses a run whose questions changed (`DataChangedError`). The golds are not
-in the digest: a corrected gold is relabelled at scoring (labels are always computed from the current data).
+in the digest: a corrected gold is relabelled at scoring (labels are always computed from the current data). Every
+shard also carries the identity of the run that made it (`MADE_BY`: model, dtype, budgets), so a shard copied in
+from another run of the same questions (another model) is refused too.
 """
 
 from __future__ import annotations
@@ -19,12 +23,15 @@ import json
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 from tracecal.estimators import needs_of
 from tracecal.evaluation.config import EvalConfig
+from tracecal.evaluation.outputs import plain_json
 from tracecal.evaluation.protocol import Progress
 from tracecal.evaluation.runstore import TRACES, DataChangedError, RunStore
 from tracecal.passes import PASSES, Pass
@@ -32,6 +39,8 @@ from tracecal.passes import PASSES, Pass
 __all__ = [
     "Resources",
     "Unit",
+    "model_options",
+    "unsupported_passes",
     "Scheduler",
     "compute_unit",
     "LocalExecutor",
@@ -40,6 +49,7 @@ __all__ = [
     "check_stored",
 ]
 
+MADE_BY = b"tracecal_run_identity"  # shard metadata: JSON of the identity of the run that computed the shard
 Tasks = Sequence[tuple[Any, list[Any]]]  # (task, its examples) pairs, as `tracecal.evaluation.run` loads them
 
 
@@ -61,10 +71,33 @@ class Resources:
         if self._lm is None:
             from tracecal.backends import load_model
 
-            self._lm = load_model(self.cfg.model, batch_size=self.cfg.batch_size, dtype=self.cfg.dtype)
+            self._lm = load_model(self.cfg.model, **model_options(self.cfg))
         if self.cfg.chat is not None:
             self._lm.chat = self.cfg.chat
         return self._lm
+
+
+def model_options(cfg: EvalConfig) -> dict[str, Any]:
+    """The `load_model` keywords of the run's model: its backend (``cfg.backend``), batch size and dtype; llama.cpp
+    takes no dtype (the GGUF decides) and runs torch's thread count (what ``--threads`` sets, also per Ray actor)."""
+    if cfg.backend_kind() == "llamacpp":
+        import torch
+
+        return {"backend": "llamacpp", "batch_size": cfg.batch_size, "n_threads": torch.get_num_threads()}
+    return {"backend": cfg.backend, "batch_size": cfg.batch_size, "dtype": cfg.dtype}
+
+
+def unsupported_passes(cfg: EvalConfig) -> dict[str, str]:
+    """The passes the selected estimators need that the run's backend cannot compute (`Pass.unsupported`, or one
+    they read is such a pass), each with why; their estimators are reported as not run, with the reason."""
+    out: dict[str, str] = {}
+    kind = cfg.backend_kind()
+    for name in needs_of(cfg.estimators):  # dependencies first
+        p = PASSES[name]
+        why = p.unsupported.get(kind) or next((f"it reads the {d} pass: {out[d]}" for d in p.depends if d in out), None)
+        if why:
+            out[name] = why
+    return out
 
 
 @dataclass
@@ -88,7 +121,8 @@ class Scheduler:
 
     def __init__(self, store: RunStore, cfg: EvalConfig, res: Resources, progress: Progress) -> None:
         self.store, self.cfg, self.res, self.progress = store, cfg, res, progress
-        passes = needs_of(cfg.estimators)  # dependencies first; then the cheaper passes first
+        self.skipped = unsupported_passes(cfg)  # {pass: why the backend cannot compute it}
+        passes = [p for p in needs_of(cfg.estimators) if p not in self.skipped]  # dependencies first
         self.passes: list[Pass] = [PASSES[p].from_config(cfg) for p in sorted(passes, key=self._rank(passes))]
 
     @staticmethod
@@ -145,7 +179,10 @@ class Scheduler:
         return self.store.read_traces_shard(u.task.name, u.k) if self.pass_of(u.pass_name).depends else []
 
     def save(self, u: Unit, table: pa.Table, seconds: float) -> None:
-        """Write the table of unit ``u`` through the store and add its compute time (seconds) to its stage."""
+        """Write the table of unit ``u`` through the store, stamped with the run's identity (`MADE_BY`), and add
+        its compute time (seconds) to its stage."""
+        stamp = json.dumps(plain_json(self.cfg.identity()), sort_keys=True, default=str).encode()
+        table = table.replace_schema_metadata(dict(table.schema.metadata or {}) | {MADE_BY: stamp})
         self.store.write_shard(u.pass_name, u.task.name, u.k, table, u.digests or None)
         self.store.add_time(f"{'generate' if u.pass_name == TRACES else u.pass_name}/{u.task.name}", seconds)
 
@@ -192,15 +229,34 @@ def _changed(task: str, where: str, stored: dict[str, str | None], now: dict[str
     return None
 
 
+def _foreign(task: str, where: str, shard: Path, identity: dict[str, Any]) -> str | None:
+    """The complaint about a shard whose `MADE_BY` stamp differs from the run's ``identity`` in a key both hold
+    (a shard copied in from another run: another model, dtype or budget), or None (also for an unstamped one)."""
+    raw = (pq.read_schema(shard).metadata or {}).get(MADE_BY)
+    made = json.loads(raw) if raw else {}
+    diff = [k for k in sorted(made) if k in identity and made[k] != identity[k]]
+    if not diff:
+        return None
+    k = diff[0]
+    return (
+        f"{task}: {where} ({shard}) was made by another run ({k}={made[k]!r}; this run's is {identity[k]!r}): a "
+        "shard copied in from another run directory. Delete it (the same command computes it anew), or move it "
+        "back to its own run"
+    )
+
+
 def check_stored(store: RunStore, tasks: Tasks, passes: Sequence[str], shard_size: int | None = None) -> None:
     """Refuse (`DataChangedError`, before anything is computed) a run whose stored shards of ``passes`` answer other
     questions than ``tasks`` hold now: an id the data lacks, a changed question (`question_digest`; shards written
-    before digests were stored are checked by id only) and, with ``shard_size``, a shard k that does not hold the
-    answers to questions k·size … (k+1)·size − 1 (rows added, removed or reordered)."""
+    before digests were stored are checked by id only), with ``shard_size`` a shard k that does not hold the
+    answers to questions k·size … (k+1)·size − 1 (rows added, removed or reordered), and a shard another run made
+    (its `MADE_BY` stamp against the run's stored identity: `_foreign`)."""
+    identity = (store.config().get("identity") or {}) if store.exists() else {}
     for task, exs in tasks:
         now = {ex.id: question_digest(ex) for ex in exs}
         ids = [ex.id for ex in exs]
         for name in passes:
+            files = {int(f.stem): f for f in store.shard_files(name, task.name) if f.stem.isdigit()}
             for k in store.shard_indices(name, task.name):
                 where = f"shard {k} of the {name} pass"
                 got, digests = store.shard_stamp(name, task.name, k)
@@ -211,6 +267,8 @@ def check_stored(store: RunStore, tasks: Tasks, passes: Sequence[str], shard_siz
                         f"{task.name}: {where} answers other questions than the data holds at its place (rows "
                         "added, removed or reordered since). Restore the original data file, or use a new --run-dir"
                     )
+                if msg is None and identity:
+                    msg = _foreign(task.name, where, files[k], identity)
                 if msg:
                     raise DataChangedError(msg)
 

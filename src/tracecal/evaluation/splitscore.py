@@ -6,7 +6,7 @@
 * a **label-free** score (its raw score over the whole task is given): one stable sort of the task's scores
   serves every split — the evaluation answers of each split in score order (`tracecal.stats.split_metrics.restrict`)
   for the ranking metrics, the calibration answers in decreasing score for the selective threshold (its sort is
-  then linear), and the bootstrap's wrong/correct ranks (`tracecal.stats.bootstrap.sorted_auroc_plans`);
+  then linear), and the bootstrap's layout of the answers in score order (`tracecal.stats.boot_draws`);
 * a **fitted** score (``needs_fit``): fitted on each calibration split as before; a TRACE+-style calibrator
   (`FittedModelEstimator` of a trace-feature calibrator) on its feature matrix computed once per task and sliced
   per split (`Fits`), the same numbers as from the traces (the features of an answer do not depend on the batch);
@@ -14,16 +14,11 @@
   split, a self-calibrated score clipped to [0, 1];
 * every metric of every split in one call (`tracecal.stats.split_metrics.split_metrics`).
 
-Platt (`platt_rows`) is the model of `tracecal.calibrators.PlattCalibrator`: logistic regression of y on the score
-standardised on the split, z = (s − mean) / sd (sd 1 for a constant score), minimising
-Σ_i [log(1 + e^{η_i}) − y_i·η_i] + w²/(2C), η = a + w·z, C = 1e6, a single class giving its base rate. It is solved
-by Newton's method on all S two-parameter problems together (2×2 solves, steps capped at 5 in log-odds, each
-split stopped once its step is below 1e-10, so its iterates do not depend on the others), to the optimum, where
-scikit-learn's L-BFGS (`PlattCalibrator`, gradient tolerance 1e-4) stops earlier: the objective is never worse and the
-probabilities move by a median 2e-5, up to 1.5e-2 on nearly separable random problems (tests/evaluation/
-test_splitscore.py); on the synthetic benchmark runs every Brier moved by ≤ 2.5e-5, ECE and adaptive ECE by ≤ 1e-3,
-the ranking metrics not at all (docs/benchmarks.md). A split not converged after 100 steps is fitted by
-`PlattCalibrator` instead.
+Platt (`platt_rows`) is `tracecal.calibrators.PlattCalibrator`'s fit itself (`tracecal.calibrators.logistic`: the
+score standardised on the split, logistic regression with the slope penalty w²/(2C), C = 1e6, solved by Newton's
+method to its optimum), run on all S splits together; a single class gives its base rate. Until both used it,
+`PlattCalibrator` fitted with scikit-learn's L-BFGS, which stops at its gradient tolerance 1e-4: the probabilities
+differed by a median 2e-5, up to 1.5e-2 on nearly separable random problems (tests/evaluation/test_splitscore.py).
 """
 
 from __future__ import annotations
@@ -39,8 +34,10 @@ import numpy as np
 from scipy.special import expit
 
 from tracecal.calibrators import make_calibrator
+from tracecal.calibrators.logistic import platt_rows
 from tracecal.estimators import REGISTRY, FittedModelEstimator, Inputs, get_estimator
-from tracecal.stats.bootstrap import AurocPlan, auroc_plan, sorted_auroc_plans
+from tracecal.stats.boot_draws import sorted_split_draws, split_order_draws
+from tracecal.stats.metrics import compute_all
 from tracecal.stats.selective import ltt_threshold, min_answered, selective_outcome
 from tracecal.stats.split_metrics import restrict, sort_rows, split_metrics
 from tracecal.stats.splits import threshold_split
@@ -56,10 +53,8 @@ __all__ = [
     "score_label_free",
     "score_fitted",
     "selective_threshold",
+    "one_split",
 ]
-
-PLATT_C = 1e6  # = PlattCalibrator's default C
-NEWTON_STEPS, NEWTON_TOL, NEWTON_CAP = 100, 1e-10, 5.0
 
 
 def sanitize(x: np.ndarray) -> tuple[np.ndarray, int]:
@@ -96,37 +91,6 @@ class SplitSet:
         rows = np.arange(len(self.pairs))[:, None]
         self.in_cal, self.in_ev = np.zeros((2, len(self.pairs), self.n), dtype=bool)
         self.in_cal[rows, self.cal], self.in_ev[rows, self.ev] = True, True
-
-
-def platt_rows(s: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, ...]:
-    """Platt scaling of every row of calibration scores ``s`` (S, m) with labels ``y`` (module docstring):
-    (mean, scale, a, w, constant), each (S,); ``constant`` is the base rate of a single-class row, else NaN."""
-    mean, sd = s.mean(axis=1), s.std(axis=1)
-    scale = np.where((sd > 0) & np.isfinite(sd), sd, 1.0)
-    z, yf = (s - mean[:, None]) / scale[:, None], y.astype(np.float64)
-    rate = yf.mean(axis=1)
-    n1 = y.sum(axis=1)
-    constant = np.where((n1 == 0) | (n1 == y.shape[1]), rate, np.nan)
-    p0 = np.clip(rate, 1e-6, 1 - 1e-6)
-    a, w = np.log(p0 / (1 - p0)), np.zeros(len(s))
-    active = np.flatnonzero(np.isnan(constant))
-    for _ in range(NEWTON_STEPS):
-        if active.size == 0:
-            break
-        Z, A, Wt = z[active], a[active], w[active]
-        p = expit(A[:, None] + Wt[:, None] * Z)
-        r, v = p - yf[active], p * (1.0 - p)
-        ga, gw = r.sum(axis=1), (r * Z).sum(axis=1) + Wt / PLATT_C
-        haa, haw, hww = v.sum(axis=1), (v * Z).sum(axis=1), (v * Z * Z).sum(axis=1) + 1.0 / PLATT_C
-        det = np.maximum(haa * hww - haw * haw, 1e-300)
-        da = np.clip((hww * ga - haw * gw) / det, -NEWTON_CAP, NEWTON_CAP)
-        dw = np.clip((haa * gw - haw * ga) / det, -NEWTON_CAP, NEWTON_CAP)
-        a[active], w[active] = A - da, Wt - dw
-        active = active[np.maximum(np.abs(da), np.abs(dw)) >= NEWTON_TOL]
-    for r_ in active:  # not converged: the calibrator's own optimiser
-        cal = make_calibrator("platt").fit(s[r_], y[r_])
-        mean[r_], scale[r_], a[r_], w[r_] = cal.mean_, cal.scale_, cal.intercept_, cal.coef_
-    return mean, scale, a, w, constant
 
 
 def calibrate_rows(name: str, calibrator: str, raw_cal: np.ndarray, y_cal: np.ndarray, raw: np.ndarray) -> np.ndarray:
@@ -225,14 +189,13 @@ class Fits:
 @dataclass
 class Scored:
     """One estimator on every split: ``metrics`` (name → S values), seed 0's raw scores and probabilities on its
-    evaluation split (in its order), and what the bootstrap needs (`tracecal.stats.bootstrap.blocked_split_draws`)."""
+    evaluation split (in its order), and ``boot``: the bootstrap draws of the split-mean AUROC and Brier
+    ({"auroc", "brier"}: (B,) each) from the task's resample counts (`tracecal.stats.boot_draws`)."""
 
     metrics: dict[str, list[float]]
     raw0: np.ndarray
     prob0: np.ndarray
-    plan: Callable[[], list[AurocPlan]]  # the splits' AUROC plans, made when the bootstrap asks
-    evals: np.ndarray
-    sq_err: np.ndarray
+    boot: Callable[[np.ndarray], dict[str, np.ndarray]]
 
 
 def _finish(m: dict[str, np.ndarray], y: np.ndarray, sp: SplitSet, sel: list[dict[str, float]]) -> dict[str, list]:
@@ -277,7 +240,8 @@ def score_label_free(name: str, raw: np.ndarray, y: np.ndarray, sp: SplitSet, cf
     raw0, prob0 = np.empty(sp.ev.shape[1]), np.empty(sp.ev.shape[1])
     at = np.searchsorted(sp.ev[0], idx[0])
     raw0[at], prob0[at] = rs[0], prob[0]
-    return Scored(m, raw0, prob0, lambda: sorted_auroc_plans(y, raw, order, sp.in_ev), idx, (prob - ys) ** 2)
+    sq_err = (prob - ys) ** 2
+    return Scored(m, raw0, prob0, lambda W: sorted_split_draws(y, raw, order, sp.in_ev, idx, sq_err, W))
 
 
 def score_fitted(name: str, data: Any, sp: SplitSet, cfg: Any, fits: Fits) -> Scored:
@@ -294,8 +258,8 @@ def score_fitted(name: str, data: Any, sp: SplitSet, cfg: Any, fits: Fits) -> Sc
     prob = calibrate_rows(name, cfg.calibrator, raw_cal, y[sp.cal], raw_ev)
     rs, ys, ps = sort_rows(raw_ev, y[sp.ev], prob)
     m = _finish(split_metrics(ys, rs, ps, cfg.n_bins), y, sp, sel)
-    plans = lambda: [auroc_plan(y[ev], raw_ev[r], ev) for r, ev in enumerate(sp.ev)]  # noqa: E731
-    return Scored(m, raw_ev[0], prob[0], plans, sp.ev, (prob - y[sp.ev]) ** 2)
+    sq_err = (prob - y[sp.ev]) ** 2
+    return Scored(m, raw_ev[0], prob[0], lambda W: split_order_draws(y, sp.ev, raw_ev, sq_err, W))
 
 
 def selective_threshold(
@@ -322,3 +286,24 @@ def selective_threshold(
         est = fits.fit(cal[fit])
         raw = fits.score(est, cal[thr])
     return ltt_threshold(raw, y[cal[thr]], cfg.sel_alpha, cfg.sel_delta).threshold, est
+
+
+def one_split(
+    name: str, data: Any, raw_all: np.ndarray | None, cal: np.ndarray, ev: np.ndarray, cfg: Any
+) -> tuple[dict[str, float], np.ndarray, np.ndarray]:
+    """Metrics of one estimator on one split, the protocol's numbers for that split (`tracecal.evaluation.protocol`
+    scores all splits at once, above); returns (metrics, raw eval scores, eval probabilities)."""
+    y, est, fits = data.y, None, Fits(name, data, features=False)
+    if raw_all is None:  # an estimator that fits something on the calibration split
+        est = fits.fit(cal)
+        raw_cal, raw_ev = fits.score(est, cal), fits.score(est, ev)
+    else:
+        raw_cal, raw_ev = raw_all[cal], raw_all[ev]
+    prob = calibrate_rows(name, cfg.calibrator, raw_cal[None], y[cal][None], raw_ev[None])[0]
+    m = compute_all(y[ev], raw_ev, prob, n_bins=cfg.n_bins)
+    m["n_correct_cal"] = int(y[cal].sum())
+    m["n_cal"] = len(cal)
+    t, sel_est = selective_threshold(name, data, cal, cfg, raw_cal, est, fits)  # answer iff raw score ≥ t
+    sel_ev = raw_ev if sel_est is est else fits.score(sel_est, ev)
+    m.update(selective_outcome(sel_ev, y[ev], t, cfg.sel_alpha))
+    return m, raw_ev, prob

@@ -10,7 +10,9 @@ shard by shard, and read by any number of cheap estimators. A pass is one class:
   fixed-length float vector; `TOKEN`: one float per answer token, aligned with the trace);
 * ``resource``: what `compute` receives as ``model`` (``"lm"``: the language model backend, ``"embedder"``:
   the sentence embedder, ``None``: nothing);
-* ``compute(model, task, examples, traces) -> columns``: a dict stat → one value per answer.
+* ``compute(model, task, examples, traces) -> columns``: a dict stat → one value per answer;
+* ``unsupported``: the backends (``llamacpp``, ``http``) that cannot compute it, each with why: a run on one of
+  them does not schedule the pass and reports its estimators as not run, with that reason.
 
 Adding a pass is one subclass and `register_pass`; estimators declare the stats they read (`Estimator.stats`)
 and the harness runs exactly the passes those stats come from.
@@ -63,6 +65,7 @@ class Pass:
     resource: ClassVar[str | None] = "lm"
     cost_weight: ClassVar[float] = 1.0  # relative seconds per answer (generation = 1), for the progress ETA
     description: ClassVar[str] = ""
+    unsupported: ClassVar[dict[str, str]] = {}  # backend kind → why it cannot compute this pass
 
     @classmethod
     def from_config(cls, cfg: Any) -> Pass:

@@ -56,13 +56,14 @@ class SelfEvalPass(Pass):
     """P(True) and verbalised confidence: the model judges its own answer (METHOD §4 "Broader").
 
     Both prompts show the question as `self_eval_question` builds it (options and context included), the same
-    text SECL and the service use.
+    text SECL and the service use; the same prompt ids on the HF and llama.cpp backends (`tracecal.passes.selfeval`).
     """
 
     name = "extra"
     provides = {"p_true": ANSWER, "verbalized": ANSWER, "digit_mass": ANSWER}
     cost_weight = 0.65
     description = "P(True) and verbalised confidence (two extra forward passes per answer)"
+    unsupported = {"http": "a server returns no next-token log-probs of given tokens (use --backend hf or llamacpp)"}
 
     def compute(self, model: Any, task: Any, examples: Sequence[Any], traces: Sequence[Any]) -> dict[str, Any]:
         from tracecal.passes.selfeval import p_true, verbalized_confidence
@@ -100,6 +101,10 @@ class BeamPass(Pass):
     provides = {"beam": VECTOR}
     cost_weight = 1.5
     description = "one B-beam search per prompt (length-normalised beam scores)"
+    unsupported = {
+        "llamacpp": "llama.cpp has no beam search (llama-cpp-python decodes one sequence): use --backend hf",
+        "http": "an OpenAI-compatible server returns no beam scores: use --backend hf",
+    }
 
     def __init__(self, num_beams: int = 5, max_new_tokens: int | None = None, cap: int | None = 32) -> None:
         self.num_beams, self.max_new_tokens, self.cap = num_beams, max_new_tokens, cap

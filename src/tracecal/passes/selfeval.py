@@ -21,18 +21,23 @@ neither generates text.
   probability that the reply starts with a digit) is returned so callers can see when the model did not
   want to answer with a number; when it is below ``min_digit_mass`` the caller may fall back to parsing
   generated text (`parse_confidence`).
+
+Both run on any backend with a tokenizer and next-token log-probs (`Judge`: the HF and llama.cpp backends), from
+the same prompt ids (the chat template of the model's tokenizer). On HF the digit tree is one batched step on a
+repeated KV cache; on llama.cpp (no torch model) the same eleven continuations are read as prompts of their own,
+prompt + d₁ and prompt + "1" "0", which llama.cpp evaluates on the cached prompt (`number_distribution`).
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import torch
 
-from tracecal.backends.base import LocalBackend
+from tracecal.backends.base import BackendUnsupportedError, LocalBackend
 from tracecal.backends.recorder import output_cache
 from tracecal.errors import TracecalError, ValidationError
 
@@ -41,6 +46,7 @@ __all__ = [
     "VERBAL_QUESTION",
     "VERBAL_PREFILL",
     "p_true",
+    "p_true_with_raw",
     "p_true_prompt_ids",
     "verbalized_prompt_ids",
     "number_distribution",
@@ -48,6 +54,7 @@ __all__ = [
     "confidence_bins",
     "parse_confidence",
     "SelfEvalUnavailableError",
+    "Judge",
 ]
 
 PTRUE_QUESTION = (
@@ -66,11 +73,26 @@ class SelfEvalUnavailableError(TracecalError, RuntimeError):
     """The tokenizer cannot express what a self-evaluation reads (single-token Yes/No variants, single-token digits)."""
 
 
+class Judge(Protocol):
+    """What a self-evaluation reads from a model: its tokenizer and prompt ids, and next-token log-probs (the HF
+    and llama.cpp backends; the HF one, a `LocalBackend`, reads the digits' tree on one KV cache)."""
+
+    tokenizer: Any
+    chat: bool
+    batch_size: int
+
+    def encode_prompt(self, prompt: Any) -> list[int]: ...
+
+    def next_token_logprobs(
+        self, prompt_ids: Sequence[Sequence[int]], token_ids: Sequence[int], batch_size: int | None = None
+    ) -> np.ndarray: ...
+
+
 def _paired_prompts(
-    lm: LocalBackend,
+    lm: Judge,
     questions: Sequence[str],
     answers: Sequence[str],
-    build: Callable[[LocalBackend, str, str, str], list[int]],
+    build: Callable[[Judge, str, str, str], list[int]],
     template: str,
     what: str,
 ) -> list[list[int]]:
@@ -80,7 +102,7 @@ def _paired_prompts(
     return [build(lm, q, a, template) for q, a in zip(questions, answers, strict=True)]
 
 
-def _single_token_ids(lm: LocalBackend, words: Sequence[str]) -> list[int]:
+def _single_token_ids(lm: Judge, words: Sequence[str]) -> list[int]:
     ids = []
     for w in words:
         enc = lm.tokenizer.encode(w, add_special_tokens=False)
@@ -89,7 +111,7 @@ def _single_token_ids(lm: LocalBackend, words: Sequence[str]) -> list[int]:
     return ids
 
 
-def _chat_ids(lm: LocalBackend, user: str, prefill: str = "") -> list[int]:
+def _chat_ids(lm: Judge, user: str, prefill: str = "") -> list[int]:
     """Prompt ids: chat template (+ assistant prefill) for chat models, plain text otherwise."""
     if lm.chat:
         ids = lm.encode_prompt([{"role": "user", "content": user}])
@@ -99,18 +121,33 @@ def _chat_ids(lm: LocalBackend, user: str, prefill: str = "") -> list[int]:
     return lm.encode_prompt(f"{user}\n{prefill or 'Answer:'}")
 
 
-def p_true_prompt_ids(lm: LocalBackend, question: str, answer: str, template: str = PTRUE_QUESTION) -> list[int]:
+def p_true_prompt_ids(lm: Judge, question: str, answer: str, template: str = PTRUE_QUESTION) -> list[int]:
     return _chat_ids(lm, template.format(question=question, answer=answer))
 
 
 def p_true(
-    lm: LocalBackend,
+    lm: Judge,
     questions: Sequence[str],
     answers: Sequence[str],
     template: str = PTRUE_QUESTION,
     batch_size: int | None = None,
 ) -> np.ndarray:
     """P(True) ∈ [0, 1] per (question, answer): P(yes) / (P(yes) + P(no)) from one forward pass each."""
+    return p_true_with_raw(lm, questions, answers, template, batch_size)[0]
+
+
+def p_true_with_raw(
+    lm: Judge,
+    questions: Sequence[str],
+    answers: Sequence[str],
+    template: str = PTRUE_QUESTION,
+    batch_size: int | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """(P(yes) / (P(yes) + P(no)), raw P(yes)) per (question, answer), both from the same forward pass.
+
+    Raw P(yes) = Σ over the Yes variants of their next-token probability, not renormalised against No (the mass
+    the model puts on neither word lowers it); SECL's ``target="ptrue"`` ablation uses it.
+    """
     prompts = _paired_prompts(lm, questions, answers, p_true_prompt_ids, template, "p_true")
     yes, no = _single_token_ids(lm, YES_VARIANTS), _single_token_ids(lm, NO_VARIANTS)
     if not yes or not no:
@@ -118,14 +155,14 @@ def p_true(
     lp = lm.next_token_logprobs(prompts, yes + no, batch_size=batch_size)
     ly = np.logaddexp.reduce(lp[:, : len(yes)], axis=1)
     ln = np.logaddexp.reduce(lp[:, len(yes) :], axis=1)
-    return 1.0 / (1.0 + np.exp(ln - ly))
+    return 1.0 / (1.0 + np.exp(ln - ly)), np.exp(ly)
 
 
-def verbalized_prompt_ids(lm: LocalBackend, question: str, answer: str, template: str = VERBAL_QUESTION) -> list[int]:
+def verbalized_prompt_ids(lm: Judge, question: str, answer: str, template: str = VERBAL_QUESTION) -> list[int]:
     return _chat_ids(lm, template.format(question=question, answer=answer), prefill=VERBAL_PREFILL)
 
 
-def _digit_ids(lm: LocalBackend) -> list[int]:
+def _digit_ids(lm: Judge) -> list[int]:
     ids = []
     for d in "0123456789":
         enc = lm.tokenizer.encode(d, add_special_tokens=False)
@@ -136,13 +173,19 @@ def _digit_ids(lm: LocalBackend) -> list[int]:
 
 
 def number_distribution(
-    lm: LocalBackend, prompt_ids: Sequence[Sequence[int]], grad: bool = False
+    lm: Judge, prompt_ids: Sequence[Sequence[int]], grad: bool = False
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Distribution over the numbers 0…100 the model would write next, shape (B, 101), and digit mass (B,).
 
-    Three forward steps on one KV cache (prompt, ten first digits, "10"→"0"); with ``grad=True`` the result
-    is differentiable with respect to the model's (e.g. LoRA) parameters.
+    HF (a `LocalBackend`): three forward steps on one KV cache (prompt, ten first digits, "10"→"0"); with
+    ``grad=True`` the result is differentiable with respect to the model's (e.g. LoRA) parameters. Another backend
+    (llama.cpp): the same next-token distributions from `Judge.next_token_logprobs` (`_tree_from_logprobs`; no
+    gradients).
     """
+    if not isinstance(lm, LocalBackend):
+        if grad:
+            raise BackendUnsupportedError(f"gradients need the HF backend, not {type(lm).__name__}")
+        return _tree_from_logprobs(lm, prompt_ids)
     digits = torch.tensor(_digit_ids(lm), device=lm.device)
     ctx = torch.enable_grad() if grad else torch.no_grad()
     with ctx:
@@ -165,25 +208,44 @@ def number_distribution(
         m2 = torch.cat([m1.view(B, 10, -1)[:, 1], torch.ones(B, 1, dtype=mask.dtype, device=mask.device)], 1)
         out2 = lm.model(input_ids=digits[0].repeat(B)[:, None], attention_mask=m2, position_ids=last + 1, **{kw: cache})
         p2_zero = torch.softmax(out2.logits[:, -1].float(), -1)[:, digits[0]]  # P("0" | "10")
-        pd1 = p0[:, digits]  # (B, 10)
-        pd2 = p1[:, :, digits]  # (B, 10, 10): P(d2 | d1)
-        end1 = (1.0 - pd2.sum(-1)).clamp(min=0.0)  # (B, 10)
-        probs = torch.zeros(B, 101, device=p0.device, dtype=p0.dtype)
-        probs[:, 0] = pd1[:, 0]
-        probs[:, 1:10] = pd1[:, 1:] * end1[:, 1:]
-        two = pd1[:, 1:, None] * pd2[:, 1:, :]  # (B, 9, 10): 10a+b for a = 1..9
-        probs[:, 10:100] = two.reshape(B, 90)
-        probs[:, 10] = two[:, 0, 0] * (1.0 - p2_zero)
-        probs[:, 100] = two[:, 0, 0] * p2_zero
-        mass = pd1.sum(-1)
-        probs = probs / probs.sum(-1, keepdim=True).clamp(min=1e-30)
+        return _number_tree(p0[:, digits], p1[:, :, digits], p2_zero)
+
+
+def _tree_from_logprobs(lm: Judge, prompt_ids: Sequence[Sequence[int]]) -> tuple[torch.Tensor, torch.Tensor]:
+    """`number_distribution` from next-token log-probs of the digits after 12 prompts per row: the prompt, the
+    prompt + each first digit d₁, the prompt + "1" "0" (consecutive, so llama.cpp evaluates each continuation on
+    the prompt's cached prefix: one or two tokens)."""
+    digits = _digit_ids(lm)
+    rows = []
+    for p in prompt_ids:
+        p = [int(t) for t in p]
+        rows += [p, *([*p, d] for d in digits), [*p, digits[1], digits[0]]]
+    lp = lm.next_token_logprobs(rows, digits).reshape(len(prompt_ids), 12, 10)
+    probs = torch.from_numpy(np.exp(lp))
+    return _number_tree(probs[:, 0], probs[:, 1:11], probs[:, 11, 0])
+
+
+def _number_tree(pd1: torch.Tensor, pd2: torch.Tensor, p2_zero: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """P(n), n = 0…100 (the module docstring's tree, renormalised), and the digit mass from P(d₁) (B, 10),
+    P(d₂ | d₁) (B, 10, 10) and P("0" | "10") (B,)."""
+    B = pd1.shape[0]
+    end1 = (1.0 - pd2.sum(-1)).clamp(min=0.0)  # (B, 10)
+    probs = torch.zeros(B, 101, device=pd1.device, dtype=pd1.dtype)
+    probs[:, 0] = pd1[:, 0]
+    probs[:, 1:10] = pd1[:, 1:] * end1[:, 1:]
+    two = pd1[:, 1:, None] * pd2[:, 1:, :]  # (B, 9, 10): 10a+b for a = 1..9
+    probs[:, 10:100] = two.reshape(B, 90)
+    probs[:, 10] = two[:, 0, 0] * (1.0 - p2_zero)
+    probs[:, 100] = two[:, 0, 0] * p2_zero
+    mass = pd1.sum(-1)
+    probs = probs / probs.sum(-1, keepdim=True).clamp(min=1e-30)
     return probs, mass
 
 
 # The same inputs as `p_true`, on purpose: the two self-evaluation readings of the same (question, answer) pairs,
 # called side by side by the passes and SECL; their shared prompt building is `_paired_prompts`.
 def verbalized_confidence(
-    lm: LocalBackend,
+    lm: Judge,
     questions: Sequence[str],
     answers: Sequence[str],
     template: str = VERBAL_QUESTION,

@@ -32,7 +32,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -56,12 +55,14 @@ from tracecal.report.selective import certified_summary
 from tracecal.report.stats import statistics_section
 from tracecal.report.svg import FIGURES, XML_PROLOG, export_figures
 from tracecal.signals.operators import TraceConfig
+from tracecal.traces.io import Inputs, atomic_write, check_output
 
 __all__ = ["write_report", "build_html", "example_payload", "peak_windows", "load_run", "RunData"]
 
 PAGE_SIZE = 50
 MAX_GOLDS = 8
 REPORT_FILE = "report.html"  # the default report, an artefact of the run (written by the store)
+RUN_FILES = ("*.json", "*.parquet", "*/*/*.parquet", "results.*")  # what --out / --figures never write over
 RELIABILITY_CAPTION = (
     "{t}: bars are the accuracy of the answers whose calibrated confidence falls in each bin (dots: their mean "
     "confidence), numbers the answers per bin, the dashed line perfect calibration. Hover for exact values."
@@ -170,9 +171,11 @@ def _meta_lines(run: RunData, shown: list[str]) -> list[str]:
     cfg = run.results.get("config") or {}
     tinfo = run.results.get("tasks") or {}
     tasks = ", ".join(f"{t} ({tinfo.get(t, {}).get('n', '?')})" for t in run.tasks)
+    llama = cfg.get("backend") == "llamacpp"
+    weights = "GGUF weights in llama.cpp" if llama else f"{e(cfg.get('dtype') or 'auto')} weights"
     lines = [
         f"Run <code>{e(run.path.resolve())}</code> · model {e(cfg.get('model') or 'default')} "
-        f"({e(cfg.get('dtype') or 'auto')} weights) · "
+        f"({weights}) · "
         f"{run.n:,} answers: {e(tasks)}",
         f"{len(shown)} estimators · {e(cfg.get('n_seeds', '?'))} seeds · calibration share "
         f"{e(cfg.get('cal_frac', '?'))} · calibrator {e(cfg.get('calibrator', '?'))} · "
@@ -181,12 +184,22 @@ def _meta_lines(run: RunData, shown: list[str]) -> list[str]:
     subs = run.results.get("substitutes") or []
     if subs:
         lines.append("Substitutes: " + e("; ".join(map(str, subs))))
-    not_run = {t: d.get("not_run") for t, d in tinfo.items() if d.get("not_run")}
-    if not_run:
-        lines.append(
-            "Not run (their pass is incomplete): " + e("; ".join(f"{t}: {', '.join(v)}" for t, v in not_run.items()))
-        )
+    if not_run := _not_run_line(tinfo):
+        lines.append(e(not_run))
     return lines
+
+
+def _not_run_line(tinfo: dict[str, Any]) -> str | None:
+    """``Not run: ESTIMATORS on TASKS (why); …`` grouped by reason (``not_run_reasons``: a pass the run's backend
+    cannot compute; else its pass is incomplete), or None when every estimator ran."""
+    by_why: dict[str, tuple[dict[str, None], dict[str, None]]] = {}
+    for t, d in tinfo.items():
+        for x in d.get("not_run") or []:
+            why = (d.get("not_run_reasons") or {}).get(x) or "their pass is incomplete"
+            ests, tasks = by_why.setdefault(why, ({}, {}))
+            ests[x] = tasks[t] = None
+    parts = [f"{', '.join(ests)} on {', '.join(tasks)} ({why})" for why, (ests, tasks) in by_why.items()]
+    return "Not run: " + "; ".join(parts) if parts else None
 
 
 CAPTIONS = {"reliability": RELIABILITY_CAPTION, "risk_coverage": RC_CAPTION, "histogram": HIST_CAPTION}
@@ -212,14 +225,17 @@ def _results_section(run: RunData, estimators: list[str]) -> str:
     )
 
 
-def _overview_section(run: RunData, estimators: list[str], figures_dir: str | os.PathLike[str] | None) -> str:
+def _overview_section(
+    run: RunData, estimators: list[str], figures_dir: str | os.PathLike[str] | None, inputs: Inputs = ()
+) -> str:
     """The figure the report opens with (`tracecal.report.overview`), also written to ``figures_dir``."""
     svg = overview_svg(run.results, run.tasks, estimators)
     if not svg:
         return ""
     if figures_dir is not None:
-        Path(figures_dir).mkdir(parents=True, exist_ok=True)
-        (Path(figures_dir) / OVERVIEW_FILE).write_text(XML_PROLOG + svg, encoding="utf-8")
+        text = XML_PROLOG + svg
+        write = lambda tmp: Path(tmp).write_text(text, encoding="utf-8")  # noqa: E731
+        atomic_write(Path(figures_dir) / OVERVIEW_FILE, write, inputs, "--figures")
     caption = (
         "Each estimator's mean AUROC per task (dot); bar: the paired bootstrap interval of its difference to the "
         "task's best non-TRACE estimator (dashed line, ◆) when the run has comparisons, else ± 1 sd over splits. "
@@ -235,13 +251,15 @@ def build_html(
     figures_dir: str | os.PathLike[str] | None = None,
     max_examples: int | None = None,
     learning: dict[str, Any] | None = None,
+    inputs: Inputs = (),
 ) -> str:
-    """Render the report of a loaded run (its figures also written to ``figures_dir`` as SVG files when given);
-    ``learning``: the run's learning curves (`tracecal.analysis.learning_curve`), shown when given."""
+    """Render the report of a loaded run (its figures also written to ``figures_dir`` as SVG files when given,
+    never over one of ``inputs``); ``learning``: the run's learning curves (`tracecal.analysis.learning_curve`),
+    shown when given."""
     n_bins = int((run.results.get("config") or {}).get("n_bins") or 10)
     plots = [task_plots(run, t, estimators, curve_estimators, n_bins) for t in run.tasks]
     if figures_dir is not None:
-        export_figures(plots, figures_dir)
+        export_figures(plots, figures_dir, inputs)
     blocks: dict[str, str] = {kind: "" for kind, _ in FIGURES}
     for tp in plots:
         for kind, draw in FIGURES:
@@ -269,24 +287,9 @@ def build_html(
     title = f"tracecal report — {run.path.resolve().name}"
     certified = certified_summary(run, estimators)
     stats_sec = statistics_section(run.results, run.tasks, estimators, learning, certified)
-    sections = [_overview_section(run, estimators, figures_dir), _results_section(run, estimators), stats_sec]
+    sections = [_overview_section(run, estimators, figures_dir, inputs), _results_section(run, estimators), stats_sec]
     sections += [rel_sec, rc_sec, hist_sec, ex_sec]
     return page(title, _meta_lines(run, estimators), sections, json_for_script(payload))
-
-
-def _write_file(dest: Path, text: str) -> Path:
-    """Write ``text`` to a file the user named (atomically: a temporary file renamed into place)."""
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, dest)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return dest
 
 
 def write_report(
@@ -300,8 +303,9 @@ def write_report(
 
     Args:
         run_dir: a run directory scored by `tracecal.evaluation.run.evaluate` (or its `RunStore`).
-        out: the HTML file to write (default: the run's ``report.html``, written by its store).
-        figures_dir: if given, every figure is also written there as ``<kind>_<task>.svg``.
+        out: the HTML file to write (default: the run's ``report.html``, written by its store); never one of the
+            run's own files (`RUN_FILES`: `ValidationError`), written by `tracecal.traces.io.atomic_write`.
+        figures_dir: if given, every figure is also written there as ``<kind>_<task>.svg`` (the same way).
         estimators: estimators to show (comma-separated names or groups such as ``trace-only``, or a list;
             default: all of the run's, with the risk–coverage charts limited to TRACE, TRACE+ and the six
             others of highest mean AUROC).
@@ -314,10 +318,15 @@ def write_report(
         ValueError: an estimator is not in the run.
     """
     store = open_run(run_dir)
+    inputs = [("file of the run", store.path, pattern) for pattern in RUN_FILES]
+    if out is not None:
+        check_output(out, inputs, "--out")  # before anything is read
     shown = select_estimators(list(read_results(store).get("estimators") or {}), estimators)
     run = load_run(store, shown)
     curves = shown if estimators is not None else default_curve_estimators(run, shown)
-    html_text = build_html(run, shown, curves, figures_dir, max_examples, store.read_artefact("learning_curve"))
-    if out is None:
+    learning = store.read_artefact("learning_curve")
+    html_text = build_html(run, shown, curves, figures_dir, max_examples, learning, inputs)
+    if out is None or Path(out).resolve() == store.artefact_path(REPORT_FILE).resolve():
         return store.write_text(REPORT_FILE, html_text)
-    return _write_file(Path(out), html_text)
+    atomic_write(out, lambda tmp: Path(tmp).write_text(html_text, encoding="utf-8"), inputs, "--out")
+    return Path(out)

@@ -39,6 +39,7 @@ from pathlib import Path
 import numpy as np
 
 from tracecal.report.plotdata import Curve, Hist, Reliability, TaskPlots
+from tracecal.traces.io import Inputs, atomic_write
 
 __all__ = [
     "reliability_svg",
@@ -288,15 +289,20 @@ def figure_name(kind: str, task: str) -> str:
     return f"{kind}_{safe_name(task)}"
 
 
-def export_figures(plots: list[TaskPlots], directory: str | os.PathLike[str]) -> list[Path]:
-    """Write every figure of every task into ``directory`` as ``<kind>_<task>.svg`` (the report's documents)."""
+def _text_writer(text: str) -> Callable[[str], object]:
+    """A writer for `tracecal.traces.io.atomic_write` of ``text`` (UTF-8)."""
+    return lambda name: Path(name).write_text(text, encoding="utf-8")
+
+
+def export_figures(plots: list[TaskPlots], directory: str | os.PathLike[str], inputs: Inputs = ()) -> list[Path]:
+    """Write every figure of every task into ``directory`` as ``<kind>_<task>.svg`` (the report's documents), each
+    with `tracecal.traces.io.atomic_write` (never over one of ``inputs``)."""
     directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
     for tp in plots:
         for kind, draw in FIGURES:
             path = directory / f"{figure_name(kind, tp.task)}.svg"
-            path.write_text(XML_PROLOG + draw(tp), encoding="utf-8")
+            atomic_write(path, _text_writer(XML_PROLOG + draw(tp)), inputs, "--figures")
             written.append(path)
     return written
 

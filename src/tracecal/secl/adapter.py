@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
+from tracecal.backends.base import BackendUnsupportedError, LocalBackend
 from tracecal.passes.selfeval import confidence_bins, number_distribution
 from tracecal.secl.config import SECLConfig
 from tracecal.secl.cost import CostMeter
@@ -43,7 +44,16 @@ from tracecal.secl.cost import CostMeter
 if TYPE_CHECKING:
     from tracecal.backends.hf import HFModel
 
-__all__ = ["SECLAdapter", "UpdateInfo", "directional_loss", "mse_loss", "expected_confidence", "target_bins"]
+__all__ = [
+    "SECLAdapter",
+    "UpdateInfo",
+    "directional_loss",
+    "mse_loss",
+    "expected_confidence",
+    "hf_only_error",
+    "require_hf",
+    "target_bins",
+]
 
 ADAPTER_FILE = "adapter_model.safetensors"
 SECL_CONFIG_FILE = "secl_config.json"
@@ -73,6 +83,26 @@ def directional_loss(dist: torch.Tensor, tau: torch.Tensor, n_bins: int = 10, sd
 def mse_loss(dist: torch.Tensor, tau: torch.Tensor) -> torch.Tensor:
     """Mean over rows of (v − τ)²."""
     return ((expected_confidence(dist) - tau.to(dist.dtype)) ** 2).mean()
+
+
+def hf_only_error(what: str) -> BackendUnsupportedError:
+    """Why SECL cannot run on ``what`` (llama.cpp, a server) and how to give it the same model on the HF backend."""
+    from tracecal.backends.catalogue import NAMED_MODELS, model_cache_dir
+
+    return BackendUnsupportedError(
+        f"SECL runs on the HF backend only: it trains LoRA weights by gradient steps, which {what} cannot take. "
+        f"Run it on the HF backend (leave out --backend llamacpp): a named model ({', '.join(NAMED_MODELS)}) or a "
+        f".gguf file given to --model is converted once into an HF checkpoint (the GGUF dequantised to fp32) under "
+        f"{model_cache_dir() / 'hf'}; a checkpoint folder or a Hugging Face id loads as it is"
+    )
+
+
+def require_hf(lm: Any) -> HFModel:
+    """``lm``, or `BackendUnsupportedError` (`hf_only_error`) unless it holds its torch weights in this process."""
+    if not isinstance(lm, LocalBackend):
+        kind = {"LlamaCppModel": "llama.cpp (the GGUF run by llama-cpp-python)", "HTTPModel": "a server"}
+        raise hf_only_error(kind.get(type(lm).__name__, f"a {type(lm).__name__}"))
+    return lm  # type: ignore[return-value]  # a LocalBackend: what SECL reads of an HFModel
 
 
 @dataclass
@@ -106,6 +136,7 @@ class SECLAdapter:
     def __init__(self, lm: HFModel, cfg: SECLConfig | None = None, cost: CostMeter | None = None) -> None:
         from peft import LoraConfig, get_peft_model
 
+        require_hf(lm)
         self.lm = lm
         self.cfg = cfg or SECLConfig()
         self.cost = cost if cost is not None else CostMeter()
@@ -140,6 +171,7 @@ class SECLAdapter:
         self.optimizer = self._make_optimizer()
         self.pristine = True  # the adapter is at its initial state (model == base model)
         self.n_updates = 0
+        self.n_resets = 0  # resets that undid at least one update
         self.closed = False
 
     # ------------------------------------------------------------------ setup / teardown
@@ -183,6 +215,7 @@ class SECLAdapter:
     # ------------------------------------------------------------------ state
     def reset(self) -> None:
         """Restore the initial adapter exactly (B = 0 ⇒ outputs equal the base model's) and a fresh optimiser."""
+        self.n_resets += not self.pristine
         with torch.no_grad():
             for p, p0 in zip(self.params, self._init, strict=True):
                 p.copy_(p0)
@@ -325,5 +358,6 @@ class SECLAdapter:
             "layers": self.layers,
             "trainable_params": self.n_trainable,
             "updates": self.n_updates,
+            "resets": self.n_resets,
             "delta_norm": self.delta_norm(),
         }

@@ -2,8 +2,9 @@
 
 `frozen_for` reuses the cached pass when it was computed with the same model over the same stream or a
 super-stream of it (`FrozenPass.select`), else computes it; it writes the cache only when the file does not
-exist yet (never overwriting another stream's cache). What it does is reported through ``report`` (one line
-each), by default to this module's logger.
+exist yet (never overwriting another stream's cache). A cached pass saved before the raw P(yes) was recorded
+gets it read now when the run needs it (``need_p_yes``: the ``ptrue`` target; one P(True) pass, not written back).
+What it does is reported through ``report`` (one line each), by default to this module's logger.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from tracecal.secl.frozen import FrozenPass, frozen_pass
-from tracecal.secl.stream import Progress, StreamItem
+from tracecal.secl.stream import Progress, StreamItem, read_p_true
 
 __all__ = ["frozen_for", "matching_pass"]
 
@@ -36,18 +37,23 @@ def frozen_for(
     batch_size: int,
     progress: Progress | None = None,
     report: Callable[[str], None] = log.info,
+    need_p_yes: bool = False,
 ) -> FrozenPass:
     """The frozen pass of ``items``: from ``cache`` when it holds this model and stream (or a super-stream of
     it), else computed with ``batch_size`` (``progress(stage, done, total)`` as it goes) and written to ``cache``
-    when that file does not exist yet."""
+    when that file does not exist yet. ``need_p_yes``: make sure the pass has the raw P(yes) (read it if not)."""
     if cache is not None and cache.is_file():
         cached = FrozenPass.load(cache)  # not a frozen-pass file: an error, not silently recomputed
         try:
             frozen = matching_pass(cached, lm, items)
             report(f"reusing the frozen pass from {cache}")
-            return frozen
         except ValueError as e:
             report(f"{cache} does not match ({e}); recomputing")
+        else:
+            if need_p_yes and frozen.p_yes is None:
+                report(f"{cache} has no raw P(yes); reading it for the {len(items)} answers")
+                frozen.p_yes = read_p_true(lm, items, frozen.answers, batch_size)[1]
+            return frozen
     report(f"frozen pass over {len(items)} questions…")
     frozen = frozen_pass(lm, items, batch_size, progress)
     if cache is not None and not cache.exists():  # never overwrite another stream's cache

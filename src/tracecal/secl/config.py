@@ -17,11 +17,13 @@ from tracecal.errors import ValidationError
 from tracecal.secl.detector import PAGE_HINKLEY_DEFAULTS as PH
 from tracecal.secl.detector import PageHinkleySettings, page_hinkley_constraints
 
-__all__ = ["SECLConfig", "GATES", "LOSSES", "POSITIVE", "SCOPES", "STATISTICS"]
+__all__ = ["SECLConfig", "GATES", "LOSSES", "POSITIVE", "RESET_AT", "SCOPES", "STATISTICS", "TARGETS"]
 
 GATES = ("detector", "always", "never")
 LOSSES = ("directional", "mse")
 SCOPES = ("confidence", "all")
+TARGETS = ("norm_ptrue", "ptrue", "trace", "trace_rank", "oracle")
+RESET_AT = ("update", "shift")
 STATISTICS = ("mean_entropy", "max_entropy", "mean_surprisal", "first_entropy")
 POSITIVE = Interval(float, 0, None, closed="neither")
 """A step size, bound or spread: a finite number > 0."""
@@ -46,6 +48,13 @@ class SECLConfig:
             0 = never early [0].
         start_burst: the start of deployment counts as a change point (open a burst at question 0) [True].
 
+    Target (what v is pulled toward; `tracecal.secl.targets`):
+        target: ``"norm_ptrue"`` — NormPTrue τ = P(yes)/(P(yes)+P(no)) [default] | ``"ptrue"`` — raw P(yes),
+            not renormalised | ``"trace"`` — c_TRACE = exp(−R) of the answer's trace (label-free, METHOD §2) |
+            ``"trace_rank"`` — c_TRACE's mid-rank among the answers seen so far, (#{j<i: c_j<c_i} +
+            ½·#{j<i: c_j=c_i} + ½)/i (label-free, online) | ``"oracle"`` — the answer's label (an upper bound
+            that reads labels; the only target that does). Other than ``norm_ptrue`` needs ``scope="confidence"``.
+
     Update (what one adaptation step is):
         n_bins: confidence bins of the loss and of the update threshold [10].
         update_threshold: train only when |v − τ| > this (one bin = 1/n_bins) [0.1].
@@ -59,7 +68,10 @@ class SECLConfig:
             larger move is scaled back (see `SECLAdapter.update`) [0.1].
         no_overshoot: also bound the move by |v_before − τ| (never step past the target) [True].
         accumulate: LoRA weights accumulate across the stream; False resets them (and the optimiser)
-            to the initial adapter (= base model) after every question [True].
+            to the initial adapter (= base model) at ``reset_at`` [True].
+        reset_at: with ``accumulate=False``: ``"update"`` — after every update [default, the first ablation's
+            meaning] | ``"shift"`` — at every detector alarm, before the alarming question's v is read (needs
+            ``gate="detector"``: the other gates detect no shift).
 
     LoRA:
         lora_r, lora_alpha, lora_dropout; lora_targets: module names (attention projections by default);
@@ -74,6 +86,7 @@ class SECLConfig:
     """
 
     gate: str = "detector"
+    target: str = "norm_ptrue"
     statistic: str = "mean_entropy"
     ph_delta: float = PH.delta
     ph_lambda: float = PH.threshold
@@ -95,6 +108,7 @@ class SECLConfig:
     max_step: float = 0.1
     no_overshoot: bool = True
     accumulate: bool = True
+    reset_at: str = "update"
     lora_r: int = 8
     lora_alpha: int = 16
     lora_dropout: float = 0.0
@@ -106,6 +120,8 @@ class SECLConfig:
 
     parameter_constraints: ClassVar[dict[str, Constraint]] = {
         "gate": Options(*GATES),
+        "target": Options(*TARGETS),
+        "reset_at": Options(*RESET_AT),
         "loss": Options(*LOSSES),
         "scope": Options(*SCOPES),
         "statistic": Options(*STATISTICS),
@@ -135,6 +151,12 @@ class SECLConfig:
         check_params(vars(self), self.parameter_constraints)
         if not self.lora_targets:
             raise ValidationError("lora_targets is empty: name at least one module (e.g. q_proj,v_proj)")
+        if self.reset_at == "shift" and (self.accumulate or self.gate != "detector"):
+            raise ValidationError(
+                "reset_at='shift' needs accumulate=False (--reset) and gate='detector' (only the detector sees shifts)"
+            )
+        if self.target != "norm_ptrue" and self.scope != "confidence":
+            raise ValidationError(f"target={self.target!r} needs scope='confidence' (only NormPTrue is re-read)")
 
     def page_hinkley(self) -> PageHinkleySettings:
         """The gate's detector settings (``ph_*``)."""

@@ -18,7 +18,7 @@ import numpy as np
 
 from tracecal.secl.adapter import V_TOKENS_EXTRA
 from tracecal.secl.cost import CostMeter
-from tracecal.secl.stream import Answers, Progress, StreamItem, generate_answers, read_tau, verbal_prompts
+from tracecal.secl.stream import Answers, Progress, StreamItem, generate_answers, read_p_true, verbal_prompts
 from tracecal.tasks.prompts import self_eval_question
 
 if TYPE_CHECKING:
@@ -31,7 +31,11 @@ FROZEN_FORMAT = 1
 
 @dataclass
 class FrozenPass:
-    """The base model over the stream: answers (texts, per-token H and s), τ, v, and their cost."""
+    """The base model over the stream: answers (texts, per-token H and s), τ, v, and their cost.
+
+    ``p_yes``: the raw P(yes) of each answer, read in the same forward pass as τ (the ``ptrue`` target); None in a
+    pass saved before it was recorded.
+    """
 
     ids: list[str]
     domains: list[str]
@@ -44,6 +48,7 @@ class FrozenPass:
     tau_tokens: np.ndarray
     v_tokens: np.ndarray
     cost: CostMeter = field(default_factory=CostMeter)
+    p_yes: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -91,6 +96,7 @@ class FrozenPass:
             tau_tokens=tau_tok,
             v_tokens=v_tok,
             cost=cost,
+            p_yes=None if self.p_yes is None else self.p_yes[idx],
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -107,13 +113,16 @@ class FrozenPass:
             "tau_tokens": self.tau_tokens.tolist(),
             "v_tokens": self.v_tokens.tolist(),
             "cost": self.cost.to_dict(),
+            **({} if self.p_yes is None else {"p_yes": self.p_yes.tolist()}),
         }
 
     def save(self, path: str | Path) -> Path:
-        """Write the pass as JSON (floats round-trip exactly)."""
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(self.to_dict()), encoding="utf-8")
+        """Write the pass as JSON (floats round-trip exactly), with `tracecal.traces.io.atomic_write` (a full disk
+        or a crash never leaves a half-written cache)."""
+        from tracecal.traces.io import atomic_write
+
+        path, text = Path(path), json.dumps(self.to_dict())
+        atomic_write(path, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
         return path
 
     @classmethod
@@ -133,6 +142,7 @@ class FrozenPass:
             tau_tokens=np.asarray(d["tau_tokens"], dtype=np.int64),
             v_tokens=np.asarray(d["v_tokens"], dtype=np.int64),
             cost=CostMeter.from_dict(d["cost"]),
+            p_yes=np.asarray(d["p_yes"], dtype=np.float64) if "p_yes" in d else None,
         )
 
 
@@ -154,7 +164,7 @@ def frozen_pass(
         if progress:
             progress("answering", s + len(chunk), n)
     with cost.timer("tau"):
-        tau, tau_tok = read_tau(lm, items, answers.texts, batch_size)
+        tau, p_yes, tau_tok = read_p_true(lm, items, answers.texts, batch_size)
     cost.add("tau", sum(tau_tok), passes=n)
     if progress:
         progress("tau", n, n)
@@ -177,4 +187,5 @@ def frozen_pass(
         tau_tokens=np.asarray(tau_tok, dtype=np.int64),
         v_tokens=np.asarray(v_tok, dtype=np.int64),
         cost=cost,
+        p_yes=np.asarray(p_yes, dtype=np.float64),
     )

@@ -19,6 +19,7 @@ import numpy as np
 
 from tracecal.secl.config import SECLConfig
 from tracecal.secl.cost import CostMeter
+from tracecal.traces.io import Inputs, atomic_write
 
 __all__ = ["SECLRecord", "SECLResult", "METHODS", "BASE_KINDS", "OVERHEAD_KINDS"]
 
@@ -247,10 +248,10 @@ class SECLResult:
             }
         )
 
-    def to_json(self, path: str | Path | None = None) -> str:
-        """The result as JSON (NaN → null); written to ``path`` when given."""
+    def to_json(self, path: str | Path | None = None, inputs: Inputs = ()) -> str:
+        """The result as JSON (NaN → null); written to ``path`` when given, with `tracecal.traces.io.atomic_write`
+        (never half-written, never over one of ``inputs``)."""
         s = json.dumps(self.to_dict(), indent=1)
         if path is not None:
-            Path(path).parent.mkdir(parents=True, exist_ok=True)
-            Path(path).write_text(s, encoding="utf-8")
+            atomic_write(path, lambda tmp: Path(tmp).write_text(s, encoding="utf-8"), inputs, "--out")
         return s

@@ -3,7 +3,9 @@
 Per question i: the statistic x_i of the answer's trace goes to the gate (`SECLRun.observe`); inside an open
 gate τ_i is read and, if |v_i − τ_i| > update_threshold, one bounded LoRA step is taken (`SECLRun.update`)
 and the question's SECL confidence is v after the step; outside the gate the SECL confidence is v under the
-current adapter (`SECLRun.flush`).
+current adapter (`SECLRun.flush`). τ is the configured target (`tracecal.secl.targets`, NormPTrue by default).
+With ``accumulate=False`` the adapter is reset after every update (``reset_at="update"``) or at every detector
+alarm, before the alarming question's v is read (``reset_at="shift"``).
 
 The definition is sequential; the implementation batches the v reads of the closed-gate questions between
 two updates (the model does not change in between, so the result equals the sequential one up to float
@@ -27,13 +29,14 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from tracecal.secl.adapter import SECLAdapter, UpdateInfo
+from tracecal.secl.adapter import SECLAdapter, UpdateInfo, require_hf
 from tracecal.secl.config import SECLConfig
 from tracecal.secl.cost import CostMeter
 from tracecal.secl.detector import Gate, GateStep, make_gate
 from tracecal.secl.frozen import FrozenPass, frozen_pass
 from tracecal.secl.result import SECLRecord, SECLResult
 from tracecal.secl.stream import Progress, StreamItem, answer_statistic, generate_answers, read_tau, verbal_prompts
+from tracecal.secl.targets import READS_PTRUE, target_series
 
 if TYPE_CHECKING:
     from tracecal.backends.hf import HFModel
@@ -83,6 +86,7 @@ class SECLRun:
             raise ValueError("empty stream")
         frozen.check(self.items, lm.model_id)
         self.frozen = frozen
+        self.target = target_series(self.cfg.target, frozen, self.items)  # τ of every question (scope confidence)
         self.gate: Gate = gate if gate is not None else make_gate(self.cfg)
         self.progress = progress
         self.cost = CostMeter()
@@ -150,12 +154,16 @@ class SECLRun:
         return p
 
     def observe(self, i: int) -> GateStep:
-        """Feed question i's statistic to the gate and record its decision (a closed gate queues i's v read)."""
+        """Feed question i's statistic to the gate and record its decision (a closed gate queues i's v read); an
+        alarm resets the adapter first with ``reset_at="shift"``."""
         if i != self.observed:
             raise ValueError(f"questions are observed in stream order: expected {self.observed}, got {i}")
-        self._open_adapter()
+        adapter = self._open_adapter()
         x = answer_statistic(self.entropy[i], self.surprisal[i], self.cfg.statistic)
         step = self.gate.observe(x)
+        if step.alarm and not self.cfg.accumulate and self.cfg.reset_at == "shift" and not adapter.pristine:
+            self.flush()  # the questions before the shift are read under the adapter they saw
+            adapter.reset()
         rec = self.record
         rec.stat[i], rec.alarm[i], rec.burst[i], rec.gate_open[i] = x, step.alarm, step.burst, step.open
         self.observed += 1
@@ -164,20 +172,21 @@ class SECLRun:
         return step
 
     def tau(self, i: int) -> float:
-        """τ of question i's answer: the frozen pass's while the answers are the base model's, else read now."""
+        """The target τ of question i's answer: from the frozen pass while the answers are the base model's (a
+        P(True) target charged its prompt, the others nothing), else NormPTrue read now (``scope="all"``)."""
         if self.answers_change:
             with self.cost.timer("tau_gated"):
                 tau, tok = read_tau(self.lm, [self.items[i]], [self.answers[i]], 1)
             self.cost.add("tau_gated", tok[0])
             return float(tau[0])
-        self.cost.add("tau_gated", int(self.frozen.tau_tokens[i]))
-        return float(self.frozen.tau[i])
+        self.cost.add("tau_gated", int(self.frozen.tau_tokens[i]) if self.cfg.target in READS_PTRUE else 0)
+        return float(self.target[i])
 
     def update(self, i: int) -> UpdateInfo:
         """Question i, let through by the gate: flush the queued v reads, then one bounded LoRA step toward τ_i.
 
         The step is taken only when |v_i − τ_i| > ``update_threshold`` (`SECLAdapter.update`); with
-        ``accumulate=False`` the adapter is reset after it.
+        ``accumulate=False`` and ``reset_at="update"`` the adapter is reset after it.
         """
         adapter = self._open_adapter()
         if i != self.observed - 1 or not self.record.gate_open[i]:
@@ -192,7 +201,7 @@ class SECLRun:
         rec.updated[i] = info.updated
         if info.updated:
             rec.scale[i], rec.grad_norm[i], rec.loss[i] = info.scale, info.grad_norm, info.loss
-            if not self.cfg.accumulate:
+            if not self.cfg.accumulate and self.cfg.reset_at == "update":
                 adapter.reset()
         return info
 
@@ -287,7 +296,7 @@ class SECLRun:
             model_id=self.lm.model_id,
             label_rules={it.domain: it.task.label_rule for it in items},
             v_frozen=frozen.v.copy(),
-            tau=frozen.tau.copy(),
+            tau=self.target.copy(),
             y_frozen=y_frozen,
             y_secl=y_secl,
             answers_frozen=list(frozen.answers),
@@ -318,6 +327,7 @@ def run_secl(
         progress: optional callback ``(stage, done, total)``.
         save_adapter: write the final LoRA adapter (safetensors) to this folder.
     """
+    require_hf(lm)  # before the frozen pass: LoRA needs the HF backend
     cfg = cfg or SECLConfig()
     items = list(items)
     if not items:

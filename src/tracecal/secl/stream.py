@@ -36,6 +36,8 @@ __all__ = [
     "answer_statistic",
     "generate_answers",
     "read_tau",
+    "read_p_true",
+    "order_domains",
     "verbal_prompts",
 ]
 
@@ -79,6 +81,29 @@ def build_stream(
         examples = task.load(limit=per_domain, data_dir=data_dir, seed=sample_seed)
         items += [StreamItem(task.name, task, ex) for ex in examples]
     return items
+
+
+def order_domains(tasks: str | Sequence[str], order: str | None) -> list[str]:
+    """The stream's domains (``tasks``) in the order ``order`` gives (the domain-ordering ablation).
+
+    ``order``: None or ``"given"`` keeps them; ``"reverse"`` reverses them; otherwise a comma-separated
+    permutation of the domains, by name (``svamp,triviaqa,…``) or by 1-based position in ``tasks`` (``2,1,4,3``).
+    A `ValidationError` unless every domain is named exactly once.
+    """
+    names = [t.strip() for t in tasks.split(",")] if isinstance(tasks, str) else list(tasks)
+    names = [n for n in names if n]
+    if order is None or order.strip() in ("", "given"):
+        return names
+    if order.strip() == "reverse":
+        return names[::-1]
+    parts = [p.strip() for p in order.split(",") if p.strip()]
+    picked = [names[int(p) - 1] if p.isdigit() and 1 <= int(p) <= len(names) else p for p in parts]
+    if sorted(picked) != sorted(names) or len(set(picked)) != len(names):
+        raise ValidationError(
+            f"--domain-order must name each of the stream's {len(names)} domains ({', '.join(names)}) once, by "
+            f"name or 1-based position, or be 'reverse'; got {order!r}"
+        )
+    return picked
 
 
 def answer_statistic(entropy: np.ndarray, surprisal: np.ndarray, name: str = "mean_entropy") -> float:
@@ -135,11 +160,20 @@ def read_tau(
     lm: HFModel, items: Sequence[StreamItem], answers: Sequence[str], batch_size: int
 ) -> tuple[np.ndarray, list[int]]:
     """NormPTrue τ of each answer under the model as it is now, and the P(True) prompt length of each."""
-    from tracecal.passes.selfeval import p_true, p_true_prompt_ids
+    tau, _, toks = read_p_true(lm, items, answers, batch_size)
+    return tau, toks
+
+
+def read_p_true(
+    lm: HFModel, items: Sequence[StreamItem], answers: Sequence[str], batch_size: int
+) -> tuple[np.ndarray, np.ndarray, list[int]]:
+    """NormPTrue τ and raw P(yes) of each answer (one forward pass each), and the P(True) prompt length of each."""
+    from tracecal.passes.selfeval import p_true_prompt_ids, p_true_with_raw
 
     qs = [self_eval_question(it.example) for it in items]
     toks = [len(p_true_prompt_ids(lm, q, a)) for q, a in zip(qs, answers, strict=True)]
-    return p_true(lm, qs, list(answers), batch_size=batch_size), toks
+    tau, p_yes = p_true_with_raw(lm, qs, list(answers), batch_size=batch_size)
+    return tau, p_yes, toks
 
 
 def verbal_prompts(lm: HFModel, items: Sequence[StreamItem], answers: Sequence[str]) -> list[list[int]]:

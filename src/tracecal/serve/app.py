@@ -4,6 +4,8 @@ Endpoints:
 
 * ``POST /v1/chat/completions``, ``POST /v1/completions``, ``GET /v1/models`` — OpenAI-compatible, each choice
   with a ``confidence`` object; streaming with the running risk (`tracecal.serve.routes`, `.streaming`).
+* ``POST /v1/score-answers`` — trace summary and confidence of answers a user already has, each with its prompt
+  (teacher forcing through the served model; `tracecal.serve.answers`).
 * ``POST /score`` — ``{"surprisal": [[…], …], "entropy": [[…], …]}`` (per-token nats, one list per answer)
   → ``{"trace_confidence": […], "trace_plus": […] | null}``; zero-token answers give ``null``. Bad values
   (not a number, negative, above `tracecal.traces.segments.MAX_TOKEN_NATS`): 422 with a JSON ``detail`` naming
@@ -17,6 +19,8 @@ with the first request and stops with the app (lifespan).
 
 from __future__ import annotations
 
+import logging
+import socket
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any, Unpack
@@ -24,6 +28,7 @@ from typing import Any, Unpack
 from fastapi import FastAPI, HTTPException, Request, Response
 from fastapi.openapi.utils import get_openapi
 
+from tracecal.serve.answers import answers_router
 from tracecal.serve.config import ServeConfig
 from tracecal.serve.errors import install_error_handlers
 from tracecal.serve.gateway import Gateway, GatewayOptions
@@ -34,7 +39,7 @@ from tracecal.serve.schemas import ScoreRequest
 from tracecal.traces.trace import TraceBatch
 from tracecal.version import __version__
 
-__all__ = ["create_app", "narrow_openapi"]
+__all__ = ["create_app", "listening_socket", "narrow_openapi", "run"]
 
 
 def create_app(
@@ -64,6 +69,7 @@ def create_app(
     app.state.gateway = gw
     install_error_handlers(app)
     app.include_router(openai_router(gw))
+    app.include_router(answers_router(gw))
 
     @app.get("/health", summary="Model, calibrator provenance, drift flag, limits")
     def health() -> dict[str, Any]:
@@ -95,10 +101,45 @@ def narrow_openapi(app: FastAPI, gw: Gateway) -> None:
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:
             schema = get_openapi(title=app.title, version=__version__, description=app.description, routes=app.routes)
-            for name in ("ChatCompletionRequest", "CompletionRequest"):
+            for name in ("ChatCompletionRequest", "CompletionRequest", "ScoreAnswersRequest"):
                 if gw.model is not None and name in schema.get("components", {}).get("schemas", {}):
                     schema["components"]["schemas"][name]["properties"]["model"]["enum"] = [gw.model_id]
             app.openapi_schema = schema
         return app.openapi_schema
 
     app.openapi = openapi  # type: ignore[method-assign]  # FastAPI's documented way to customise the schema
+
+
+def listening_socket(host: str, port: int) -> socket.socket:
+    """A TCP socket bound to ``host``:``port`` whose connections send without delay (``TCP_NODELAY``).
+
+    Why: uvicorn on the plain asyncio loop binds a socket with protocol 0, for which asyncio skips ``TCP_NODELAY``
+    on accepted connections; every answer is written as two segments (headers, then body) and the second waits
+    for the client's delayed ACK, ~40 ms per request (docs/benchmarks.md, "Proxy overhead"). Set on the listening
+    socket, the option is inherited by each accepted one. ``OSError`` (port taken, bad address) names both.
+    """
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock.bind((host, port))
+    except OSError as e:
+        sock.close()
+        raise OSError(f"cannot listen on {host}:{port}: {e.strerror or e}") from None
+    return sock
+
+
+def run(app: FastAPI, host: str, port: int) -> None:
+    """Serve ``app`` with uvicorn on ``host``:``port`` (`listening_socket`) until interrupted."""
+    import uvicorn
+
+    sock = listening_socket(host, port)
+    server = uvicorn.Server(uvicorn.Config(app, host=host, port=port))  # the Config sets up uvicorn's logging
+    logging.getLogger("uvicorn.error").info("tracecal gateway on http://%s:%d (CTRL+C to quit)", host, port)
+    try:
+        server.run(sockets=[sock])
+    finally:
+        sock.close()
+    if not server.started:  # as uvicorn.run: a start-up failure (the lifespan) is not a clean exit
+        raise RuntimeError(f"the gateway did not start on {host}:{port} (see the log above)")

@@ -13,7 +13,12 @@ that stream or may stop on risk (`tracecal.serve.scoring.running_risk`); ends an
 was cancelled (client gone, timeout), reached its own ``max_tokens``, completed a stop string, or its running
 c_TRACE fell below ``stop_on_risk``; and sends streaming requests their new text with the running risk. Other
 backends (HTTP proxy, llama.cpp) decode whole answers: early stopping then cuts the finished trace at the same
-token (no compute is saved) and streaming replays it token by token.
+token (no compute is saved) and streaming replays it token by token. A remote backend (proxy mode:
+`remote_concurrency`) is not batched here at all: the upstream batches, so the worker sends each job as soon as
+one of the backend's ``max_concurrency`` request slots is free and posts its answer when it arrives.
+
+Jobs of ``kind="answers"`` (``POST /v1/score-answers``) carry answers that already exist: the worker traces them
+by teacher forcing (``trace_answers``) between batches, one job per request.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ import queue
 import threading
 import time
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,7 +42,7 @@ from tracecal.serve.errors import APIError
 from tracecal.serve.scoring import first_risky, prefix_risks, running_risk, truncate
 from tracecal.traces.trace import Trace
 
-__all__ = ["Batcher", "Job", "StepReporter"]
+__all__ = ["Batcher", "Job", "StepReporter", "remote_concurrency"]
 
 log = logging.getLogger("tracecal.serve")
 FINISH = {"eos": "stop", "stop_string": "stop", "length": "length", "unknown": "stop"}
@@ -160,6 +166,16 @@ class StepReporter:
         )
 
 
+def remote_concurrency(models: dict[str, Any], hooks: dict[str, bool]) -> int:
+    """Upstream requests in flight when every backend answers each prompt as its own request to a server (the HTTP
+    backend of proxy mode: its ``max_concurrency``, no step hooks); 0 otherwise (in-process: batch)."""
+    n = [getattr(m, "max_concurrency", None) for m in models.values()]
+    slots = [x for x in n if isinstance(x, int) and not isinstance(x, bool) and x > 0]
+    if not models or any(hooks.values()) or len(slots) < len(n):
+        return 0
+    return max(slots)
+
+
 class Batcher:
     """The queue and the worker thread (see the module docstring).
 
@@ -173,6 +189,7 @@ class Batcher:
     def __init__(self, models: dict[str, Any], config: ServeConfig, trace_config: Any, metrics: Any = None) -> None:
         self.models, self.config, self.trace_config, self.metrics = models, config, trace_config, metrics
         self.hooks = {k: supports_on_step(m) for k, m in models.items()}
+        self.remote = remote_concurrency(models, self.hooks)
         self._q: queue.Queue[Job | None] = queue.Queue(maxsize=config.max_queue)
         self._thread: threading.Thread | None = None
         self._start_lock = threading.Lock()
@@ -223,6 +240,9 @@ class Batcher:
                 self._thread.start()
 
     def _run(self) -> None:
+        if self.remote:
+            self._dispatch(self.remote)
+            return
         while True:
             first = self._q.get()
             if first is None:
@@ -237,6 +257,34 @@ class Batcher:
                 for j in batch:
                     j.post(("done", e))
             self._last_batch_s = time.monotonic() - t0
+
+    def _dispatch(self, slots: int) -> None:
+        """Remote backends (`remote_concurrency`): each job on its own, sent as soon as one of ``slots`` upstream
+        requests is free, its answer posted when it arrives (the upstream batches; waiting here would only add
+        latency and make each answer wait for the slowest of its batch). Jobs wait in the queue, not in the pool,
+        so ``max_queue`` still bounds them."""
+        free = threading.BoundedSemaphore(slots)
+        pool = ThreadPoolExecutor(max_workers=slots, thread_name_prefix="tracecal-upstream")
+
+        def alone(job: Job) -> None:
+            try:
+                self._execute([job])
+            except Exception as e:  # as `_run`: fail the job, keep serving
+                log.exception("request failed")
+                job.post(("done", e))
+            finally:
+                free.release()
+
+        try:
+            while True:
+                job = self._q.get()
+                if job is None:
+                    return
+                self._gauge()
+                free.acquire()
+                pool.submit(alone, job)
+        finally:
+            pool.shutdown(wait=False)  # at most ``slots`` running, none waiting: they finish and post
 
     def _gather(self, first: Job) -> list[Job]:
         """``first`` and the jobs that follow it within a window w of the previous one (sliding, 4·w in all, so a
@@ -265,11 +313,26 @@ class Batcher:
             if j.cancelled:
                 j.post(("done", APIError(499, "cancelled", code="cancelled")))
                 continue
+            if j.kind == "answers":
+                self._score(j)
+                continue
             key = (j.kind, j.stops) if self.hooks[j.kind] else (j.kind, j.stops, j.max_tokens)
             groups.setdefault(key, []).append(j)
         for group in groups.values():
             for part in self._fit_context(group):
                 self._generate(part)
+
+    def _score(self, job: Job) -> None:
+        """A job of given answers (``kind="answers"``, ``prompt`` = ``(prompts, answers, ids)``): their traces by
+        teacher forcing (the chat backend's ``trace_answers``), here so that it never runs beside a generation on the
+        same weights; the result is the list of traces."""
+        prompts, answers, ids = job.prompt
+        try:
+            traces = self.models["chat"].trace_answers(prompts, answers, ids=ids, batch_size=self.config.max_batch)
+        except Exception as e:
+            job.post(("done", e))
+            return
+        job.post(("done", traces))
 
     def _fit_context(self, jobs: list[Job]) -> list[list[Job]]:
         """Split ``jobs`` so that each part's longest prompt plus its largest max_tokens fits the context."""

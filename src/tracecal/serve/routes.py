@@ -2,7 +2,9 @@
 
 Responses are OpenAI's, and each choice gains ``confidence`` (`tracecal.serve.scoring.Scorer.confidence`):
 ``{"c_trace", "risk", "probability", "calibrator", "abstain", "abstain_below", "tokens", "entropy_kind"}``
-plus ``trace`` (tokens, surprisal, entropy) when the request sets ``return_trace``.
+plus ``trace`` (tokens, surprisal, entropy) when the request sets ``return_trace``. A chat choice's ``logprobs``
+is always an object, ``{"content": [...], "confidence": {...}}`` (the token list empty unless ``logprobs: true``),
+so that clients which keep only OpenAI's fields (LangChain) still carry the confidence.
 """
 
 from __future__ import annotations
@@ -34,13 +36,15 @@ ERRORS: dict[int | str, dict[str, Any]] = {
 }
 
 
-def _logprobs(trace: Trace) -> dict[str, Any]:
-    return {
-        "content": [
-            {"token": tok, "logprob": -float(s), "bytes": list(tok.encode()), "top_logprobs": []}
-            for tok, s in zip(trace.token_strings, trace.surprisal, strict=True)
-        ]
-    }
+def _logprobs(trace: Trace, conf: dict[str, Any], tokens: bool) -> dict[str, Any]:
+    """A chat choice's ``logprobs``: each token's log-prob when the request asks (``logprobs: true``; else an empty
+    list) and the choice's ``confidence`` again, the one place LangChain's ``ChatOpenAI`` keeps (it drops unknown
+    choice fields; ``AIMessage.response_metadata["logprobs"]["confidence"]``, see `tracecal.serve.streaming`)."""
+    content = [
+        {"token": tok, "logprob": -float(s), "bytes": list(tok.encode()), "top_logprobs": []}
+        for tok, s in zip(trace.token_strings, trace.surprisal, strict=True)
+    ]
+    return {"content": content if tokens else [], "confidence": conf}
 
 
 def _usage(prompt: int, completion: int) -> dict[str, int]:
@@ -104,7 +108,7 @@ def openai_router(gw: Gateway) -> APIRouter:
             {
                 "index": i,
                 "message": {"role": "assistant", "content": t.text, "refusal": None},
-                "logprobs": _logprobs(t) if req.logprobs else None,
+                "logprobs": _logprobs(t, conf, bool(req.logprobs)),
                 "finish_reason": finish,
                 "confidence": conf,
             }

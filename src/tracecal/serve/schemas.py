@@ -1,4 +1,5 @@
-"""Request bodies: the OpenAI chat / completions requests (greedy only) plus tracecal's fields, and /score.
+"""Request bodies: the OpenAI chat / completions requests (greedy only) plus tracecal's fields, /score, and
+/v1/score-answers (`ScoreAnswersRequest`: answers you already have, each with its prompt).
 
 Unknown fields are refused (400 naming the field) rather than silently ignored; so are OpenAI features this
 server cannot honour (sampling, n > 1, penalties, logit bias, tools, echo, best_of). Extra request fields:
@@ -32,14 +33,17 @@ from pydantic import (
 from tracecal.traces.segments import MAX_TOKEN_NATS
 
 __all__ = [
+    "AnswerItem",
     "ChatCompletionRequest",
     "ChatMessage",
     "CompletionRequest",
     "Nats",
+    "ScoreAnswersRequest",
     "ScoreRequest",
     "StreamOptions",
     "Text",
     "TextPart",
+    "ends_with_a_question",
 ]
 
 
@@ -108,6 +112,13 @@ class ChatMessage(BaseModel):
         """The message as the chat template reads it (developer → system, text parts joined)."""
         text = self.content if isinstance(self.content, str) else "".join(p.text for p in self.content)
         return {"role": "system" if self.role == "developer" else self.role, "content": text}
+
+
+def ends_with_a_question(v: list[ChatMessage]) -> list[ChatMessage]:
+    """``v`` unless its last message is the assistant's (the answer is the turn that follows the messages)."""
+    if v[-1].role == "assistant":
+        raise ValueError("the last message must not be the assistant's (continuing it is not supported)")
+    return v
 
 
 class StreamOptions(BaseModel):
@@ -201,9 +212,7 @@ class ChatCompletionRequest(_Common):
     @field_validator("messages")
     @classmethod
     def _ends_with_a_question(cls, v: list[ChatMessage]) -> list[ChatMessage]:
-        if v[-1].role == "assistant":
-            raise ValueError("the last message must not be the assistant's (continuing it is not supported)")
-        return v
+        return ends_with_a_question(v)
 
     @property
     def token_budget(self) -> int | None:
@@ -240,3 +249,42 @@ class CompletionRequest(_Common):
 
     def prompts(self) -> list[str]:
         return [self.prompt] if isinstance(self.prompt, str) else list(self.prompt)
+
+
+class AnswerItem(BaseModel):
+    """One answer to score (``POST /v1/score-answers``): its prompt - ``prompt`` (text, one user turn in the chat
+    template, as ``tracecal score-answers`` reads it) or ``messages`` (a chat) - and the ``answer`` text."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    prompt: Text | None = Field(None, min_length=1, description="the question as text (or give messages)")
+    messages: Annotated[list[ChatMessage], Field(min_length=1)] | None = Field(
+        None, description="the conversation the answer follows (its last message not the assistant's)"
+    )
+    answer: Text = Field(..., description="the answer's text, exactly as given (may be empty)")
+    id: Text | None = Field(None, max_length=256, description="your identifier, echoed back")
+
+    @field_validator("messages")
+    @classmethod
+    def _ends_with_a_question(cls, v: list[ChatMessage] | None) -> list[ChatMessage] | None:
+        return None if v is None else ends_with_a_question(v)
+
+    @model_validator(mode="after")
+    def _one_prompt(self) -> AnswerItem:
+        if (self.prompt is None) == (self.messages is None):
+            raise ValueError("give exactly one of 'prompt' (text) and 'messages' (a chat)")
+        return self
+
+    def prompt_value(self) -> str | list[dict[str, str]]:
+        """The prompt as the backends take it (text, or the messages as the chat template reads them)."""
+        return [m.as_dict() for m in self.messages] if self.messages is not None else str(self.prompt)
+
+
+class ScoreAnswersRequest(BaseModel):
+    """``POST /v1/score-answers``: answers you already have, each with its prompt."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    model: Text = Field(..., min_length=1, description="the served model's name (GET /v1/models)")
+    items: list[AnswerItem] = Field(..., min_length=1, description="the answers, at most --max-prompts")
+    return_trace: StrictBool = Field(False, description="add the per-token trace to each confidence")

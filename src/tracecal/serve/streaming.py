@@ -3,7 +3,9 @@
 Every token chunk's choice carries ``risk``: ``{"c_trace": c_t, "risk": R_t, "tokens": t}``, the TRACE operators
 over the tokens so far (`tracecal.serve.scoring`), so a client can stop reading once c_t is too low. The last
 chunk of each choice has its ``finish_reason`` (``stop``, ``length``, or ``risk`` when the server stopped on
-risk) and the answer's final ``confidence`` object, identical to the non-streamed one. A failure after the
+risk) and the answer's final ``confidence`` object, identical to the non-streamed one; on chat streams also as
+``logprobs.confidence`` (the token chunks' ``logprobs`` stay null unless asked for), which LangChain's
+``ChatOpenAI.stream`` keeps in the last chunk's ``response_metadata`` and in the aggregated message. A failure after the
 stream started is sent as ``data: {"error": {...}}`` (what the OpenAI client raises on), then the stream ends.
 """
 
@@ -99,7 +101,10 @@ class Stream:
         self.usage[1] += trace.length
         if rest and self.streamed[job.index]:
             out.append(sse(self.chunk(job.index, rest)))
-        out.append(sse(self.chunk(job.index, None if self.kind == "chat" else "", finish, confidence=conf)))
+        last = {"content": [], "confidence": conf}  # where LangChain keeps it (tracecal.serve.routes)
+        out.append(
+            sse(self.chunk(job.index, None if self.kind == "chat" else "", finish, confidence=conf, logprobs=last))
+        )
         return out
 
     async def events_iter(self) -> AsyncIterator[str]:

@@ -17,7 +17,9 @@ from that sort is an `AurocPlan` (its wrong answers in score order, and the wron
 one); `sorted_auroc_plans` makes the plans of all S evaluation splits from **one** sort of the task's scores, and
 `blocked_split_draws` applies the resample weights to them block by block (`BLOCK_ELEMENTS` weights at a time),
 so that B = 1,000 resamples of a million answers need no (B, n) temporary beyond the counts themselves (one byte
-each with ``dtype=np.uint8``).
+each with ``dtype=np.uint8``). The protocol computes the same draws as matrix products over one sorted layout
+(`tracecal.stats.boot_draws`, ~8× faster on 20 splits: AUROC bit for bit); the cumulative sums here are its
+reference.
 
 The split protocol reports the mean over S calibration / evaluation splits of a metric on each evaluation
 split. `split_draws` applies **one** resample of the task's questions to every split (answer i keeps its weight
@@ -34,7 +36,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -95,32 +97,37 @@ def enough_per_class(y: ArrayLike, minimum: int = MIN_PER_CLASS) -> bool:
 
 
 def bootstrap_counts(
-    y: ArrayLike, n_boot: int, seed: Any = 0, stratified: bool = True, dtype: Any = np.int32
+    y: ArrayLike,
+    n_boot: int,
+    seed: Any = 0,
+    stratified: bool = True,
+    dtype: Any = np.int32,
+    order: Literal["C", "F"] = "C",
 ) -> NDArray[Any]:
     """Resample counts W, shape (n_boot, n): row b says how often each answer occurs in resample b.
 
     ``stratified``: resample correct and wrong answers separately (each row keeps the class counts); a class
     that is absent stays absent. ``seed``: anything `numpy.random.default_rng` accepts. The draws are made in
     blocks of rows (the same stream as one draw of all rows: every class's (n_boot, |class|) indices, the wrong
-    answers' first), so the working memory is a few blocks; ``dtype`` ``uint8`` keeps W itself at one byte per
-    count (a count above 255 — never seen in practice — makes it ``int32``).
+    answers' first) and counted row by row, so the working memory is a few blocks; ``dtype`` ``uint8`` keeps W
+    itself at one byte per count (a count above 255 — never seen in practice — makes it ``int32``). ``order``
+    ``"F"``: W column-major (each answer's counts contiguous), as `tracecal.stats.boot_draws` reads them.
     """
     yy = np.asarray(y)
     n = yy.size
     check_boot_params(n_boot)
     rng = np.random.default_rng(seed)
     groups = [np.flatnonzero(yy == c) for c in (0, 1)] if stratified else [np.arange(n)]
-    out = np.zeros((n_boot, n), dtype=dtype)
+    out = np.zeros((n_boot, n), dtype=dtype, order=order)
     block = max(1, BLOCK_ELEMENTS // max(n, 1))
     for g in groups:
         for b0 in range(0, n_boot if g.size else 0, block):
             b1 = min(b0 + block, n_boot)
-            pick = g[rng.integers(0, g.size, (b1 - b0, g.size))]  # indices drawn with replacement
-            pick += np.arange(b1 - b0)[:, None] * n
-            add = np.bincount(pick.ravel(), minlength=(b1 - b0) * n).reshape(b1 - b0, n)
-            if add.max(initial=0) > np.iinfo(out.dtype).max - out[b0:b1].max(initial=0):
-                out = out.astype(np.int32)
-            out[b0:b1] += add.astype(out.dtype)
+            pick = rng.integers(0, g.size, (b1 - b0, g.size))  # positions in g, drawn with replacement
+            add = np.stack([np.bincount(row, minlength=g.size) for row in pick])
+            if add.max(initial=0) > np.iinfo(out.dtype).max:
+                out = out.astype(np.int32, order=order)
+            out[b0:b1, g] = add
     return out
 
 

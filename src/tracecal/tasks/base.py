@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 import tracecal.tasks.prompts as prompts
-from tracecal._validation import Constraint, Interval, Options, check_params
+from tracecal._validation import Constraint, Interval, Options, check_params, check_text
 from tracecal.errors import ValidationError
 from tracecal.tasks.example import EmptyTaskFileError, Example, MalformedRowError, MalformedRowWarning, RowError
 from tracecal.tasks.labellers import Labeller, get_labeller
@@ -143,7 +143,12 @@ class Task:
     def _parse(self, record: Any, index: int) -> tuple[Example | None, str | None]:
         """(the parsed example, None), or (None, why the row is malformed)."""
         try:
-            return self.parser(record, index, self.name), None
+            ex = self.parser(record, index, self.name)
+            for what, text in (("id", ex.id), ("question", ex.question), ("context", ex.context)):
+                check_text(text, f"field {what!r}", RowError)  # a lone surrogate reaches no tokenizer
+            for text in ex.choices:
+                check_text(text, "field 'choices'", RowError)
+            return ex, None
         except RowError as e:
             return None, str(e)
         except KeyError as e:

@@ -14,6 +14,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from tracecal._validation import check_text
 from tracecal.errors import TracecalError
 from tracecal.tasks.sources import iter_csv, iter_jsonl
 
@@ -63,9 +64,19 @@ def jsonl_lines(path: Path) -> Iterator[tuple[int, Any]]:
         yield (row.line if row.line is not None else row.index + 1), row.record
 
 
+def _prompt_texts(prompt: Any) -> list[Any]:
+    """The texts of a prompt (a string, a chat's contents, a dict's ``prompt`` / ``messages``)."""
+    if isinstance(prompt, dict):
+        prompt = prompt.get("messages") or prompt.get("prompt")
+    if isinstance(prompt, list):
+        return [m.get("content") for m in prompt if isinstance(m, dict)]
+    return [prompt]
+
+
 def read_prompt_file(path: Path) -> tuple[list[Any], list[str]]:
     """Prompts and their ids from a JSONL file: each line a JSON string (id: its position), or an object with a
-    non-empty ``prompt`` (a string) or ``messages`` (a chat) and an optional ``id``."""
+    non-empty ``prompt`` (a string) or ``messages`` (a chat) and an optional ``id``. Texts must be valid Unicode
+    (`check_text`: a lone surrogate such as a JSON ``"\\ud800"`` is refused naming ``path:line``)."""
     prompts: list[Any] = []
     ids: list[str] = []
     for lineno, obj in jsonl_lines(_existing(path, "prompts")):
@@ -74,9 +85,12 @@ def read_prompt_file(path: Path) -> tuple[list[Any], list[str]]:
             ids.append(str(len(ids)))
         elif isinstance(obj, dict) and (obj.get("prompt") or obj.get("messages")):
             prompts.append(obj.get("messages") or obj["prompt"])
-            ids.append(str(obj.get("id", len(ids))))
+            ids.append(check_text(str(obj.get("id", len(ids))), f"{path}:{lineno}: the id", InputFileError))
         else:
             raise InputFileError(f"{path}:{lineno}: expected a string or an object with a non-empty 'prompt'")
+        for text in _prompt_texts(prompts[-1]):
+            if isinstance(text, str):
+                check_text(text, f"{path}:{lineno}: the prompt", InputFileError)
     if not prompts:
         raise InputFileError(f"{path}: no prompts found")
     check_unique_ids(ids, str(path))
@@ -91,7 +105,9 @@ def parse_label(value: Any, where: str) -> int:
 
 
 def _add_label(out: dict[str, int], key: str, label: int, where: str) -> None:
-    """Record ``label`` for ``key``: the same label again is accepted, a different one is `InputFileError`."""
+    """Record ``label`` for ``key``: the same label again is accepted, a different one is `InputFileError` (as is
+    an id that is not valid Unicode)."""
+    check_text(key, f"{where}: the id", InputFileError)
     if out.setdefault(key, label) != label:
         raise InputFileError(f"{where}: id {key!r} is labelled {label} here but {out[key]} on an earlier line")
 

@@ -8,7 +8,9 @@ read validates the per-token values (finite, in [0, `MAX_TOKEN_NATS`] nats; `che
 always be read back. `atomic_write` is the one way tracecal writes a file: a temporary file next to the target,
 flushed to disk and renamed over it (a crash or a full disk never leaves a half-written or empty file, and the
 old file stays as it was); through a symbolic link it writes the link's target, and a character device or a
-named pipe (``/dev/stdout``, ``/dev/null``) is written into, never replaced.
+named pipe (``/dev/stdout``, ``/dev/null``) is written into, never replaced. Given the writer's inputs, it refuses
+to write over one of them (`check_output`, through symbolic and hard links); an ``OSError`` names the target (not
+its temporary file). JSONL is standard JSON (`json_safe`: a NaN or ±∞ is written as null).
 
 >>> import pathlib, tempfile
 >>> from tracecal.traces.io import load_traces, save_traces
@@ -23,6 +25,7 @@ from __future__ import annotations
 
 import errno
 import json
+import math
 import os
 import stat
 import tempfile
@@ -34,7 +37,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from tracecal.errors import TracecalError
+from tracecal.errors import TracecalError, ValidationError
 from tracecal.traces.segments import check_token_values
 from tracecal.traces.trace import Trace, TraceBatch, describe_trace, offsets_of
 
@@ -42,10 +45,13 @@ __all__ = [
     "FILE_MODE",
     "SCHEMA",
     "TRACE_SCHEMA_VERSION",
+    "Inputs",
     "TraceFileError",
     "atomic_write",
+    "check_output",
     "export_jsonl",
     "import_jsonl",
+    "json_safe",
     "load_trace_batch",
     "load_traces",
     "save_traces",
@@ -151,25 +157,74 @@ def _target(path: Path) -> tuple[Path, bool]:
     raise OSError(errno.EINVAL, why, str(path))
 
 
-def atomic_write(path: str | os.PathLike[str], write: Callable[[str], object]) -> None:
+Inputs = Iterable[tuple[str, "str | os.PathLike[str] | None"] | tuple[str, "str | os.PathLike[str] | None", str]]
+"""What a writer reads: ``(what, path)`` or ``(what, path, pattern)``; a None path is an input not given, a folder
+stands for its files that match ``pattern`` (default ``*.parquet``, the shards `load_traces` reads; ``**/*``: all)."""
+
+
+def check_output(path: str | os.PathLike[str], inputs: Inputs = (), option: str = "the output") -> None:
+    """Refuse (`ValidationError` naming ``option`` and the input) to write ``path`` when it is one of ``inputs``:
+    the same file, through symbolic and hard links (device and inode). A path that does not exist yet, a
+    character device and a named pipe (written into, never replaced) are no input's file."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return
+    if not stat.S_ISREG(st.st_mode):
+        return
+    for what, given, *pattern in inputs:
+        if given is None:
+            continue
+        g = Path(given)
+        try:
+            files = sorted(g.glob(pattern[0] if pattern else "*.parquet")) if g.is_dir() else [g]
+        except OSError:
+            continue
+        for f in files:
+            try:
+                fs = os.stat(f)
+            except OSError:
+                continue
+            if (fs.st_dev, fs.st_ino) == (st.st_dev, st.st_ino):
+                inside = "" if f == g else f" (a file of {given})"
+                raise ValidationError(
+                    f"{option} {path} is the {what} {f}{inside}: writing it would destroy that input; "
+                    "give another output path"
+                )
+
+
+def _unnamed(e: OSError, temporary: str) -> bool:
+    """Whether ``e`` (of the OS or pyarrow) names no file or a temporary file (its name starts with ``temporary``):
+    it is re-raised naming the target instead."""
+    name = e.filename
+    temp = name is None or (isinstance(name, str) and name.startswith(temporary))
+    return type(e).__module__ == "builtins" and e.errno is not None and temp
+
+
+def atomic_write(
+    path: str | os.PathLike[str], write: Callable[[str], object], inputs: Inputs = (), option: str = "the output"
+) -> None:
     """Write ``path`` by calling ``write(name)`` with the name of the file to write.
 
-    A regular file (new or existing) is written as a temporary file next to it, flushed to disk (``fsync``) and
-    renamed over it (atomic on POSIX): a crash, a full disk or an error in ``write`` leaves the old file as it was
-    and no temporary file (the error, an ``OSError`` for a full disk, is re-raised). The file gets the usual
-    permissions `FILE_MODE`. A symbolic link is followed: its target is replaced and the link kept (a hard link
-    is not: the other names keep the old content). A character device or named pipe (``/dev/stdout``,
-    ``/dev/null``, a FIFO) is written into directly, never replaced. A folder, a read-only file and other special
-    files are refused with an ``OSError`` (`PermissionError`, `IsADirectoryError`).
+    ``path`` must not be one of the writer's ``inputs`` (`check_output`; ``option``: how the user named it, e.g.
+    ``--out``). A regular file (new or existing) is written as a temporary file next to it, flushed to disk
+    (``fsync``) and renamed over it (atomic on POSIX): a crash, a full disk or an error in ``write`` leaves the old
+    file as it was and no temporary file (the error, an ``OSError`` naming ``path`` for a full disk, is re-raised).
+    The file gets the usual permissions `FILE_MODE`. A symbolic link is followed: its target is replaced and the
+    link kept (a hard link is not: the other names keep the old content). A character device or named pipe
+    (``/dev/stdout``, ``/dev/null``, a FIFO) is written into directly, never replaced. A folder, a read-only file
+    and other special files are refused with an ``OSError`` (`PermissionError`, `IsADirectoryError`).
     """
+    check_output(path, inputs, option)
     real, direct = _target(Path(path))
     if direct:
         write(str(real))
         return
-    real.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{real.name}.", suffix=".tmp", dir=real.parent)
-    os.close(fd)
+    tmp: str | None = None
     try:
+        real.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{real.name}.", suffix=".tmp", dir=real.parent)
+        os.close(fd)
         write(tmp)
         fd = os.open(tmp, os.O_RDONLY)
         try:
@@ -178,9 +233,27 @@ def atomic_write(path: str | os.PathLike[str], write: Callable[[str], object]) -
             os.close(fd)
         os.chmod(tmp, FILE_MODE)  # mkstemp makes 0600; give the file the usual permissions
         os.replace(tmp, real)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+    except OSError as e:  # no other local holds the error: nothing it references (an open file) outlives it
+        if tmp is not None:
+            Path(tmp).unlink(missing_ok=True)
+        if _unnamed(e, str(real.parent / f".{real.name}.")):  # OSError(errno, ...) picks the subclass
+            raise OSError(e.errno, e.strerror, os.fspath(path)) from e
         raise
+    except BaseException:
+        if tmp is not None:
+            Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def json_safe(obj: Any) -> Any:
+    """``obj`` as standard JSON values, recursively: a NaN or ±∞ float becomes None (null)."""
+    if isinstance(obj, dict):
+        return {k: json_safe(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [json_safe(v) for v in obj]
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    return obj
 
 
 def _check_writable(traces: list[Trace], path: Path) -> None:
@@ -189,8 +262,9 @@ def _check_writable(traces: list[Trace], path: Path) -> None:
     _check_traces(traces, lambda i: describe_trace(traces[i], f"{path}: not written: answer {i}"), clip=False)
 
 
-def save_traces(traces: Iterable[Trace], path: str | os.PathLike[str]) -> Path:
-    """Write traces to a Parquet file with `atomic_write` (a crash never leaves a half-written file).
+def save_traces(traces: Iterable[Trace], path: str | os.PathLike[str], inputs: Inputs = ()) -> Path:
+    """Write traces to a Parquet file with `atomic_write` (a crash never leaves a half-written file; never over
+    one of ``inputs``).
 
     The values are checked first with the rule of `load_traces` (finite, in [0, `MAX_TOKEN_NATS`] nats, round-off
     down to −`NEGATIVE_TOLERANCE` allowed): a negative, NaN, infinite or absurd surprisal / entropy raises
@@ -200,7 +274,7 @@ def save_traces(traces: Iterable[Trace], path: str | os.PathLike[str]) -> Path:
     traces = list(traces)
     _check_writable(traces, path)
     table = traces_to_table(traces)
-    atomic_write(path, lambda tmp: pq.write_table(table, tmp, compression="zstd"))
+    atomic_write(path, lambda tmp: pq.write_table(table, tmp, compression="zstd"), inputs)
     return path
 
 
@@ -269,9 +343,11 @@ def load_trace_batch(path: str | os.PathLike[str]) -> TraceBatch:
     return TraceBatch(s, h, off, ids.astype(np.int64), values_checked=True)
 
 
-def export_jsonl(traces: Iterable[Trace], path: str | os.PathLike[str]) -> Path:
-    """Write one JSON object per trace with `atomic_write` (floats round-trip exactly; a missing top-k log-prob
-    is written as ``-Infinity``); the values are checked first as in `save_traces` (`TraceFileError`)."""
+def export_jsonl(traces: Iterable[Trace], path: str | os.PathLike[str], inputs: Inputs = ()) -> Path:
+    """Write one standard-JSON object per trace with `atomic_write` (never over one of ``inputs``): floats
+    round-trip exactly, a missing top-k log-prob (−∞) and any other non-finite number is written as null
+    (`json_safe`; `import_jsonl` reads a top-k null back as −∞). The values are checked first as in `save_traces`
+    (`TraceFileError`)."""
     path = Path(path)
     traces = list(traces)
     _check_writable(traces, path)
@@ -279,14 +355,23 @@ def export_jsonl(traces: Iterable[Trace], path: str | os.PathLike[str]) -> Path:
     def write(tmp: str) -> None:
         with open(tmp, "w", encoding="utf-8") as f:
             for t in traces:
-                f.write(json.dumps(t.to_dict(), ensure_ascii=False) + "\n")
+                f.write(json.dumps(json_safe(t.to_dict()), ensure_ascii=False, allow_nan=False) + "\n")
 
-    atomic_write(path, write)
+    atomic_write(path, write, inputs)
     return path
 
 
+def _from_json(d: Any) -> Trace:
+    """A trace from one parsed JSONL object: a top-k log-prob written as null is −∞ (a missing entry)."""
+    top = d.get("topk_logprobs") if isinstance(d, dict) else None
+    if isinstance(top, list):
+        d = d | {"topk_logprobs": [[-math.inf if v is None else v for v in row] for row in top]}
+    return Trace.from_dict(d)
+
+
 def import_jsonl(path: str | os.PathLike[str]) -> list[Trace]:
-    """Read traces written by `export_jsonl` (UTF-8, a byte-order mark dropped); a malformed line, or a surprisal
+    """Read traces written by `export_jsonl` (UTF-8, a byte-order mark dropped; an older file's bare
+    ``-Infinity`` reads the same as null); a malformed line, or a surprisal
     / entropy that is negative, not finite or above `MAX_TOKEN_NATS`, raises `TraceFileError` naming
     ``path:line`` (and the trace id)."""
     out, lines = [], []
@@ -295,7 +380,7 @@ def import_jsonl(path: str | os.PathLike[str]) -> list[Trace]:
             if not line.strip():
                 continue
             try:
-                out.append(Trace.from_dict(json.loads(line)))
+                out.append(_from_json(json.loads(line)))
             except (ValueError, KeyError, TypeError, RecursionError) as e:
                 why = "nested too deeply" if isinstance(e, RecursionError) else e
                 raise TraceFileError(f"{path}:{lineno}: not a trace ({why})") from e
