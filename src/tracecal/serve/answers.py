@@ -60,15 +60,17 @@ def _item_error(i: int, field: str, e: APIError) -> APIError:
     return APIError(e.status, f"items[{i}]: {e.message}", param=f"items[{i}].{field}", code=e.code)
 
 
-async def _encode(gw: Gateway, i: int, item: AnswerItem) -> tuple[Any, int, int]:
-    """(what the backend gets as the prompt, prompt tokens, answer tokens) of item ``i``, the limits checked (token
-    counts 0 where the backend has no tokenizer: behind ``--upstream`` the upstream counts)."""
+async def _encode(gw: Gateway, i: int, item: AnswerItem) -> tuple[Any, int, int, str | list[int]]:
+    """(what the backend gets as the prompt, prompt tokens, answer tokens, the answer as the backend gets it) of
+    item ``i``, the limits checked. With a tokenizer (in-process) the answer is tokenised here once and handed on as
+    ids; without one (behind ``--upstream``) it stays text, the token counts are 0 and the upstream counts."""
     field = "prompt" if item.prompt is not None else "messages"
     tok = getattr(gw.model, "tokenizer", None)
     try:
-        n_answer = 0 if tok is None else len(await asyncio.to_thread(answer_token_ids, tok, item.answer))
+        answer = item.answer if tok is None else await asyncio.to_thread(answer_token_ids, tok, item.answer)
     except ValueError as e:  # text the tokenizer refuses
         raise APIError(400, f"items[{i}]: {e}", param=f"items[{i}].answer", code="invalid_value") from e
+    n_answer = 0 if tok is None else len(answer)
     limit = gw.config.max_tokens
     if n_answer > limit:
         raise APIError(
@@ -90,7 +92,7 @@ async def _encode(gw: Gateway, i: int, item: AnswerItem) -> tuple[Any, int, int]
             param=f"items[{i}].answer",
             code="context_length_exceeded",
         )
-    return prompt, n_prompt, n_answer
+    return prompt, n_prompt, n_answer, answer
 
 
 def answers_router(gw: Gateway) -> APIRouter:
@@ -112,12 +114,12 @@ def answers_router(gw: Gateway) -> APIRouter:
         ids = [item.id if item.id is not None else str(i) for i, item in enumerate(req.items)]
         loop = asyncio.get_running_loop()
         job = Job(
-            prompt=([p for p, _, _ in encoded], [item.answer for item in req.items], ids),
-            max_tokens=max(n for _, _, n in encoded),
+            prompt=([e[0] for e in encoded], [e[3] for e in encoded], ids),
+            max_tokens=max(e[2] for e in encoded),
             loop=loop,
             future=loop.create_future(),
             kind="answers",
-            n_prompt=sum(n for _, n, _ in encoded),
+            n_prompt=sum(e[1] for e in encoded),
         )
         gw.batcher.submit([job])
         traces = cast(list[Trace], (await gw.wait([job], request))[0])
