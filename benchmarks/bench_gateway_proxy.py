@@ -2,12 +2,13 @@
 directly and through the gateway, at 1, 8 and 32 requests in flight, streamed and not, side by side in one run.
 
     python benchmarks/bench_gateway_proxy.py [--levels 1,8,32] [--block-requests 4,8,32] [--blocks 4] [--tokens 16]
-        [--gateway-args '--max-batch 32'] [--compare-src DIR] [--vllm-url http://127.0.0.1:PORT/v1] [--out FILE]
+        [--gateway-args '--upstream-concurrency 64'] [--compare-src DIR] [--vllm-url http://127.0.0.1:PORT/v1]
+        [--out FILE]
 
 Starts vLLM's CPU build (`tracecal.backends.vllm.serve_vllm`, the default model's fp32 weights; needs
 ``scripts/setup_vllm.sh``) unless ``--vllm-url``, and the gateway as its own process (``python -m tracecal.cli.app
-serve --upstream URL --vocab-size 49152`` plus ``--gateway-args``). The targets get the same requests (TriviaQA chat
-prompts, greedy, ``--tokens`` new tokens):
+serve --upstream URL --vocab-size 49152`` plus ``--gateway-args``; its ``--upstream-concurrency`` defaults to 64,
+above every level here). The targets get the same requests (TriviaQA chat prompts, greedy, ``--tokens`` new tokens):
 
 * ``direct``: vLLM as a plain client asks it (no log-probs);
 * ``direct+lp``: vLLM asked for what the gateway asks it (``logprobs``, ``top_logprobs`` 20): the upstream's part;
@@ -18,7 +19,8 @@ prompts, greedy, ``--tokens`` new tokens):
 Each (level, stream) setting runs in ``--blocks`` blocks; in a block every target gets the same requests, in an order
 that rotates from block to block, so that a slower or faster stretch of a shared machine falls on all alike. Per target
 and setting: answer tokens/s (completion tokens / wall seconds), p50 / p99 latency (request to last byte, s), for
-streams the p50 time to the first content chunk, and CPU milliseconds per request of vLLM's processes and of the
+streams the p50 time to the first chunk with content (through the gateway: the upstream's first token plus the
+relay, `tracecal.serve.relay`; not the whole answer), and CPU milliseconds per request of vLLM's processes and of the
 gateway process (psutil; CPU time is much less sensitive to a contended machine than wall time). The ratios gateway ÷
 direct+lp (the gateway's own overhead) and gateway ÷ direct are medians of the per-block tokens/s ratios.
 """
@@ -245,7 +247,9 @@ def main() -> None:
     ap.add_argument("--blocks", type=int, default=4, help="blocks per setting (the targets take turns in each)")
     ap.add_argument("--tokens", type=int, default=16, help="max_tokens of every request")
     ap.add_argument("--vllm-url", help="a running vLLM serving the default model as smollm2 (default: start one)")
-    ap.add_argument("--gateway-args", default="", help="more `tracecal serve` options, e.g. '--max-batch 32'")
+    ap.add_argument(
+        "--gateway-args", default="", help="more `tracecal serve` options, e.g. '--upstream-concurrency 64'"
+    )
     ap.add_argument("--compare-src", help="also a gateway importing tracecal from this source tree (e.g. before)")
     ap.add_argument("--log", default="/tmp/bench_gateway_proxy.log", help="the servers' output")
     ap.add_argument("--out", type=Path, help="write the rows as JSON")

@@ -221,3 +221,15 @@ def test_hf_backend_keeps_an_answer_that_opens_with_a_newline(scripted, tokenize
 def test_hf_backend_whitespace_only_answer_runs_to_its_end(scripted, tokenizer) -> None:
     t = run_script(scripted, tokenizer, ["\n", "\n"])
     assert (t.text, t.stop_reason) == ("\n\n", "eos")
+
+
+def test_load_tokenizer_resolves_names_like_load_and_says_when_it_cannot(tokenizer, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """`load_tokenizer` (what ``serve --upstream URL --tokenizer NAME`` renders prompts with) resolves a named model
+    as `HFModel.load` does, without the weights; a name that resolves to nothing is a `ModelLoadError`."""
+    from tracecal.backends.hf import ModelLoadError, load_tokenizer
+
+    tok = load_tokenizer("smollm2-135m-instruct")
+    text = "Hi <|im_end|> there"
+    assert tok(text)["input_ids"] == tokenizer(text)["input_ids"] and tok.chat_template == tokenizer.chat_template
+    with pytest.raises(ModelLoadError, match="could not load the tokenizer of .*nothing"):
+        load_tokenizer(str(tmp_path / "nothing"))

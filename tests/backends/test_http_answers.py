@@ -15,6 +15,7 @@ import pytest
 from tracecal.backends.base import BackendUnsupportedError
 from tracecal.backends.http import HTTPBackendError, HTTPModel, LogprobsUnavailableError
 from tracecal.backends.topk import DEFAULT_TOPK_ESTIMATOR, topk_entropy
+from tracecal.errors import ValidationError
 
 V = 1000
 CHAT_IDS = [1, 2, 3]  # what /tokenize gives for the chat prompt
@@ -89,8 +90,10 @@ def test_plain_prompt_token_ids_and_stop_reasons() -> None:
     assert d.stop_reason == "length"
     (e,) = m.trace_answers(["x"], [" Rome"], stop_strings=["and"])
     assert e.stop_reason == "stop_string"  # the greedy next token " and" completes the stop string
-    (f,) = m.trace_answers(["x"], ["Paris<|im_end|>"])
+    (f,) = m.trace_answers(["x"], [[10, 99]])
     assert (f.text, f.length, f.stop_reason) == ("Paris", 1, "eos")  # the answer ends before its end-of-turn token
+    with pytest.raises(ValidationError, match="the answer spells '<\\|im_end\\|>', a special-token string"):
+        m.trace_answers(["x"], ["Paris<|im_end|>"])  # vLLM's /tokenize would parse it: not sent as text
     (g,) = m.trace_answers([{"prompt_ids": [7, 8]}], [[12]])
     assert g.prompt_ids.tolist() == [7, 8] and seen[-1]["prompt"] == [7, 8, 12]
 

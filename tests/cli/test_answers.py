@@ -17,6 +17,7 @@ from tracecal.cli.answers import read_answer_rows
 from tracecal.cli.app import app
 from tracecal.signals.operators import trace_confidence
 from tracecal.traces.io import load_traces
+from tracecal.traces.provenance import provenance
 
 runner = CliRunner()
 
@@ -99,6 +100,7 @@ def test_csv_and_parquet_inputs_and_a_calibrator(tmp_path: Path, shared_model, c
     rows, bad = read_answer_rows(pa_file)
     assert [r.id for r in rows] == ["1"] and bad == [f"{pa_file}:2: 'answer' must be text, got none"]
     cal_path = tmp_path / "cal.json"
+    calibrator.provenance = provenance("tiny-random-llama", "float32", None)  # the answers' model (fitted on scores)
     calibrator.save(cal_path)
     out = tmp_path / "s.parquet"
     r = runner.invoke(app, ["score-answers", str(csv), "--out", str(out), "--calibrator", str(cal_path)])
@@ -155,3 +157,40 @@ def test_the_output_is_never_one_of_the_inputs(tmp_path: Path, shared_model, cal
         assert r.exit_code == 2 and "Traceback" not in r.output, r.output
         assert f"error: --out {out} is the {what}" in r.output and "would destroy that input" in r.output
     assert {p: p.read_bytes() for p in (src, cal)} == before
+
+
+def test_a_calibrator_of_another_model_is_refused_before_any_answer_is_traced(
+    tmp_path: Path, tiny_model, calibrator, monkeypatch
+) -> None:  # type: ignore[no-untyped-def]
+    """As ``score``: the calibrator's provenance against the model the answers are traced with (its id and weight
+    dtype), checked before any answer is traced; ``--allow-foreign-calibrator`` scores with a warning."""
+    traced: list[int] = []
+    real = tiny_model.trace_answers
+    monkeypatch.setattr(backends, "load_model", lambda *a, **k: tiny_model)
+    monkeypatch.setattr(tiny_model, "trace_answers", lambda *a, **k: traced.append(1) or real(*a, **k))
+    src = jsonl(tmp_path / "a.jsonl", [json.dumps(GOOD[0])])
+    out, cal = tmp_path / "s.parquet", tmp_path / "cal.json"
+    for record, message in (
+        (provenance("another-model", "float32", None), "was made on answers of 'another-model'; the traces scored are"),
+        (provenance("tiny-random-llama", "bfloat16", None), "was made on bfloat16 answers; the traces scored are flo"),
+    ):
+        calibrator.provenance = record
+        calibrator.save(cal)
+        r = runner.invoke(app, ["score-answers", str(src), "--out", str(out), "--calibrator", str(cal)])
+        text = " ".join(r.output.split())
+        assert r.exit_code == 2 and message in text and "--allow-foreign-calibrator" in text, text
+        assert not out.exists() and traced == []
+    args = ["score-answers", str(src), "--out", str(out), "--calibrator", str(cal), "--allow-foreign-calibrator"]
+    r = runner.invoke(app, args)
+    assert r.exit_code == 0 and "scored anyway (--allow-foreign-calibrator)" in " ".join(r.output.split()), r.output
+    assert out.exists() and traced == [1]
+
+
+def test_an_id_given_twice_is_refused_before_the_model_loads(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """As ``generate --prompts``: two rows with one id would make traces a later ``fit-calibrator`` cannot label."""
+    monkeypatch.setattr(backends, "load_model", lambda *a, **k: pytest.fail("the model must not load"))
+    src = jsonl(tmp_path / "a.jsonl", [json.dumps({"id": "a", "prompt": "q", "answer": x}) for x in ("x", "y")])
+    out = tmp_path / "s.parquet"
+    r = runner.invoke(app, ["score-answers", str(src), "--out", str(out)])
+    assert r.exit_code == 2 and "Traceback" not in r.output and not out.exists(), r.output
+    assert f"error: {src}: 1 ids occur more than once: 'a' (2×); give each answer its own id" in r.output, r.output

@@ -47,6 +47,17 @@ def test_user_errors_exit_2_with_one_escaped_line(error: BaseException) -> None:
     assert lines == ["error: bad [red]thing[/red]"], r.output
 
 
+def test_running_out_of_memory_is_one_line_saying_what_to_do() -> None:
+    """A request too large for the machine (``evaluate --seeds 1000000000`` was a MemoryError traceback before the
+    bounds) ends as a user error: exit 2, one line."""
+    r = CliRunner().invoke(_app(MemoryError()), ["boom"])
+    assert r.exit_code == 2 and "Traceback" not in r.output
+    assert (
+        r.output.strip()
+        == "error: out of memory (MemoryError): ask for less (a smaller --limit, --batch-size or --n-boot)"
+    )
+
+
 def test_other_exceptions_are_not_swallowed() -> None:
     r = CliRunner().invoke(_app(KeyError("k")), ["boom"])
     assert r.exit_code == 1 and isinstance(r.exception, KeyError)

@@ -46,6 +46,7 @@ def test_bad_options_write_nothing(tmp_path: Path) -> None:
         (["--metrics", "aurocc"], "unknown metric 'aurocc'"),
         (["--threads", "0"], "--threads must be a whole number ≥ 1, got 0"),
         (["--shard-size", "0"], "shard-size"),
+        (["--embedder-dtype", "fp16"], "embedder-dtype must be one of auto, float32, bfloat16, got 'fp16'"),
     ]:
         r = CliRunner().invoke(app, ["evaluate", "--run-dir", str(run), "--tasks", "triviaqa", *args])
         assert r.exit_code == 2 and msg in r.output, r.output
@@ -220,3 +221,25 @@ def test_a_filled_disk_during_evaluate_loses_nothing_and_the_resumed_run_is_exac
         assert lm.generated == 4 and traces(run) == traces(clean)  # only the missing shard
         metrics = [json.loads((d / "results.json").read_text())["metrics"] for d in (run, clean)]
         assert metrics[0] == metrics[1]
+
+
+def test_an_unstamped_shard_resumes_and_a_damaged_stamp_is_one_line(tmp_path: Path, tiny_model, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """What the user sees for shards of an older tracecal (no stamps: resumed, exit 0, the shard kept byte-identical)
+    and for a damaged stamp (exit 2, one line naming the shard and what to do)."""
+    import pyarrow.parquet as pq
+
+    import tracecal.backends as backends
+
+    monkeypatch.setattr(backends, "load_model", lambda *a, **k: tiny_model)
+    runner, run = CliRunner(), tmp_path / "run"
+    assert runner.invoke(app, ["evaluate", "--run-dir", str(run), *SMALL]).exit_code == 0
+    shard = run / "traces" / "triviaqa" / "00000.parquet"
+    table = pq.read_table(shard)
+    meta = {k: v for k, v in (table.schema.metadata or {}).items() if not k.startswith(b"tracecal_") or b"schema" in k}
+    pq.write_table(table.replace_schema_metadata(meta), shard)  # as written before the stamps existed
+    before = shard.read_bytes()
+    r = runner.invoke(app, ["evaluate", "--run-dir", str(run), *SMALL])
+    assert r.exit_code == 0 and "Traceback" not in r.output and shard.read_bytes() == before, r.output
+    pq.write_table(table.replace_schema_metadata(meta | {b"tracecal_run_identity": b"[1]"}), shard)
+    line = _one_line_error(runner.invoke(app, ["evaluate", "--run-dir", str(run), *SMALL]))
+    assert f"{shard} carries a damaged run-identity stamp" in line and "delete it and run again" in line

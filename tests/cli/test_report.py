@@ -74,3 +74,18 @@ def test_a_full_or_read_only_disk_is_a_message_and_loses_nothing(tmp_path: Path)
         line = " ".join(r.output.split())
         assert r.exit_code == 2 and f"error: cannot write {mnt / 'new.html'}: Read-only file system" in line, line
         assert "make it writable or choose another output path, then run again" in line
+
+
+def test_figures_naming_a_file_is_one_line_before_anything_is_read(tmp_path: Path) -> None:
+    """``--figures`` naming a file (one of the run's, or ``/dev/null``) was ``.../results.json/reliability_x.svg: Not
+    a directory``: now it says the option wants a folder, and the file is byte-identical."""
+    run = write_synthetic_run(tmp_path / "run", tasks=("triviaqa",), n_per_task=30, n_seeds=2)
+    before = (run / "results.json").read_bytes()
+    for figures in (run / "results.json", Path("/dev/null")):
+        r = CliRunner().invoke(app, ["report", str(run), "--out", str(tmp_path / "r.html"), "--figures", str(figures)])
+        line = " ".join(r.output.split())
+        assert (
+            r.exit_code == 2
+            and line == f"error: --figures {figures} is not a folder: give a folder for the SVG figures"
+        )
+    assert (run / "results.json").read_bytes() == before and not (tmp_path / "r.html").exists()

@@ -128,3 +128,49 @@ def test_secl_on_llama_cpp_says_it_needs_the_hf_backend_and_how(tmp_path, monkey
     # how to get an HF checkpoint of the same model: named models and .gguf files are converted into the cache
     assert "smollm2-135m-instruct" in msg and "gemma3-270m" in msg and ".gguf file given to --model" in msg
     assert str(tmp_path / "cache" / "hf") in msg and not (tmp_path / "cache").exists()  # refused before any load
+
+
+def test_save_adapter_never_writes_over_a_file_an_input_or_a_folder_of_other_files(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """``--save-adapter`` is refused before the stream is read or a model loads when it is a file (the cache, a
+    device), holds an input or ``--cache``, or is a non-empty folder that is not a saved adapter; what is there
+    stays byte-identical."""
+    mine, data = tmp_path / "mine", tmp_path / "data"
+    mine.mkdir()
+    (mine / "thesis.tex").write_text("years of work")
+    cache = tmp_path / "frozen.json"
+    cache.write_text('{"format": "x"}')
+    data.mkdir()
+    (data / "triviaqa.json").write_text("[]")
+    model = tmp_path / "model.gguf"
+    model.write_bytes(b"GGUF")
+    cases = [
+        (["--save-adapter", str(mine)], "is not empty and is not a saved SECL adapter (it holds 'thesis.tex')"),
+        (["--save-adapter", str(cache), "--cache", str(cache)], "is the --cache file"),
+        (["--save-adapter", "/dev/stdout"], "is not a folder (a file or a device)"),
+        (["--save-adapter", str(tmp_path / "new"), "--cache", str(tmp_path / "new" / "c.json")], "lies inside"),
+        (["--save-adapter", str(data), "--data-dir", str(data)], "is the --data-dir folder"),
+        (["--save-adapter", str(tmp_path), "--model", str(model)], "holds the model"),
+    ]
+    for args, message in cases:
+        r = CliRunner().invoke(app, ["secl", "--stream", "triviaqa", "--per-domain", "1", *args])
+        assert r.exit_code == 2 and message in " ".join(r.output.split()), (args, r.output)
+        assert r.output.startswith("error: --save-adapter") or "--cache" in r.output, r.output
+        assert "Traceback" not in r.output
+    assert (mine / "thesis.tex").read_text() == "years of work" and sorted(p.name for p in mine.iterdir()) == [
+        "thesis.tex"
+    ]
+    assert cache.read_text() == '{"format": "x"}' and not (tmp_path / "new").exists()
+
+
+def test_save_adapter_writes_a_folder_and_replaces_its_own_earlier_one(tmp_path, tiny_model, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    import tracecal.backends
+
+    monkeypatch.setattr(tracecal.backends, "load_model", lambda *a, **k: tiny_model)
+    out = tmp_path / "ad"
+    args = ["secl", "--stream", "triviaqa", "--per-domain", "2", "--gate", "always", "--save-adapter", str(out)]
+    for _ in range(2):  # the second run replaces the adapter the first saved
+        r = CliRunner().invoke(app, args)
+        assert r.exit_code == 0, r.output
+        assert f"saved the LoRA adapter to {out}" in " ".join(r.output.split())
+    assert {"adapter_model.safetensors", "secl_config.json"} <= {p.name for p in out.iterdir()}
+    assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]

@@ -37,6 +37,22 @@ def test_no_model_builds_a_score_only_app() -> None:
     assert health["limits"]["max_batch"] == 2 and health["limits"]["max_queue"] == 3, health
 
 
+def test_upstream_concurrency_is_the_requests_in_flight_upstream_not_max_batch() -> None:
+    """--upstream-concurrency (default `UPSTREAM_CONCURRENCY`, 64) bounds the requests sent to the upstream at once;
+    --max-batch stays the in-process batch (it throttled the upstream to 8 before)."""
+    from tracecal.serve.proxy import UPSTREAM_CONCURRENCY
+
+    assert _defaults()["upstream_concurrency"] == UPSTREAM_CONCURRENCY == 64
+    for asked in (None, 48):
+        o = _defaults(upstream="http://upstream.test/v1", upstream_model="m", max_batch=2)
+        if asked is not None:
+            o["upstream_concurrency"] = asked
+        gw = serve_app(o).state.gateway  # with --upstream-model nothing is asked from the upstream at start-up
+        want = asked or UPSTREAM_CONCURRENCY
+        assert gw.batcher.remote == want and gw.model.max_concurrency == gw.batcher.models["text"].max_concurrency
+        assert gw.config.max_batch == 2
+
+
 @pytest.mark.parametrize(
     ("over", "message"),
     [
@@ -232,3 +248,33 @@ def test_a_python_saved_calibrator_without_a_model_is_refused_unless_overridden(
     ]
     fitted = TracePlus().fit(traces, y).save(tmp_path / "tp.json")
     assert json.loads(fitted.read_text())["provenance"]["model"] == "m"
+
+
+def test_bad_tokenizer_options_are_one_line_before_any_upstream_is_asked(tmp_path: Path) -> None:
+    """``--tokenizer`` without ``--upstream``, and a tokenizer that resolves to nothing, end with exit 2 and one
+    line; the (unreachable) upstream is never contacted."""
+    for args, message in (
+        (["--tokenizer", "smollm2-135m-instruct"], "--tokenizer goes with --upstream"),
+        (
+            ["--upstream", "http://127.0.0.1:9/v1", "--tokenizer", str(tmp_path / "nothing-here")],
+            "could not load the tokenizer of",
+        ),
+    ):
+        r = CliRunner().invoke(app, ["serve", *args])
+        assert r.exit_code == 2 and r.output.startswith("error: ") and message in r.output, r.output
+        assert "Traceback" not in r.output and "127.0.0.1:9/v1/models" not in r.output
+
+
+def test_a_proxy_with_the_served_tokenizer_sends_ids(tokenizer, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """``serve --upstream URL --tokenizer NAME``: the tokenizer is loaded by name and given to both proxy backends."""
+    import tracecal.backends.hf as hf
+    import tracecal.serve.proxy as proxy
+
+    names: list[str] = []
+    monkeypatch.setattr(hf, "load_tokenizer", lambda name: names.append(name) or tokenizer)
+    real = proxy.proxy_backends
+    monkeypatch.setattr(proxy, "proxy_backends", lambda url, model, **k: real(url, "up", **k))  # no /models asked
+    server = serve_app(_defaults(upstream="http://127.0.0.1:9/v1", tokenizer="smollm2-135m-instruct"))
+    gw = server.state.gateway
+    assert names == ["smollm2-135m-instruct"] and gw.batcher.models["chat"].tokenizer is tokenizer
+    assert gw.batcher.models["text"].tokenizer is tokenizer

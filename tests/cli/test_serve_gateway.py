@@ -30,6 +30,8 @@ from tracecal.serve import ServeConfig, create_app
         (["--port", "80.5"], "Invalid value for '--port'"),
         (["--vocab-size", "1"], "--vocab-size must be a whole number ≥ 2, got 1"),
         (["--top-logprobs", "0"], "--top-logprobs must be a whole number ≥ 1, got 0"),
+        (["--upstream-concurrency", "0"], "--upstream-concurrency must be a whole number ≥ 1, got 0"),
+        (["--upstream-concurrency", "many"], "Invalid value for '--upstream-concurrency'"),
     ],
 )
 def test_serve_command_refuses_bad_options_with_a_message(args: list[str], message: str) -> None:

@@ -335,3 +335,79 @@ def test_a_read_only_output_folder_says_what_to_do(tmp_path: Path, traces_file: 
         line = " ".join(r.output.split())
         assert f"error: cannot write {folder / out}: Read-only file system; the folder is read-only" in line
         assert "make it writable or choose another output path, then run again" in line
+
+
+def test_score_refuses_a_calibrator_of_another_models_answers(tmp_path: Path, traces_file: Path) -> None:
+    """``score --calibrator`` compares the file's provenance with the model and dtype the traces record, as ``serve``
+    does with the served model: another model or dtype, or a record naming no model, is refused naming both (exit
+    2, no CSV written) unless ``--allow-foreign-calibrator`` (a warning); a file of an older tracecal without a
+    record is used with a warning."""
+    cal, csv = tmp_path / "cal.json", tmp_path / "s.csv"
+    fit = ["fit-calibrator", str(traces_file), "--labels", str(_labels(tmp_path)), "--out", str(cal)]
+    assert runner.invoke(app, fit).exit_code == 0
+    doc = json.loads(cal.read_text())
+    assert doc["provenance"]["model"] == "tiny-random-llama" and doc["provenance"]["dtype"] == "float32"
+    score = ["score", str(traces_file), "--calibrator", str(cal), "--csv", str(csv)]
+    r = runner.invoke(app, score)
+    assert r.exit_code == 0 and "warning" not in r.output, r.output
+
+    def edited(**record: object) -> Path:
+        path = tmp_path / f"edited-{len(list(tmp_path.glob('edited-*')))}.json"
+        new = dict(doc)
+        if record.get("drop"):
+            new.pop("provenance")
+        else:
+            new["provenance"] = doc["provenance"] | record
+        path.write_text(json.dumps(new))
+        return path
+
+    refused = {
+        "another model": (
+            edited(model="another-model"),
+            "was made on answers of 'another-model'; the traces scored are answers of 'tiny-random-llama'",
+        ),
+        "another dtype": (
+            edited(dtype="bfloat16"),
+            "was made on bfloat16 answers; the traces scored are float32 answers (the dtype changes answers)",
+        ),
+        "no model": (edited(model=None), "records no model its answers came from"),
+    }
+    for case, (path, message) in refused.items():
+        csv.unlink(missing_ok=True)
+        before = path.read_bytes()
+        r = runner.invoke(app, ["score", str(traces_file), "--calibrator", str(path), "--csv", str(csv)])
+        out = " ".join(r.output.split())
+        assert r.exit_code == 2 and out.startswith(f"error: {path} ") and message in out, (case, out)
+        assert "or add --allow-foreign-calibrator to score with the file anyway" in out and "Traceback" not in out
+        assert not csv.exists() and path.read_bytes() == before
+        r = runner.invoke(app, ["score", str(traces_file), "--calibrator", str(path), "--allow-foreign-calibrator"])
+        out = " ".join(r.output.split())
+        assert r.exit_code == 0 and f"warning: {path} " in out and "scored anyway (--allow-foreign-calibrator)" in out
+    r = runner.invoke(app, ["score", str(traces_file), "--calibrator", str(edited(drop=True))])
+    out = " ".join(r.output.split())
+    assert r.exit_code == 0 and "records no provenance (an older tracecal wrote it)" in out, out
+    assert "not checked against the traces' model" in out
+
+
+def test_generate_refuses_token_ids_outside_the_vocabulary_and_absurd_top_k(tmp_path: Path, shared_model) -> None:  # type: ignore[no-untyped-def]
+    """A prompts-file line given as token ids the model has no embedding for (too large, negative) and a
+    ``--top-logprobs`` beyond the vocabulary are one line each, exit 2 (were an IndexError traceback and torch's
+    'selected index k out of range'); nothing is written."""
+    size = len(shared_model.tokenizer)
+    out = tmp_path / "t.parquet"
+    for ids, message in (
+        ([10**9], f"prompt_ids: 1000000000 is not a token id of this tokenizer [0, {size})"),
+        ([-5, 3], "prompt_ids: -5 is not"),
+    ):
+        prompts = tmp_path / "ids.jsonl"
+        prompts.write_text(json.dumps({"id": "a", "prompt": {"prompt_ids": ids}}) + "\n")
+        r = runner.invoke(app, ["generate", "--prompts", str(prompts), "--out", str(out)])
+        assert r.exit_code == 2 and f"error: {message}" in r.output, r.output
+        assert "Traceback" not in r.output and not out.exists()
+    prompts = tmp_path / "p.jsonl"
+    prompts.write_text(json.dumps({"id": "a", "prompt": "hi"}) + "\n")
+    r = runner.invoke(app, ["generate", "--prompts", str(prompts), "--out", str(out), "--top-logprobs", "10000000"])
+    assert r.exit_code == 2 and "top_logprobs=10000000 exceeds the model's vocabulary of" in r.output, r.output
+    assert not out.exists()
+    with pytest.raises(ValidationError, match="answer 0: 99999999 is not a token id"):
+        shared_model.trace_answers(["q"], [[5, 99999999]])

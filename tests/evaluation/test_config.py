@@ -34,7 +34,7 @@ def test_eval_config_holds_a_score_config_and_keeps_its_keywords() -> None:
 
 
 def test_to_dict_is_flat_in_the_stored_order_and_pickles() -> None:
-    cfg = EvalConfig(["triviaqa"], limit=10, estimators=["trace"])
+    cfg = EvalConfig(["triviaqa"], limit=10, estimators=["trace"], embedder_dtype="float32")
     d = cfg.to_dict()
     assert tuple(d) == KEY_ORDER and d["estimators"] == ["trace"] and d["limit"] == 10 and d["n_boot"] == 1000
     assert d["estimators"] is not cfg.estimators  # a copy
@@ -48,6 +48,7 @@ def test_validation_names_the_option_as_the_command_line_spells_it() -> None:
         "limit",
         "dtype",
         "backend",
+        "embedder_dtype",
         "batch_size",
         "max_new_tokens",
         "num_beams",
@@ -60,6 +61,7 @@ def test_validation_names_the_option_as_the_command_line_spells_it() -> None:
         ({"batch_size": True}, "batch-size must be a whole number ≥ 1, got True"),
         ({"max_new_tokens": 0}, "max-new-tokens must be a whole number ≥ 1 or None, got 0"),
         ({"n_bins": 0}, "n-bins must be a whole number ≥ 1, got 0"),
+        ({"embedder_dtype": "float16"}, "embedder-dtype must be one of auto, float32, bfloat16, got 'float16'"),
         ({"tasks": []}, "no tasks given"),
     ):
         with pytest.raises(ConfigError) as err:
@@ -92,6 +94,32 @@ def test_backend_is_validated_and_only_llama_cpp_changes_the_identity() -> None:
         with pytest.raises(ConfigError) as err:
             EvalConfig(["triviaqa"], **kw).validate()
         assert str(err.value).startswith(msg), str(err.value)
+
+
+def test_embedder_dtype_enters_the_identity_only_as_bfloat16(tmp_path: Path) -> None:
+    """A float32 embedder leaves the identity as every run had it before the option (`IDENTITY_DEFAULTS`); bfloat16
+    adds ``embedder_dtype``; ``auto`` resolves to the stored run's (float32 for one made before the option) or, for a
+    new run, to this CPU's: bfloat16 with bf16 matrix units."""
+    from tracecal.evaluation.config import IDENTITY_DEFAULTS, cpu_has_bf16, resolve_embedder_dtype
+
+    old = EvalConfig(["triviaqa"], limit=10, embedder_dtype="float32")
+    assert "embedder_dtype" not in old.identity() and IDENTITY_DEFAULTS["embedder_dtype"] == "float32"
+    assert legacy_identity(old.to_dict()) == old.identity() | {"dtype": "float32"}
+    bf = EvalConfig(["triviaqa"], limit=10, embedder_dtype="bfloat16")
+    assert bf.identity() == old.identity() | {"embedder_dtype": "bfloat16"}
+    lc = EvalConfig(["triviaqa"], limit=10, embedder_dtype="bfloat16", backend="llamacpp").identity()
+    assert lc["embedder_dtype"] == "bfloat16" and lc["dtype"] is None
+    assert resolve_embedder_dtype("auto", {}) == "float32"  # a stored identity without the key: the legacy float32
+    assert resolve_embedder_dtype("auto", {"embedder_dtype": "bfloat16"}, bf16=False) == "bfloat16"
+    assert [resolve_embedder_dtype("auto", bf16=b) for b in (True, False)] == ["bfloat16", "float32"]
+    assert resolve_embedder_dtype("float32", {"embedder_dtype": "bfloat16"}, bf16=True) == "float32"  # given wins
+    auto = EvalConfig(["triviaqa"], limit=10).identity()
+    assert auto.get("embedder_dtype", "float32") == ("bfloat16" if cpu_has_bf16() else "float32")
+    for flags, want in (("fpu sse2 amx_bf16 amx_tile", True), ("fpu avx512f avx512_bf16", True), ("fpu avx2", False)):
+        info = tmp_path / "cpuinfo"
+        info.write_text(f"processor\t: 0\nflags\t\t: {flags}\n\n")
+        assert cpu_has_bf16(str(info)) is want
+    assert cpu_has_bf16(str(tmp_path / "missing")) is False
 
 
 def test_evaluate_passes_and_records_the_statistics_settings(tmp_path: Path) -> None:

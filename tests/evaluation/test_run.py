@@ -75,7 +75,7 @@ def test_score_only_reports_estimators_whose_pass_is_missing_as_not_run(tmp_path
         ({"dtype": "float8"}, "dtype must be one of auto, float32, bfloat16, float16, got 'float8'"),
         ({"shard_size": 0}, "shard-size must be a whole number ≥ 1, got 0"),
         ({"cal_frac": 1.0}, "cal-frac must be a finite number in"),
-        ({"n_seeds": 0}, "n-seeds must be a whole number ≥ 1, got 0"),
+        ({"n_seeds": 0}, r"n-seeds must be a whole number in \[1, 10000\], got 0"),
         ({"calibrator": "bogus"}, "calibrator"),
         ({"estimators": ["tarce"]}, "unknown estimator 'tarce'. Did you mean 'trace'?"),
         ({"on_error": "ignore"}, "on-error must be one of skip, raise, got 'ignore'"),
@@ -155,6 +155,36 @@ def test_a_run_made_without_backend_resumes_as_hf_and_never_as_llama_cpp(tmp_pat
         evaluate(lc.path, EvalConfig(tasks=["triviaqa"], estimators=["trace"], **FAST), model=tiny_model)
     with pytest.raises(ConfigError, match="the model given is a HFModel, not --backend llamacpp"):
         evaluate(lc.path, EvalConfig(tasks=["triviaqa"], estimators=["trace"], backend="llamacpp"), model=tiny_model)
+
+
+def test_a_run_made_without_embedder_dtype_resumes_in_float32(tmp_path: Path, tiny_model, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """On a CPU with bf16 units, ``auto`` makes a new run's embedder bf16 (in its identity), but a run directory made
+    before the option (a float32 embedder; neither config nor identity has the key) resumes with ``auto`` and its
+    identity unchanged; an explicit other dtype is refused either way."""
+    import tracecal.evaluation.config as config
+
+    monkeypatch.setattr(config, "cpu_has_bf16", lambda: True)
+    run, new = tmp_path / "old", tmp_path / "new"
+    fp32 = EvalConfig(tasks=["triviaqa"], estimators=["trace"], embedder_dtype="float32", **FAST)
+    evaluate(run, fp32, model=tiny_model)
+    doc = json.loads((run / "config.json").read_text())
+    doc["config"].pop("embedder_dtype")  # as an older tracecal wrote it
+    (run / "config.json").write_text(json.dumps(doc))
+    ident = doc["identity"]
+    assert "embedder_dtype" not in ident
+    cfg = EvalConfig(tasks=["triviaqa"], estimators=["trace", "p_true"], **FAST)
+    res = evaluate(run, cfg, model=tiny_model)
+    assert res is not None and res.tasks["triviaqa"]["not_run"] == [] and cfg.embedder_dtype == "float32"
+    assert json.loads((run / "config.json").read_text())["identity"] == ident
+    with pytest.raises(ConfigMismatchError, match="embedder_dtype='float32', not 'bfloat16'"):
+        evaluate(run, EvalConfig(tasks=["triviaqa"], estimators=["trace"], embedder_dtype="bfloat16", **FAST))
+    evaluate(new, EvalConfig(tasks=["triviaqa"], estimators=["trace"], **FAST), model=tiny_model)
+    doc = json.loads((new / "config.json").read_text())
+    assert doc["identity"]["embedder_dtype"] == doc["config"]["embedder_dtype"] == "bfloat16"
+    monkeypatch.setattr(config, "cpu_has_bf16", lambda: False)  # resumed on a CPU without: still the run's own
+    assert evaluate(new, EvalConfig(tasks=["triviaqa"], estimators=["trace"], **FAST), model=tiny_model) is not None
+    with pytest.raises(ConfigMismatchError, match="embedder_dtype='bfloat16', not 'float32'"):
+        evaluate(new, EvalConfig(tasks=["triviaqa"], estimators=["trace"], embedder_dtype="float32", **FAST))
 
 
 def test_a_loaded_llama_cpp_model_makes_a_llama_cpp_run(tmp_path: Path, tokenizer) -> None:  # type: ignore[no-untyped-def]

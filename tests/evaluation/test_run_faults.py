@@ -229,3 +229,56 @@ def test_too_few_questions_to_split_are_refused_before_generating(tmp_path: Path
     with pytest.raises(ConfigError, match=f"triviaqa: {n} question.* too few to split with --cal-frac.*--limit"):
         evaluate(tmp_path / "run", cfg(["triviaqa"], **kw), model=lm)
     assert lm.generated == 0 and not (tmp_path / "run").exists()
+
+
+def _restamp(shard: Path, **stamps: bytes | None) -> None:
+    """Rewrite ``shard`` with its metadata keys ``stamps`` replaced (None: removed), as an older tracecal (or a
+    damaged file) would have left them."""
+    table = pq.read_table(shard)
+    meta = dict(table.schema.metadata or {})
+    for key, value in stamps.items():
+        meta.pop(key.encode(), None)
+        if value is not None:
+            meta[key.encode()] = value
+    pq.write_table(table.replace_schema_metadata(meta), shard)
+
+
+def test_shards_of_an_older_tracecal_without_stamps_resume_by_their_ids(tmp_path: Path, tiny_model) -> None:  # type: ignore[no-untyped-def]
+    """A shard written before question digests and run identities were stamped (both metadata keys removed) is
+    accepted by its ids (the documented rule): the run resumes, computes only what is missing and scores, also with
+    --score-only; a changed question in it goes unnoticed (nothing to compare), a foreign id does not."""
+    run = tmp_path / "run"
+    evaluate(run, cfg(["triviaqa"], limit=8), model=tiny_model, stages_only=True)
+    old = run / "traces" / "triviaqa" / "00000.parquet"
+    _restamp(old, tracecal_question_digests=None, tracecal_run_identity=None)
+    (run / "traces" / "triviaqa" / "00001.parquet").unlink()  # an interrupted older run: one shard still missing
+    before, lm = old.read_bytes(), Counting(tiny_model)
+    res = evaluate(run, cfg(["triviaqa"], limit=8), model=lm)
+    assert res is not None and lm.generated == 4 and old.read_bytes() == before  # only the missing shard computed
+    assert evaluate(run, cfg(["triviaqa"], limit=8), model=lm, score_only=True) is not None and lm.generated == 4
+
+
+@pytest.mark.parametrize(
+    "stamps",
+    [
+        {"tracecal_question_digests": b"not json"},
+        {"tracecal_question_digests": b'["a", "list"]'},
+        {"tracecal_question_digests": b'{"x": 5}'},
+        {"tracecal_run_identity": b"\xff\xfe not json"},
+        {"tracecal_run_identity": b"[1, 2]"},
+    ],
+)
+def test_a_damaged_stamp_is_a_message_saying_what_to_do(tmp_path: Path, tiny_model, stamps: dict[str, bytes]) -> None:  # type: ignore[no-untyped-def]
+    """A stamp that is not a JSON object (or digests that are not one string per answer) is a `RunStoreError` naming
+    the shard and what to do, never a traceback, for a resumed run and for --score-only."""
+    run = tmp_path / "run"
+    evaluate(run, cfg(["triviaqa"], limit=8), model=tiny_model, stages_only=True)
+    shard = run / "traces" / "triviaqa" / "00001.parquet"
+    _restamp(shard, **stamps)
+    for score_only in (False, True):
+        with pytest.raises(
+            RunStoreError,
+            match=r"00001.parquet (carries a damaged [a-z-]+ stamp|is not a readable sh).*"
+            "delete it and run again to compute it anew",
+        ):
+            evaluate(run, cfg(["triviaqa"], limit=8), model=Counting(tiny_model, fail_after=0), score_only=score_only)

@@ -107,3 +107,16 @@ def test_resources_load_the_backend_the_settings_name() -> None:
     lm = Resources(cfg).get("lm")
     assert isinstance(lm, LlamaCppModel) and lm.model_id == "smollm2-135m-instruct"
     assert lm.batch_size == 2 and lm.chat is False  # --chat is applied as for the HF backend
+
+
+def test_resources_load_the_embedder_in_the_runs_dtype(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    import tracecal.evaluation.config as config
+    import tracecal.passes.semantic as semantic
+
+    loaded: list[str] = []
+    monkeypatch.setattr(semantic, "load_embedder", lambda dtype="float32": loaded.append(dtype) or dtype)
+    monkeypatch.setattr(config, "cpu_has_bf16", lambda: False)
+    for given, want in (("float32", "float32"), ("bfloat16", "bfloat16"), ("auto", "float32")):
+        res = Resources(EvalConfig(["triviaqa"], embedder_dtype=given))
+        assert res.get("embedder") == want and res.get("embedder") == want  # loaded once
+    assert loaded == ["float32", "bfloat16", "float32"]

@@ -143,3 +143,38 @@ def test_secl_refuses_a_backend_without_gradients_before_any_work(tiny_model, st
     for call in (lambda: run_secl(lc, stream, ALWAYS), lambda: SECLAdapter(lc, ALWAYS)):
         with pytest.raises(BackendUnsupportedError, match=r"SECL runs on the HF backend only.*llama\.cpp \(the GGUF"):
             call()
+
+
+def test_a_saved_adapter_is_replaced_whole_and_a_folder_of_other_files_never(
+    tiny_model, stream, frozen, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    """`SECLAdapter.save` writes through `tracecal.traces.folders.atomic_write_dir`: an earlier adapter is replaced,
+    a folder of the user's files is refused and left byte-identical, and a full disk is an ``OSError`` naming the
+    folder (safetensors' own error mapped to it) with the earlier adapter kept."""
+    from tests.traces.disk import fill, small_filesystem
+    from tracecal.errors import ValidationError
+
+    def snapshot(folder: Path) -> dict[str, bytes]:
+        return {p.name: p.read_bytes() for p in sorted(folder.iterdir())}
+
+    out, mine = tmp_path / "ad", tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("mine")
+    with SECLAdapter(tiny_model, SECLConfig(seed=1, lora_layers=1)) as ad:
+        ad.save(out)
+        first = snapshot(out)
+        assert {"adapter_model.safetensors", "adapter_config.json", "secl_config.json"} <= set(first)
+        ad.update(verbal_prompts(tiny_model, stream, frozen.answers)[0], 0.05, force=True)  # the weights move
+        ad.save(out)
+        assert snapshot(out)["adapter_model.safetensors"] != first["adapter_model.safetensors"]
+        with pytest.raises(ValidationError, match="mine is not empty and is not a saved SECL adapter"):
+            ad.save(mine)
+        assert snapshot(mine) == {"notes.txt": b"mine"}
+        with small_filesystem(tmp_path) as mnt:
+            ad.save(mnt / "ad")
+            kept = snapshot(mnt / "ad")
+            fill(mnt)
+            with pytest.raises(OSError, match="No space left on device") as e:
+                ad.save(mnt / "ad")
+            assert e.value.filename == str(mnt / "ad") and snapshot(mnt / "ad") == kept
+            assert not [p for p in mnt.iterdir() if p.name.endswith(".tmp")]

@@ -83,6 +83,15 @@ def test_a_file_that_is_not_a_frozen_pass_is_an_error(tmp_path: Path, computed: 
     bad.write_text('{"format": 99}')
     with pytest.raises(ValueError, match="not a SECL frozen-pass file"):
         frozen_for(SimpleNamespace(model_id="m"), _items(2), bad, 2)
+    for content, why in (
+        (b'{"x": "\xe9"}', "not UTF-8 JSON"),
+        (b"[1, 2]", "format 'list'"),
+        (b"{half", "not UTF-8 JSON"),
+    ):
+        bad.write_bytes(content)  # a file of the user's given as --cache: named, never recomputed over
+        with pytest.raises(ValueError, match=f"^{bad}: not a SECL frozen-pass file \\({why}"):
+            frozen_for(SimpleNamespace(model_id="m"), _items(2), bad, 2)
+        assert bad.read_bytes() == content
     assert computed == []
 
 

@@ -144,3 +144,18 @@ def test_a_lone_surrogate_is_refused_naming_the_line(tmp_path: Path) -> None:
             read_prompt_file(_write(tmp_path, "p.jsonl", text))
     with pytest.raises(InputFileError, match="l.jsonl:2: the id is not valid Unicode"):
         read_labels(_write(tmp_path, "l.jsonl", '{"id": "a", "label": 1}\n{"id": "b\\ud800", "label": 0}\n'))
+
+
+def test_a_device_or_pipe_is_not_a_prompts_or_labels_file(tmp_path: Path) -> None:
+    """``--prompts /dev/null`` said 'not found' (it exists): it is not a regular file, and the message says so."""
+    import os
+
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    for path in (Path("/dev/null"), fifo):
+        with pytest.raises(
+            FileNotFoundError, match=f"prompts file {path} is not a regular file \\(a device or a pipe\\)"
+        ):
+            read_prompt_file(path)
+        with pytest.raises(FileNotFoundError, match=f"labels file {path} is not a regular file"):
+            read_labels(path)

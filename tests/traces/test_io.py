@@ -344,3 +344,25 @@ def test_an_os_error_names_the_target_not_its_temporary_file(tmp_path: Path) -> 
             atomic_write(tmp_path / "t.json", write)
         assert err.value.filename == str(tmp_path / "t.json") and err.value.errno == errno.ENOSPC
     assert tmp_files(tmp_path) == []
+
+
+def test_a_processs_open_file_is_written_into_not_replaced(tmp_path: Path) -> None:
+    """``--csv /dev/stdout`` with stdout redirected to a file (``> log``): /dev/stdout resolves to that regular file,
+    which a rename would replace under the shell's feet (what is printed after would go to a deleted file). It is
+    written into instead, through /dev/fd/N, /proc/self/fd/N and a link to either."""
+    import os
+
+    log = tmp_path / "log.txt"
+    log.write_text("")
+    fd = os.open(log, os.O_WRONLY | os.O_APPEND)
+    try:
+        inode = log.stat().st_ino
+        link = tmp_path / "out.csv"
+        link.symlink_to(f"/dev/fd/{fd}")
+        for k, path in enumerate([Path(f"/dev/fd/{fd}"), Path(f"/proc/self/fd/{fd}"), link]):
+            atomic_write(path, lambda name, k=k: Path(name).write_text(f"part {k}\n"))  # type: ignore[misc]
+            assert log.stat().st_ino == inode and tmp_files(tmp_path) == []
+        os.write(fd, b"printed after\n")  # the process's own output still reaches the file
+    finally:
+        os.close(fd)
+    assert log.read_text().endswith("printed after\n") and "part 2" in log.read_text()

@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from tracecal._validation import Interval, check_param
+from tracecal._validation import check_param
 from tracecal.estimators import REGISTRY, get_estimator, needs_of, resolve_estimators
 from tracecal.evaluation.outputs import plain_json
 from tracecal.evaluation.protocol import Progress, ScoreConfig, TaskStats, one_split, sanitize
@@ -42,7 +42,7 @@ from tracecal.stats.bootstrap import (
     split_draws,
 )
 from tracecal.stats.metrics import SingleClassWarning
-from tracecal.stats.splits import stratified_draw
+from tracecal.stats.splits import SPLITS, stratified_draw
 
 __all__ = [
     "learning_curve",
@@ -182,7 +182,7 @@ def learning_curve(
     if unknown := [f for f in focus if f not in names]:
         raise ValueError(f"focus methods {', '.join(unknown)} are not among the estimators ({', '.join(names)})")
     sizes = _check_sizes(data, sizes)
-    check_param("splits", n_splits, Interval(int, 1, None))
+    check_param("splits", n_splits, SPLITS)
     cfg = ScoreConfig(names, n_seeds=n_splits, calibrator=calibrator, seed=seed, n_boot=n_boot, level=level)
     enough = n_boot > 0 and enough_per_class(data.y)  # else no interval (NaN bounds)
     counts = bootstrap_counts(data.y, n_boot, seed=(seed, zlib.crc32(data.task.encode()))) if enough else None

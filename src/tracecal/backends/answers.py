@@ -46,7 +46,7 @@ import numpy as np
 from tracecal._validation import check_text
 from tracecal.backends import base
 from tracecal.backends.base import Prompt
-from tracecal.backends.prompting import user_text_ids
+from tracecal.backends.prompting import given_ids, user_text_ids
 from tracecal.errors import ValidationError
 from tracecal.traces.trace import Trace
 
@@ -165,7 +165,7 @@ def answer_token_ids(tokenizer: Any, answer: Answer, what: str = "the answer") -
     model a control token), ids as given."""
     if isinstance(answer, str):
         return user_text_ids(tokenizer, answer, what)
-    return [int(i) for i in answer]
+    return given_ids(tokenizer, answer, what)
 
 
 def end_reason(

@@ -164,12 +164,13 @@ class BackendUnsupportedError(TracecalError, ValueError, NotImplementedError):
     """A backend cannot do what was asked (e.g. beam search on an OpenAI-compatible server)."""
 
 
-def supports_on_step(model: Any) -> bool:
-    """Whether ``model.generate`` takes an ``on_step`` callback (per-step tokens with s_t, H_t; early stop)."""
+def supports_on_step(model: Any, hook: str = "on_step") -> bool:
+    """Whether ``model.generate`` takes an ``on_step`` callback (per-step tokens with s_t, H_t; early stop), or the
+    callback named ``hook`` (the HTTP backend's ``on_token``: `tracecal.backends.http_stream.TokenHook`)."""
     import inspect
 
     try:
-        return "on_step" in inspect.signature(model.generate).parameters
+        return hook in inspect.signature(model.generate).parameters
     except (TypeError, ValueError, AttributeError):
         return False
 

@@ -32,7 +32,7 @@ from tracecal.backends.defaults import (
 )
 from tracecal.backends.hf_passes import HFForwardPasses
 from tracecal.backends.recorder import StepCallback, StepHook, TraceRecorder, generated_trace, output_cache
-from tracecal.errors import TracecalError
+from tracecal.errors import TracecalError, ValidationError
 from tracecal.traces.trace import Trace
 
 __all__ = [
@@ -40,6 +40,7 @@ __all__ = [
     "END_OF_TURN_TOKENS",
     "HFModel",
     "ModelLoadError",
+    "load_tokenizer",
     "TraceRecorder",
     "default_gguf_path",
     "output_cache",
@@ -60,6 +61,41 @@ class Sampling:
 
 class ModelLoadError(TracecalError, RuntimeError):
     """A model name or path that resolves to no loadable model (not a directory, a .gguf file or a cached id)."""
+
+
+def _resolve(name_or_path: str | os.PathLike[str] | None) -> tuple[str, str]:
+    """(the model id traces record, the folder or HF id transformers loads) of a named offline model (None: the
+    default), a ``.gguf`` file (dequantised once into a cached checkpoint folder: `gguf_checkpoint`), a local
+    directory or a Hugging Face id."""
+    if name_or_path is None or str(name_or_path) in NAMED_MODELS:  # a named offline model (defaults.py)
+        model_id = DEFAULT_MODEL if name_or_path is None else str(name_or_path)
+        name_or_path = named_gguf_path(model_id)
+    else:
+        model_id = str(name_or_path)
+    p = Path(name_or_path)
+    if p.suffix == ".gguf":
+        if not p.exists():
+            raise FileNotFoundError(f"GGUF file not found: {p}")
+        return model_id, str(gguf_checkpoint(p))  # fp32 on CPU so gradients work; converted once
+    return model_id, str(name_or_path)
+
+
+def _load_error(what: str, name_or_path: Any, e: OSError) -> ModelLoadError:
+    return ModelLoadError(
+        f"could not load {what} {name_or_path!r}: not a local directory or .gguf file, and not in the Hugging Face "
+        f"cache (offline: HF_HUB_OFFLINE={os.environ.get('HF_HUB_OFFLINE', '0')}); {named_models_hint()}. {e}"
+    )
+
+
+def load_tokenizer(name_or_path: str | os.PathLike[str] | None = None) -> Any:
+    """The tokenizer of a model as `HFModel.load` names it (a named offline model, a ``.gguf``, a local directory or
+    a Hugging Face id), without its weights: what the HTTP backend renders prompts with (`tracecal serve --upstream
+    URL --tokenizer NAME`). `ModelLoadError` when it resolves to none."""
+    _, source = _resolve(name_or_path)
+    try:
+        return AutoTokenizer.from_pretrained(source)
+    except OSError as e:
+        raise _load_error("the tokenizer of", name_or_path, e) from e
 
 
 class HFModel(HFForwardPasses):
@@ -105,29 +141,12 @@ class HFModel(HFForwardPasses):
         """
         dev = ("cuda" if torch.cuda.is_available() else "cpu") if device == "auto" else device
         dtype_ = torch_dtype(dtype, dev)
-        if name_or_path is None or str(name_or_path) in NAMED_MODELS:  # a named offline model (defaults.py)
-            model_id = DEFAULT_MODEL if name_or_path is None else str(name_or_path)
-            name_or_path = named_gguf_path(model_id)
-        else:
-            model_id = str(name_or_path)
-        p = Path(name_or_path)
-        if p.suffix == ".gguf":
-            if not p.exists():
-                raise FileNotFoundError(f"GGUF file not found: {p}")
-            # GGUF weights are dequantised (fp32 on CPU so gradients work), once, into a cached checkpoint folder
-            ckpt = gguf_checkpoint(p)
-            tok = AutoTokenizer.from_pretrained(str(ckpt))
-            model = AutoModelForCausalLM.from_pretrained(str(ckpt), dtype=dtype_)
-        else:
-            try:
-                tok = AutoTokenizer.from_pretrained(str(name_or_path))
-                model = AutoModelForCausalLM.from_pretrained(str(name_or_path), dtype=dtype_)
-            except OSError as e:
-                raise ModelLoadError(
-                    f"could not load model {name_or_path!r}: not a local directory or .gguf file, and not in the "
-                    f"Hugging Face cache (offline: HF_HUB_OFFLINE={os.environ.get('HF_HUB_OFFLINE', '0')}); "
-                    f"{named_models_hint()}. {e}"
-                ) from e
+        model_id, source = _resolve(name_or_path)
+        try:
+            tok = AutoTokenizer.from_pretrained(source)
+            model = AutoModelForCausalLM.from_pretrained(source, dtype=dtype_)
+        except OSError as e:
+            raise _load_error("model", name_or_path, e) from e
         model.to(dev)  # type: ignore[arg-type]  # transformers wraps PreTrainedModel.to in functools.wraps: no self type
         tok.padding_side = "left"
         return cls(model, tok, model_id=model_id, **kwargs)
@@ -179,6 +198,8 @@ class HFModel(HFForwardPasses):
         prompts, max_new_tokens, bs, top_logprobs = check_generate_args(
             prompts, max_new_tokens, batch_size, self.batch_size, ids, top_logprobs
         )
+        if top_logprobs > self.vocab_size:
+            raise ValidationError(f"top_logprobs={top_logprobs} exceeds the model's vocabulary of {self.vocab_size}")
         prompt_ids = [self.encode_prompt(p) for p in prompts]
         self._check_length(prompt_ids, max_new_tokens)
         if seed is not None:

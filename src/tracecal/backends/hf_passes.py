@@ -24,6 +24,7 @@ from tracecal.backends.base import (
     check_prompt_lengths,
     check_prompts,
 )
+from tracecal.backends.prefill import last_logits_only, length_batches
 from tracecal.backends.prompting import TokenizerBackend
 from tracecal.backends.recorder import logit_stats, output_cache
 from tracecal.traces.trace import Trace
@@ -167,18 +168,18 @@ class HFForwardPasses(TokenizerBackend):
     ) -> np.ndarray:
         """log P(v | prompt) at the position after each prompt, for the given ``token_ids``: shape (B, K).
 
-        The log-softmax is over the full vocabulary (one forward pass per batch, left padded; prompts of similar
-        length share a batch, so little of a batch is padding).
+        The log-softmax is over the full vocabulary (one forward pass per batch, left padded, logits at the last
+        position only; `length_batches`: prompts of similar length share a batch, so little of it is padding, and a
+        batch holds at most ``batch_size`` rows and `PREFILL_TOKENS` tokens).
         """
         bs = check_batch_size(batch_size, self.batch_size)
         tok = torch.tensor(list(token_ids), device=self.device)
         out = np.zeros((len(prompt_ids), len(token_ids)))
-        order = np.argsort([-len(p) for p in prompt_ids], kind="stable")
-        for start in range(0, len(order), bs):
-            idx = order[start : start + bs]
+        for idx in length_batches([len(p) for p in prompt_ids], bs):
             ids, mask = self.left_pad([prompt_ids[i] for i in idx])
             pos = (mask.cumsum(-1) - 1).clamp(min=0)
-            logits = self.model(input_ids=ids, attention_mask=mask, position_ids=pos).logits[:, -1].float()
+            out_ = self.model(input_ids=ids, attention_mask=mask, position_ids=pos, **last_logits_only(self.model))
+            logits = out_.logits[:, -1].float()
             out[idx] = torch.log_softmax(logits, -1)[:, tok].double().cpu().numpy()
         return out
 

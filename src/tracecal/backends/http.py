@@ -8,7 +8,9 @@ Token ids are not returned by the standard API: they are recorded as −1.
 Chat prompts (message lists, or strings with ``chat=True``) use ``/v1/chat/completions`` with
 ``logprobs=true, top_logprobs=k``; plain prompts use ``/v1/completions`` with ``logprobs=k``.
 Requests run concurrently, at most ``max_concurrency`` in flight, over one `httpx.Client`; traces come back
-in prompt order; greedy (temperature 0) by default.
+in prompt order; greedy (temperature 0) by default. With ``generate(..., on_token=hook)`` each answer streams
+(``stream: true``) and every token goes to the hook as the server sends it (`tracecal.backends.http_stream`); the
+traces are the same as without.
 
 Given answers (``trace_answers``) are scored through vLLM's ``prompt_logprobs``, the answer appended to the prompt
 (`tracecal.backends.http_answers`); every reply becomes a trace in `tracecal.backends.http_reply`.
@@ -30,9 +32,17 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from typing import Any, NoReturn
 
+import numpy as np
+
 from tracecal._validation import Interval, Options, check_param
 from tracecal.backends.answers import ANSWER_OPTIONS, check_answer_args
-from tracecal.backends.base import BackendUnsupportedError, Prompt, check_generate_args, check_positive_int
+from tracecal.backends.base import (
+    BackendUnsupportedError,
+    Prompt,
+    check_generate_args,
+    check_positive_int,
+    prompt_text,
+)
 from tracecal.backends.http_answers import answer_trace, root_client
 from tracecal.backends.http_client import (
     API_KEY_ENV,
@@ -43,7 +53,10 @@ from tracecal.backends.http_client import (
     RetryingClient,
     check_url,
 )
+from tracecal.backends.http_prompt import check_user_texts
 from tracecal.backends.http_reply import Reply, reply_trace
+from tracecal.backends.http_stream import TokenHook, active_hook, post_streamed, streamed_each
+from tracecal.backends.prompting import prompt_ids
 from tracecal.backends.topk import DEFAULT_TOPK_ESTIMATOR, TOPK_ESTIMATORS
 from tracecal.errors import ValidationError
 from tracecal.traces.trace import Trace
@@ -81,6 +94,10 @@ class HTTPModel:
         context_length: the served model's context, if known (informational; the server enforces it).
         extra_body: fields added to every completion request beyond the OpenAI ones (as the `openai` client's
             ``extra_body``), e.g. ``{"repeat_penalty": 1.0}`` for llama-cpp-python's server, whose default is 1.1.
+        tokenizer: the served model's tokenizer (transformers). Given, every prompt is rendered here (the chat
+            template, contents as text: `tracecal.backends.prompting.prompt_ids`) and sent as token ids to
+            ``/completions``; without it, user text spelling a special-token string is refused
+            (`tracecal.backends.http_prompt`), since the server would read it as a control token.
         sleep, clock, rng: injectable `time.sleep`, `time.time` and `random.Random` (tests).
         api_key: refused - API keys come from the environment only (module docstring).
     """
@@ -102,6 +119,7 @@ class HTTPModel:
         client: Any = None,
         context_length: int | None = None,
         extra_body: dict[str, Any] | None = None,
+        tokenizer: Any = None,
         sleep: Callable[[float], None] = time.sleep,
         clock: Callable[[], float] = time.time,
         rng: random.Random | None = None,
@@ -125,6 +143,7 @@ class HTTPModel:
         self.batch_size = check_positive_int(max_concurrency, "max_concurrency")
         self.context_length = None if context_length is None else check_positive_int(context_length, "context_length")
         self.extra_body = dict(extra_body or {})
+        self.tokenizer = tokenizer
         self.http = RetryingClient(
             self.base_url, timeout, max_retries, backoff, max_wait, client, self.batch_size, sleep, clock, rng
         )
@@ -159,7 +178,9 @@ class HTTPModel:
             ) from e
 
     def _post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
-        out = self.http.request("POST", path, self.extra_body | body)
+        hook = active_hook()  # set by generate(on_token=...): the answer streams, as the same JSON in the end
+        body = self.extra_body | body
+        out = self.http.request("POST", path, body) if hook is None else post_streamed(self, path, body, *hook)
         if not out.get("choices"):
             raise HTTPBackendError(f"{path}: the answer has no 'choices': {str(out)[:200]}")
         return out
@@ -189,7 +210,7 @@ class HTTPModel:
             endpoint="chat",
         )
 
-    def _completion(self, prompt: str, common: dict[str, Any]) -> Reply:
+    def _completion(self, prompt: str | list[int], common: dict[str, Any], text: str | None = None) -> Reply:
         body = common | {"prompt": prompt, "logprobs": self.requested_logprobs}
         choice = self._post("/completions", body)["choices"][0]
         lp = choice.get("logprobs")
@@ -201,20 +222,40 @@ class HTTPModel:
             logprobs=[float(x) for x in lp["token_logprobs"]],
             top=[[float(v) for v in (d or {}).values()] for d in lp.get("top_logprobs") or []],
             finish=choice.get("finish_reason"),
-            prompt_text=prompt,
+            prompt_text=str(prompt) if text is None else text,
             endpoint="completions",
         )
 
+    def check_prompt(self, prompt: Prompt, answer: Any = None) -> None:
+        """Refuse (`ValidationError`) user text the server would read as control tokens: without a ``tokenizer``, a
+        prompt (or text ``answer``) that spells a special-token string (`tracecal.backends.http_prompt`)."""
+        if self.tokenizer is None:
+            check_user_texts(prompt, answer)
+
+    def _prompt_ids(self, prompt: Prompt) -> list[int] | None:
+        """The ids to send for ``prompt`` (rendered with the ``tokenizer``, or given ones), or None to send text."""
+        if self.tokenizer is not None:
+            return self.encode_prompt(prompt)
+        if isinstance(prompt, dict) and prompt.get("prompt_ids") is not None:
+            if not (prompt.get("messages") or prompt.get("prompt")):
+                self._unsupported("a prompt given as token ids ('prompt_ids') without the model's tokenizer")
+        self.check_prompt(prompt)
+        return None
+
     def _one(self, prompt: Prompt, max_new_tokens: int, temperature: float, stop: Sequence[str]) -> Trace:
+        ids = self._prompt_ids(prompt)
+        text = prompt_text(prompt)
         if isinstance(prompt, dict):
-            if prompt.get("prompt_ids") is not None and not (prompt.get("messages") or prompt.get("prompt")):
-                self._unsupported("a prompt given as token ids ('prompt_ids')")
             prompt = prompt.get("messages") or prompt.get("prompt") or ""
         chat = isinstance(prompt, list) or self.chat
         common: dict[str, Any] = {"model": self.model_id, "max_tokens": max_new_tokens, "temperature": temperature}
         if stop:
             common["stop"] = list(stop)
         try:
+            if ids is not None:
+                trace = self._trace(self._completion(ids, common, text), max_new_tokens, temperature)
+                trace.prompt_ids = np.asarray(ids, dtype=np.int64)
+                return trace
             if chat:
                 messages = prompt if isinstance(prompt, list) else [{"role": "user", "content": prompt}]
                 reply = self._chat(messages, common)
@@ -240,12 +281,16 @@ class HTTPModel:
         ids: Sequence[str] | None = None,
         progress: Callable[[int], None] | None = None,
         batch_size: int | None = None,
+        on_token: TokenHook | None = None,
         **_: Any,
     ) -> list[Trace]:
         """One request per prompt, at most ``batch_size`` (default ``max_concurrency``) in flight; prompt order.
 
         The first request that fails for good cancels the ones not yet sent and raises. Other keywords of the
-        Hugging Face backend (``top_logprobs``, ``seed``, ...) are accepted and ignored.
+        Hugging Face backend (``top_logprobs``, ``seed``, ...) are accepted and ignored. ``on_token``: the answers
+        are streamed (``stream: true``) and each token goes to ``on_token`` as it arrives
+        (`tracecal.backends.http_stream`: a `StreamedToken`; True ends that answer there, ``stop_reason``
+        ``stopped``); the traces are those of the same answers not streamed.
         """
         prompts, max_new_tokens, workers, _top = check_generate_args(
             prompts, max_new_tokens, batch_size, self.batch_size, ids
@@ -254,14 +299,15 @@ class HTTPModel:
             raise ValidationError(f"temperature must be a number ≥ 0, got {temperature!r}")
         if isinstance(stop_strings, str):
             stop_strings = [stop_strings]
+        for prompt in prompts:  # every prompt, before any is sent
+            self.check_prompt(prompt)
         _served = self.model_id  # resolve the served name once, before the workers start
 
+        def one(i: int) -> Trace:
+            return self._one(prompts[i], max_new_tokens, float(temperature), stop_strings)
+
         return self._in_parallel(
-            len(prompts),
-            lambda i: self._one(prompts[i], max_new_tokens, float(temperature), stop_strings),
-            workers,
-            ids,
-            progress,
+            len(prompts), one if on_token is None else streamed_each(one, on_token), workers, ids, progress
         )
 
     def _in_parallel(
@@ -299,6 +345,8 @@ class HTTPModel:
         A server that cannot (not vLLM) raises `BackendUnsupportedError`."""
         known = [o for o in ANSWER_OPTIONS if o != "temperature"]
         args = check_answer_args(prompts, answers, options, self.batch_size, known)
+        for prompt, answer in zip(args.prompts, args.answers, strict=True):  # every one, before any is sent
+            self.check_prompt(prompt, answer)
         root, _served = root_client(self.http), self.model_id  # the served name resolved once, before the workers
         ids, progress = options.get("ids"), options.get("progress")
         return self._in_parallel(
@@ -316,8 +364,11 @@ class HTTPModel:
         self._unsupported("beam search scores (beam_scores)")
 
     def encode_prompt(self, prompt: Prompt) -> list[int]:
-        """Not available from a server: raises :class:`BackendUnsupportedError`."""
-        self._unsupported("the prompt's token ids (encode_prompt)")
+        """The ids sent for ``prompt`` with a ``tokenizer`` (`tracecal.backends.prompting.prompt_ids`); without one
+        not available from a server: raises :class:`BackendUnsupportedError`."""
+        if self.tokenizer is None:
+            self._unsupported("the prompt's token ids (encode_prompt) without the model's tokenizer")
+        return prompt_ids(self.tokenizer, prompt, self.chat)
 
     def next_token_logprobs(self, prompt_ids: Any, token_ids: Any, batch_size: int | None = None) -> Any:
         """Not available from a server: raises :class:`BackendUnsupportedError`."""

@@ -8,7 +8,9 @@ position: ``choices[0].prompt_logprobs``, a list with ``null`` for the first tok
 
 1. the prompt's ids come from vLLM's ``/tokenize`` (at the server root, beside ``/v1``): ``messages`` with
    ``add_generation_prompt`` for chat prompts, the ``prompt`` text otherwise, as ``/chat/completions`` and
-   ``/completions`` tokenize them when they generate; a text answer's ids likewise, without special tokens;
+   ``/completions`` tokenize them when they generate; a text answer's ids likewise, without special tokens. With
+   the backend's ``tokenizer`` both are tokenised here instead, user text as text
+   (`tracecal.backends.http_prompt`); without one, a special-token string in them is refused;
 2. prompt ids + answer ids go as the prompt of one ``/v1/completions`` request (``max_tokens=1``, temperature 0,
    ``prompt_logprobs=k``);
 3. s_t = −logprob(a_t); H_t is estimated from the log-probs of rank ≤ k with the backend's ``entropy_estimator``,
@@ -30,6 +32,7 @@ from tracecal.backends.base import BackendUnsupportedError, Prompt, prompt_text
 from tracecal.backends.defaults import END_OF_TURN_TOKENS
 from tracecal.backends.http_client import HTTPBackendError, RetryingClient
 from tracecal.backends.http_reply import Reply, reply_trace
+from tracecal.backends.prompting import user_text_ids
 from tracecal.traces.trace import Trace
 
 __all__ = ["UNSUPPORTED", "ScoredAnswer", "answer_trace", "prompt_ids_of", "root_client", "score_answer", "tokenize"]
@@ -149,12 +152,19 @@ def score_answer(
 
 def answer_trace(backend: Any, root: RetryingClient, args: AnswerArgs, i: int) -> Trace:
     """The trace of answer ``i`` of ``args`` from ``backend`` (an `HTTPModel`), by `score_answer` (module docstring):
-    `reply_trace`'s top-k entropy estimate, vLLM's token ids, the stop reason of `tracecal.backends.answers`."""
+    `reply_trace`'s top-k entropy estimate, vLLM's token ids, the stop reason of `tracecal.backends.answers`. With the
+    backend's ``tokenizer`` the prompt and a text answer are tokenised here, as text (`prompt_ids`, `user_text_ids`),
+    not by ``/tokenize``; without one a special-token string in them is refused (`HTTPModel.check_prompt`)."""
     prompt, answer = args.prompts[i], args.answers[i]
-    name = backend.model_id
-    p_ids = prompt_ids_of(root, name, prompt, backend.chat)
+    name, tok = backend.model_id, backend.tokenizer
+    backend.check_prompt(prompt, answer)  # without a tokenizer: no special-token string sent as text
+    p_ids = backend.encode_prompt(prompt) if tok is not None else prompt_ids_of(root, name, prompt, backend.chat)
     if isinstance(answer, str):
-        a_ids = tokenize(root, {"model": name, "prompt": answer, "add_special_tokens": False})
+        a_ids = (
+            user_text_ids(tok, answer, "the answer")
+            if tok is not None
+            else tokenize(root, {"model": name, "prompt": answer, "add_special_tokens": False})
+        )
     else:
         a_ids = [int(x) for x in answer]
     body = backend.extra_body | {"model": name}

@@ -161,6 +161,24 @@ class RetryingClient:
 
     def request(self, method: str, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
         """One API call with retries; the decoded JSON object, or an `HTTPBackendError` saying what failed."""
+        return self.decode(path, self._send(method, path, body, stream=False))
+
+    def open_stream(self, path: str, body: dict[str, Any]) -> Any:
+        """``POST path`` with retries until the server answers for good, its body not read yet: an `httpx.Response`
+        to read (``iter_lines``) and close. Faults before the answer are retried as `request`'s; an error answer
+        raises as `request`'s. Nothing is retried once the caller reads the body (tokens may have been used)."""
+        r = self._send("POST", path, body, stream=True)
+        if r.status_code >= 400:
+            try:
+                r.read()
+            finally:
+                r.close()
+            self.decode(path, r)  # raises the error the status means
+        return r
+
+    def _send(self, method: str, path: str, body: dict[str, Any] | None, stream: bool) -> Any:
+        """The server's final answer (not a retryable fault) to one API call, after retries with backoff; its body
+        unread when ``stream``; an `HTTPBackendError` when every attempt failed."""
         import httpx
 
         url = f"{self.base_url}{path}"
@@ -170,7 +188,11 @@ class RetryingClient:
                 self.sleep(self.wait(attempt - 1, retry_after))
             retry_after = None
             try:
-                r = self.client.request(method, url, json=body, headers=api_key_headers(), timeout=self.timeout)
+                req = self.client.build_request(method, url, json=body, headers=api_key_headers(), timeout=self.timeout)
+                r = self.client.send(req, stream=stream)
+                if stream and r.status_code in RETRY_STATUS:
+                    r.read()  # the error's text, then the connection goes back to the pool
+                    r.close()
             except httpx.TimeoutException as e:
                 failure = f"no answer within {self.timeout:g} s ({type(e).__name__})"
                 continue
@@ -178,13 +200,13 @@ class RetryingClient:
                 failure = f"could not reach the server ({type(e).__name__}: {e})"
                 continue
             if r.status_code not in RETRY_STATUS or (r.status_code == 500 and mentions_logprobs(r.text)):
-                return self._decode(path, r)  # a 500 about log-probs is a setting to fix, not a transient fault
+                return r  # a 500 about log-probs is a setting to fix, not a transient fault
             failure = f"HTTP {r.status_code}: {r.text[:200]}"
             retry_after = parse_retry_after(r.headers.get("retry-after"), self.clock)
         tries = f"{self.max_retries + 1} attempt" + ("s" if self.max_retries else "")
         raise HTTPBackendError(f"{url}: {failure} (gave up after {tries}; is the server up and not overloaded?)")
 
-    def _decode(self, path: str, r: Any) -> dict[str, Any]:
+    def decode(self, path: str, r: Any) -> dict[str, Any]:
         """The JSON object of a final answer, or the `HTTPBackendError` / `LogprobsUnavailableError` it means."""
         if r.status_code >= 400:
             if mentions_logprobs(r.text):

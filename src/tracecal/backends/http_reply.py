@@ -17,7 +17,11 @@ from tracecal.backends.http_client import LOGPROBS_HELP, HTTPBackendError, Logpr
 from tracecal.backends.topk import topk_entropy
 from tracecal.traces.trace import Trace
 
-__all__ = ["Reply", "drop_end_of_turn", "reply_trace"]
+__all__ = ["STOP_REASONS", "Reply", "drop_end_of_turn", "ends_with_end_of_turn", "reply_trace"]
+
+STOP_REASONS = {"stop": "eos", "length": "length", "stopped": "stopped"}
+"""A trace's ``stop_reason`` per OpenAI ``finish_reason`` (``stopped``: the caller ended a streamed answer,
+`tracecal.backends.http_stream`); any other: ``unknown``."""
 
 
 class Reply(NamedTuple):
@@ -32,11 +36,17 @@ class Reply(NamedTuple):
     endpoint: str
 
 
+def ends_with_end_of_turn(text: str, tokens: list[str], finish: str | None) -> bool:
+    """Whether the last of ``tokens`` is the end-of-turn token some servers list after a ``stop`` (vLLM:
+    ``<|im_end|>``) that is not part of the answer's ``text``."""
+    return finish == "stop" and bool(tokens) and tokens[-1] in END_OF_TURN_TOKENS and not text.endswith(tokens[-1])
+
+
 def drop_end_of_turn(reply: Reply) -> Reply:
-    """Without the end-of-turn token some servers list last (vLLM: ``<|im_end|>`` after a ``stop``), as the
-    in-process backends' traces end before it: it is not part of the answer's text."""
+    """Without the end-of-turn token some servers list last (`ends_with_end_of_turn`), as the in-process backends'
+    traces end before it: it is not part of the answer's text."""
     t = reply.tokens
-    if reply.finish == "stop" and t and t[-1] in END_OF_TURN_TOKENS and not reply.text.endswith(t[-1]):
+    if ends_with_end_of_turn(reply.text, t, reply.finish):
         return reply._replace(tokens=t[:-1], logprobs=reply.logprobs[:-1], top=reply.top[: len(t) - 1])
     return reply
 
@@ -78,7 +88,7 @@ def reply_trace(reply: Reply, backend: Any, max_new_tokens: int | None, temperat
         offsets=offsets,
         prompt=reply.prompt_text,
         entropy_kind="exact" if complete else "topk",
-        stop_reason={"stop": "eos", "length": "length"}.get(reply.finish or "", "unknown"),
+        stop_reason=STOP_REASONS.get(reply.finish or "", "unknown"),
         model_id=backend.model_id,
         decoding={
             "strategy": "greedy" if temperature == 0 else "sample",

@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 import uuid
 import weakref
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from tracecal._validation import check_text
@@ -27,7 +27,7 @@ from tracecal.backends.base import Prompt, check_positive_int
 from tracecal.backends.defaults import tokenizer_stop_ids
 from tracecal.errors import ValidationError
 
-__all__ = ["TokenizerBackend", "control_token_ids", "prompt_ids", "text_ids", "user_text_ids"]
+__all__ = ["TokenizerBackend", "control_token_ids", "given_ids", "prompt_ids", "text_ids", "user_text_ids"]
 
 _ROLE = re.compile(r"[A-Za-z][A-Za-z0-9_-]{0,31}")
 _CONTROL: weakref.WeakKeyDictionary[Any, tuple[int, frozenset[int]]] = weakref.WeakKeyDictionary()
@@ -162,6 +162,19 @@ def _messages(prompt: list[Any], system_prompt: str | None) -> list[dict[str, st
     return messages
 
 
+def given_ids(tokenizer: Any, ids: Iterable[Any], what: str = "prompt_ids") -> list[int]:
+    """Token ids given by a user (a prompt's ``prompt_ids``, an answer), each a token of ``tokenizer`` (in [0,
+    len(tokenizer))), else a `ValidationError` naming ``what`` and the first that is not (the model's embedding would
+    fail on it with an IndexError)."""
+    out = [int(i) for i in ids]
+    size = None if tokenizer is None else len(tokenizer)
+    bad = [i for i in out if i < 0 or (size is not None and i >= size)]
+    if bad:
+        where = "" if size is None else f" [0, {size})"
+        raise ValidationError(f"{what}: {bad[0]} is not a token id of this tokenizer{where}")
+    return out
+
+
 def prompt_ids(tokenizer: Any, prompt: Prompt, chat: bool, system_prompt: str | None = None) -> list[int]:
     """The token ids fed to the model for ``prompt``, the one chat-template path of every local backend
     (`HFModel.encode_prompt` and the llama.cpp backend call it, so both feed the model the same ids).
@@ -170,7 +183,7 @@ def prompt_ids(tokenizer: Any, prompt: Prompt, chat: bool, system_prompt: str | 
     tokenizer's BOS). Contents and plain text are user text: a control token they spell is encoded as its
     characters (module docstring); a lone surrogate or an odd role is a `ValidationError`."""
     if isinstance(prompt, dict) and prompt.get("prompt_ids") is not None:
-        return [int(i) for i in prompt["prompt_ids"]]
+        return given_ids(tokenizer, prompt["prompt_ids"])
     if isinstance(prompt, dict):
         prompt = prompt.get("messages") or prompt.get("prompt") or ""
     if isinstance(prompt, list):

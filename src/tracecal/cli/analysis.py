@@ -12,6 +12,7 @@ import typer
 from tracecal._validation import Interval
 from tracecal.cli.common import check_option, note, out_console, split_names, user_errors
 from tracecal.errors import ValidationError
+from tracecal.stats.splits import SPLITS
 
 __all__ = ["ablate_command", "cross_model_command"]
 
@@ -32,7 +33,7 @@ def ablate_command(
     """Score the TRACE ablations on a run's stored traces; writes RUN/ablations.json and RUN/ablations.md."""
     from tracecal.analysis.ablations import run_ablations
 
-    check_option("--seeds", seeds, Interval(int, 1, None))
+    check_option("--seeds", seeds, SPLITS)
     check_option("--cal-frac", cal_frac, Interval(float, 0, 1, closed="neither"))
     chosen = split_names(groups) or None
     unknown = [g for g in chosen or () if g not in GROUPS]
@@ -53,6 +54,8 @@ def _runs(specs: list[str]) -> dict[str, Path]:
         label, sep, path = spec.partition("=")
         if not sep or not label or not path:
             raise ValidationError(f"expected LABEL=RUN_DIR (e.g. Qwen2.5-1.5B=runs/qwen), got {spec!r}")
+        if label in out:  # a second run of one label would replace the first in the table
+            raise ValidationError(f"label {label!r} is given twice ({label}={out[label]}, {spec}): one label per model")
         out[label] = Path(path)
     return out
 

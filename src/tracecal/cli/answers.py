@@ -24,7 +24,16 @@ from typing import Annotated, Any, NamedTuple
 import typer
 from rich.markup import escape
 
-from tracecal.cli.common import ModelOpt, check_option, console, note, progress_bar, user_errors
+from tracecal.cli.common import (
+    FOREIGN,
+    ModelOpt,
+    check_option,
+    check_provenance,
+    console,
+    note,
+    progress_bar,
+    user_errors,
+)
 from tracecal.cli.traces import out_path
 from tracecal.errors import ValidationError
 
@@ -137,15 +146,21 @@ def score_answers(
     calibrator: Annotated[Path | None, typer.Option("--calibrator", "-c", help="calibrator JSON")] = None,
     on_error: Annotated[str, typer.Option(help="malformed rows: skip (reported) or raise")] = "skip",
     batch_size: Annotated[int, typer.Option(help="answers per forward pass")] = 16,
+    allow_foreign_calibrator: Annotated[
+        bool, typer.Option(FOREIGN, help="use a --calibrator made on another model's or dtype's answers (warns)")
+    ] = False,
 ) -> None:
-    """Score answers you already have: each answer's trace under the model (teacher forcing) and its confidence."""
+    """Score answers you already have: each answer's trace under the model (teacher forcing) and its confidence (a
+    calibrator made on another model's or dtype's answers is refused)."""
     from tracecal._validation import Interval, Options
+    from tracecal.tasks.files import check_unique_ids
 
     check_option("--on-error", on_error, Options(*ON_ERROR))
     check_option("--batch-size", batch_size, Interval(int, 1, None))
     inputs = [("answers file", answers_path), ("calibrator", calibrator), ("model file", model, "**/*")]
     out_path(out, "traces", inputs)
     rows, bad = read_answer_rows(answers_path, on_error)
+    check_unique_ids([r.id for r in rows], str(answers_path))  # before the model loads (as generate --prompts)
     for msg in bad[:SHOWN_ERRORS]:
         note(f"skipped {msg}")
     if len(bad) > SHOWN_ERRORS:
@@ -155,6 +170,8 @@ def score_answers(
 
     with console.status("loading model…"):
         lm = load_model(model, backend=backend, batch_size=batch_size)
+    if scorer is not None and calibrator is not None:  # before any answer is traced
+        check_provenance(calibrator, scorer.calibrator.provenance, _identity(lm), allow_foreign_calibrator, "score")
     with progress_bar() as pb:
         job = pb.add_task("scoring answers", total=len(rows))
         prompts, answers, ids = [r.prompt for r in rows], [r.answer for r in rows], [r.id for r in rows]
@@ -163,6 +180,12 @@ def score_answers(
     _write(traces, rows, conf, prob, out, inputs)
     skipped = f"; {len(bad)} malformed rows skipped" if bad else ""
     console.print(f"scored {len(traces)} answers{skipped}; wrote [bold]{escape(str(out))}[/]")
+
+
+def _identity(lm: Any) -> tuple[str | None, str | None]:
+    """(model id, weight dtype) the traces of ``lm`` will record: the dtype of an HF model's weights, else None."""
+    dtype = getattr(getattr(lm, "model", None), "dtype", None)
+    return getattr(lm, "model_id", None), None if dtype is None else str(dtype).replace("torch.", "")
 
 
 def _scorer(calibrator: Path | None) -> Any:

@@ -2,11 +2,11 @@
 formatter, the progress bar and the options several commands take.
 
 An error the user can fix (a `tracecal.errors.TracecalError`, an ``OSError`` such as a missing file, a
-``ValueError`` from a bad value, a ``RuntimeError`` or ``ImportError`` from a backend that cannot start) ends the
-command with exit status 2 and one line ``error: <message>``, the message's rich markup escaped (a path holding
-``[red]`` is printed as it is), never a traceback. `refuse_input_as_output` checks early that a command will
-not write over one of its inputs (`tracecal.traces.io.check_output`, which the one writer `atomic_write` applies
-again at the write).
+``ValueError`` from a bad value, a ``RuntimeError`` or ``ImportError`` from a backend that cannot start, a
+``MemoryError`` of a request too large for the machine) ends the command with exit status 2 and one line ``error:
+<message>``, the message's rich markup escaped (a path holding ``[red]`` is printed as it is), never a traceback.
+`refuse_input_as_output` checks early that a command will not write over one of its inputs
+(`tracecal.traces.io.check_output`, which the one writer `atomic_write` applies again at the write).
 """
 
 from __future__ import annotations
@@ -27,16 +27,20 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from tracecal._validation import Constraint, check_param
-from tracecal.errors import TracecalError, os_error_message
+from tracecal.errors import TracecalError, ValidationError, os_error_message
+from tracecal.traces.provenance import SERVER, TRACES, mismatch
 
 __all__ = [
     "EXIT_USER_ERROR",
+    "FOREIGN",
+    "NO_MODEL",
     "PASS_THROUGH",
     "MISSING",
     "USER_ERRORS",
     "DataDirOpt",
     "ModelOpt",
     "check_option",
+    "check_provenance",
     "console",
     "error_line",
     "fail",
@@ -60,6 +64,7 @@ USER_ERRORS: tuple[type[BaseException], ...] = (
     ValueError,
     RuntimeError,
     ImportError,
+    MemoryError,
 )
 
 #: Exceptions `user_errors` lets through: the exits of `fail` and of click / typer, and click's usage errors.
@@ -108,6 +113,10 @@ def error_line(err: BaseException) -> str:
     mapping `tracecal.errors.os_error_message` (a full disk or a read-only folder says what to do)."""
     if isinstance(err, OSError) and type(err).__module__ == "builtins":
         return os_error_message(err, writing=False)
+    if isinstance(err, MemoryError):
+        return (
+            f"out of memory ({str(err) or 'MemoryError'}): ask for less (a smaller --limit, --batch-size or --n-boot)"
+        )
     return str(err) or type(err).__name__
 
 
@@ -139,6 +148,51 @@ def refuse_input_as_output(
     from tracecal.traces.io import check_output
 
     check_output(out, [(e[0], e[1], e[2] if len(e) > 2 else shards) for e in inputs], option)
+
+
+FOREIGN = "--allow-foreign-calibrator"
+"""The flag that uses a calibrator / guarantee file made on another model's answers anyway (with a warning)."""
+NO_MODEL = (
+    "records no model its answers came from (saved from the Python API from scores or a TraceBatch, or from "
+    "traces without a model id), so it cannot be checked against {model!r}; record it before saving "
+    "(cal.provenance = tracecal.traces.provenance.provenance({model!r}, dtype, None))"
+)
+"""Why a file whose provenance names no model is refused against a known model (``{model}``)."""
+_USES = {  # how `check_provenance` words each use: the comparison, the remedy, the override, the warning
+    "serve": (SERVER, "serve that model", "to serve the file anyway", "served anyway"),
+    "score": (TRACES, "score that model's traces with it", "to score with the file anyway", "scored anyway"),
+}
+
+
+def check_provenance(
+    path: Path,
+    record: dict[str, Any] | None,
+    identity: tuple[str | None, str | None] | None,
+    allow: bool,
+    use: str = "serve",
+    dtype_hint: str = "",
+) -> None:
+    """Refuse (`ValidationError`) a calibrator / guarantee file whose provenance names another model or dtype than
+    ``identity`` (the served model, or the traces scored: ``use`` is ``serve`` or ``score``), or names no model
+    while that one is known (`NO_MODEL`), unless ``allow`` (`FOREIGN`): then a warning. A file without provenance
+    (an older tracecal) gets a warning and is used; ``identity`` None (nothing to compare with) passes.
+    ``dtype_hint`` follows a dtype mismatch (e.g. ``" (add --dtype bfloat16)"``)."""
+    if identity is None:
+        return
+    against, remedy, override, warned = _USES[use]
+    if record is None:
+        note(f"warning: {path} records no provenance (an older tracecal wrote it): not checked against {against.noun}")
+        return
+    why = mismatch(record, identity[0], None, against)  # another model: no dtype hint
+    hint = ""
+    if why is None and (why := mismatch(record, None, identity[1], against)):
+        hint = dtype_hint
+    if why is None and not record.get("model") and identity[0]:
+        why = NO_MODEL.format(model=identity[0])
+    if why and not allow:
+        raise ValidationError(f"{path} {why}{hint}; {remedy}, or add {FOREIGN} {override}")
+    if why:
+        note(f"warning: {path} {why}; {warned} ({FOREIGN}): its probabilities and guarantees do not hold")
 
 
 def fmt_num(value: Any, digits: int = 3, pct: bool = False) -> str:

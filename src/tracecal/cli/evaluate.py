@@ -38,6 +38,7 @@ STORED_WITH_SCORE_ONLY = (
     "model",
     "dtype",
     "backend",
+    "embedder_dtype",
     "max_new_tokens",
     "shard_size",
     "data_dir",
@@ -69,6 +70,13 @@ SelHoldoutOpt = Annotated[
 ]
 DtypeOpt = Annotated[
     str, typer.Option(help="model weights: auto (fp32 on CPU, bf16 on GPU) | float32 | bfloat16 | float16")
+]
+EmbedderDtypeOpt = Annotated[
+    str,
+    typer.Option(
+        help="TokenSAR/MARS sentence embedder: auto (the run's own; a new run: bfloat16 on a CPU with bf16 matrix "
+        "units, else float32) | float32 | bfloat16 (bf16 matrix products, float32 weights)"
+    ),
 ]
 BackendOpt = Annotated[
     str,
@@ -167,6 +175,7 @@ def evaluate(
     ] = None,
     dtype: DtypeOpt = "auto",
     backend: BackendOpt = "auto",
+    embedder_dtype: EmbedderDtypeOpt = "auto",
     data_dir: DataDirOpt = None,
     score_only: ScoreOnlyOpt = False,
     no_score: NoScoreOpt = False,

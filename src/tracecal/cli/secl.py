@@ -197,10 +197,15 @@ def check_backend(backend: str) -> None:
         raise hf_only_error("llama.cpp (the GGUF run by llama-cpp-python)")
 
 
-def check_outputs(out: Path | None, cache: Path | None, save_adapter: Path | None) -> list[tuple[str, Any, str]]:
-    """What ``--out`` must not write over (the ``--cache`` file, the files of ``--save-adapter``), checked before
-    anything is computed (`tracecal.traces.io.check_output`); `ValidationError` for ``--out`` equal to ``--cache``
-    (also before the cache is written)."""
+def check_outputs(
+    out: Path | None, cache: Path | None, save_adapter: Path | None, model: str | None = None, data_dir: Any = None
+) -> list[tuple[str, Any, str]]:
+    """What ``--out`` must not write over (the ``--cache`` file, the files of ``--save-adapter``), and what the
+    ``--save-adapter`` folder must not replace (`tracecal.traces.folders.check_output_dir`: a file, a folder holding
+    an input or ``--out``, a non-empty folder that is not a saved SECL adapter), checked before anything is computed;
+    `ValidationError` for ``--out`` equal to ``--cache`` (also before the cache is written)."""
+    from tracecal.secl.adapter import ADAPTER_FOLDER
+    from tracecal.traces.folders import check_output_dir
     from tracecal.traces.io import check_output
 
     inputs = [("--cache file", cache, "*"), ("--save-adapter folder's file", save_adapter, "*")]
@@ -208,6 +213,15 @@ def check_outputs(out: Path | None, cache: Path | None, save_adapter: Path | Non
         if cache is not None and out.resolve() == cache.resolve():
             raise ValidationError(f"--out {out} and --cache {cache} are the same file: give two paths")
         check_output(out, inputs, "--out")
+    if save_adapter is not None:
+        for option, file in (("--out", out), ("--cache", cache)):
+            if file is not None and save_adapter.resolve() in file.resolve().parents:
+                raise ValidationError(
+                    f"{option} {file} lies inside --save-adapter {save_adapter}, which is written as a whole: give "
+                    f"{option} a path outside it"
+                )
+        read = [("--cache file", cache), ("--out file", out), ("model", model), ("--data-dir folder", data_dir)]
+        check_output_dir(save_adapter, ADAPTER_FOLDER, read, "--save-adapter")
     return inputs
 
 
@@ -268,7 +282,7 @@ def secl_command(
     from tracecal.secl.stream import build_stream, order_domains
 
     check_backend(backend)
-    inputs = check_outputs(out, cache, save_adapter)
+    inputs = check_outputs(out, cache, save_adapter, model, data_dir)
     options = {k: v for k, v in locals().items() if k in CONFIG_OPTIONS and v is not None}  # None: the default
     options["lora_targets"] = tuple(split_names(lora_targets))
     cfg = SECLConfig(**(options | parse_overrides(set_)))  # --set wins over the option of the same field

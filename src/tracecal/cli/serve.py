@@ -6,11 +6,15 @@ message and status 2, never a traceback.
 A ``--calibrator`` or ``--abstain-from`` file holds for one model's answers: its own provenance record
 (`tracecal.traces.provenance`) names the model and weight dtype, and a file made on another model or dtype than
 the one served is refused at start-up (``--allow-foreign-calibrator`` serves it anyway, with a warning), and so is
-a file whose record names no model (`NO_MODEL`: a Python-API ``cal.save`` of a calibrator fitted on scores or a
-`TraceBatch`; one fitted on `Trace` objects records their model). A file without a record (written before tracecal
-kept one) is served with a warning; for an ``--abstain-from`` file the
-run's ``config.json`` beside it, where there is one, stands in. Behind ``--upstream`` the model compared is
+a file whose record names no model (`tracecal.cli.common.NO_MODEL`: a Python-API ``cal.save`` of a calibrator
+fitted on scores or a `TraceBatch`; one fitted on `Trace` objects records their model). A file without a record
+(written before tracecal kept one) is served with a warning; for an ``--abstain-from`` file the run's
+``config.json`` beside it, where there is one, stands in. Behind ``--upstream`` the model compared is
 ``--upstream-model`` (when given) and no dtype; with ``--no-model`` nothing is served to compare with.
+
+Behind ``--upstream`` the upstream tokenises text itself: ``--tokenizer`` (the served model's) renders every prompt
+here, user text as text, and sends token ids; without it, user text that spells a special-token string is refused
+with a 400 (`tracecal.backends.http_prompt`).
 """
 
 from __future__ import annotations
@@ -21,7 +25,8 @@ from typing import Annotated, Any
 import typer
 
 from tracecal._validation import Interval
-from tracecal.cli.common import check_option, note, user_errors
+from tracecal.cli.common import FOREIGN, check_option, user_errors
+from tracecal.cli.common import check_provenance as common_check_provenance
 from tracecal.errors import ValidationError
 
 __all__ = ["check_provenance", "serve_command"]
@@ -55,14 +60,8 @@ OPTION_CONSTRAINTS = {
     "--threads": ("threads", Interval(int, 1, None)),
     "--vocab-size": ("vocab_size", Interval(int, 2, None)),
     "--top-logprobs": ("top_logprobs", Interval(int, 1, None)),
+    "--upstream-concurrency": ("upstream_concurrency", Interval(int, 1, None)),
 }
-FOREIGN = "--allow-foreign-calibrator"
-NO_MODEL = (
-    "records no model its answers came from (saved from the Python API from scores or a TraceBatch, or from "
-    "traces without a model id), so it cannot be checked against {model!r}; record it before saving "
-    "(cal.provenance = tracecal.traces.provenance.provenance({model!r}, dtype, None))"
-)
-"""Why a file whose provenance names no model is refused by a server of a known model (``{model}``)."""
 
 
 @user_errors
@@ -79,8 +78,15 @@ def serve_command(
         str | None, typer.Option(help="proxy an OpenAI-compatible server, e.g. http://h:8080/v1")
     ] = None,
     upstream_model: Annotated[str | None, typer.Option(help="the upstream's model name (default: ask it)")] = None,
+    tokenizer: Annotated[
+        str | None,
+        typer.Option(help="with --upstream: the served model's tokenizer (name, .gguf, dir); prompts go as token ids"),
+    ] = None,
     vocab_size: Annotated[int, typer.Option(help="|V| of the upstream model (top-k entropy tail)")] = 100_000,
     top_logprobs: Annotated[int, typer.Option(help="top-k log-probs asked from the upstream")] = 20,
+    upstream_concurrency: Annotated[
+        int, typer.Option(help="requests in flight to the upstream at most (its batching; not --max-batch)")
+    ] = 64,
     threads: Annotated[int | None, typer.Option(help="torch CPU threads (default: torch's choice)")] = None,
     dtype: Annotated[str, typer.Option(help="HF weights: auto (fp32 on CPU) | float32 | bfloat16 | float16")] = "auto",
     max_batch: Annotated[int, typer.Option(help="prompts decoded together at most (1: no batching)")] = 8,
@@ -127,6 +133,8 @@ def _check_backend_options(o: dict[str, Any]) -> None:
         check_option(flag, o[name], constraint)
     if o["upstream"] and (o["no_model"] or o["model"]):
         raise ValidationError("--upstream proxies a server: leave out --model and --no-model")
+    if o["tokenizer"] is not None and not o["upstream"]:
+        raise ValidationError("--tokenizer goes with --upstream (in process, the model's own tokenizer is used)")
     if o["backend"] not in ("hf", "llamacpp"):
         raise ValidationError(f"--backend must be hf or llamacpp, got {o['backend']!r}")
     if o["dtype"] not in DTYPES:
@@ -168,26 +176,10 @@ def _served(o: dict[str, Any]) -> tuple[str | None, str | None] | None:
 def check_provenance(
     path: Path, record: dict[str, Any] | None, served: tuple[str | None, str | None] | None, allow: bool
 ) -> None:
-    """Refuse (`ValidationError`) a file whose provenance names another model or dtype than ``served``, or names
-    no model while the server's is known (`NO_MODEL`: saved from the Python API without one), unless ``allow``;
-    a warning for a file without provenance (an older tracecal) or one served with ``allow``."""
-    if served is None:
-        return
-    if record is None:
-        note(f"warning: {path} records no provenance (an older tracecal wrote it): not checked against the model")
-        return
-    from tracecal.traces.provenance import mismatch
-
-    why = mismatch(record, *served)
-    if why is None and not record.get("model") and served[0]:
-        why = NO_MODEL.format(model=served[0])
-    if why and not allow:
-        hint = (
-            f" (add --dtype {record['dtype']})" if "server's weights" in why and record.get("dtype") in DTYPES else ""
-        )
-        raise ValidationError(f"{path} {why}{hint}; serve that model, or add {FOREIGN} to serve the file anyway")
-    if why:
-        note(f"warning: {path} {why}; served anyway ({FOREIGN}): its probabilities and guarantees do not hold")
+    """`tracecal.cli.common.check_provenance` against the served model and weight dtype ``served`` (a dtype mismatch
+    says which ``--dtype`` serves the file's)."""
+    dtype = (record or {}).get("dtype")
+    common_check_provenance(path, record, served, allow, "serve", f" (add --dtype {dtype})" if dtype in DTYPES else "")
 
 
 def _abstain_from(
@@ -237,13 +229,19 @@ def _build_app(cfg: Any, o: dict[str, Any]) -> Any:
         from tracecal.backends.http import HTTPBackendError
         from tracecal.serve.proxy import proxy_backends
 
+        tok = None
+        if o["tokenizer"] is not None:  # prompts rendered here, user text as text, sent as token ids
+            from tracecal.backends.hf import load_tokenizer
+
+            tok = load_tokenizer(o["tokenizer"])
         try:
             chat, text = proxy_backends(
                 o["upstream"],
                 o["upstream_model"],
-                concurrency=cfg.max_batch,
+                concurrency=o["upstream_concurrency"],
                 top_logprobs=o["top_logprobs"],
                 vocab_size=o["vocab_size"],
+                tokenizer=tok,
             )
         except HTTPBackendError as e:
             raise ValueError(str(e)) from e

@@ -18,9 +18,9 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from tracecal._validation import Interval
 from tracecal.cli.common import check_option, console, fmt_num, out_console, split_names, user_errors
 from tracecal.errors import ValidationError
+from tracecal.stats.splits import SPLITS
 
 __all__ = ["selective_command", "learning_curve_command"]
 
@@ -71,7 +71,7 @@ def selective_command(
     from tracecal.analysis.selective import run_selective
 
     t0 = time.perf_counter()
-    check_option("--splits", splits, Interval(int, 1, None))
+    check_option("--splits", splits, SPLITS)
     doc = run_selective(run_dir, alpha, delta, _names(estimators), _names(tasks), splits)
     for task, per in doc["tasks"].items():
         out_console.print(_selective_table(task, per, alpha, delta, doc["n_splits"]))

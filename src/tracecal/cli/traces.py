@@ -19,9 +19,11 @@ from rich.table import Table
 
 from tracecal._validation import Interval
 from tracecal.cli.common import (
+    FOREIGN,
     DataDirOpt,
     ModelOpt,
     check_option,
+    check_provenance,
     console,
     fail,
     fmt_num,
@@ -165,18 +167,27 @@ def score(
     calibrator: Annotated[Path | None, typer.Option("--calibrator", "-c", help="TRACE+ calibrator JSON")] = None,
     csv: Annotated[Path | None, typer.Option("--csv", help="write all rows as CSV here")] = None,
     show: Annotated[int, typer.Option(help="rows to print in the table")] = 20,
+    allow_foreign_calibrator: Annotated[
+        bool, typer.Option(FOREIGN, help="use a --calibrator made on another model's or dtype's answers (warns)")
+    ] = False,
 ) -> None:
-    """Score traces: TRACE confidence and, with a calibrator, the TRACE+ probability."""
+    """Score traces: TRACE confidence and, with a calibrator, the TRACE+ probability (a calibrator made on another
+    model's or dtype's answers than the traces record is refused)."""
     from tracecal.calibrators.traceplus import TracePlus
     from tracecal.signals.operators import trace_confidence
     from tracecal.traces.io import load_traces
+    from tracecal.traces.provenance import traces_provenance
 
     inputs = [("traces", traces_path), ("calibrator", calibrator)]
     if csv is not None:
         out_path(csv, "CSV", inputs, option="--csv")
     traces = load_traces(traces_path)
+    cal = TracePlus.load(calibrator) if calibrator else None
+    if calibrator is not None and cal is not None:
+        made = traces_provenance(traces, None)
+        check_provenance(calibrator, cal.provenance, (made["model"], made["dtype"]), allow_foreign_calibrator, "score")
     conf = trace_confidence(traces)
-    prob = TracePlus.load(calibrator).predict_proba(traces) if calibrator else None
+    prob = cal.predict_proba(traces) if cal is not None else None
     rows = _score_rows(traces, conf, prob)
     if csv is not None:
         _write_csv(csv, rows, inputs)

@@ -22,17 +22,21 @@ from tracecal._validation import Interval, Options, check_params
 from tracecal.errors import ValidationError
 from tracecal.estimators import REGISTRY, resolve_estimators
 from tracecal.evaluation.protocol import SCORE_CONSTRAINTS, ScoreConfig, constraints_of, setting
+from tracecal.passes.semantic import EMBEDDER_DTYPES as _EMBEDDER_DTYPES
 
 __all__ = [
     "EvalConfig",
     "ConfigError",
     "BACKENDS",
     "DTYPES",
+    "EMBEDDER_DTYPES",
     "DEFAULT_MODEL_NAME",
     "IDENTITY_DEFAULTS",
     "EVAL_CONSTRAINTS",
     "is_url",
     "resolve_dtype",
+    "resolve_embedder_dtype",
+    "cpu_has_bf16",
     "legacy_identity",
     "split_sizes",
     "check_splittable",
@@ -43,10 +47,15 @@ BACKENDS = ("auto", "hf", "llamacpp")
 """The values of ``--backend``: ``auto`` is the Hugging Face backend (a ``.gguf`` file included: dequantised,
 as before this option existed), or the HTTP backend for an ``http(s)://`` URL; ``llamacpp`` runs a ``.gguf`` file
 (or a named model's) in-process in llama.cpp."""
-IDENTITY_DEFAULTS = {"backend": "hf"}
+EMBEDDER_DTYPES = ("auto", *_EMBEDDER_DTYPES)
+"""The values of ``--embedder-dtype`` (the sentence embedder of TokenSAR / MARS): ``bfloat16`` runs its matrix
+products in bf16 (`tracecal.passes.semantic.Autocast`); ``auto`` is the run directory's own (`resolve_embedder_dtype`),
+and for a new run bfloat16 on a CPU with bf16 matrix units (`cpu_has_bf16`), else float32."""
+IDENTITY_DEFAULTS = {"backend": "hf", "embedder_dtype": "float32"}
 """The value an identity key takes where an identity lacks it. Only a llama.cpp run writes ``backend`` into its
 identity, so every run directory made without the option (and every new HF or HTTP run) keeps the identity it had,
-and a llama.cpp run never resumes one of them, nor they it."""
+and a llama.cpp run never resumes one of them, nor they it. Likewise only a bf16 embedder writes ``embedder_dtype``:
+a run made before the option (a float32 embedder) keeps its identity."""
 DEFAULT_MODEL_NAME = "smollm2-135m-instruct"
 SCORE_FIELDS = tuple(f.name for f in fields(ScoreConfig))
 _POSITIVE = Interval(int, 1, None)
@@ -57,6 +66,7 @@ KEY_ORDER = (
     "model",
     "dtype",
     "backend",
+    "embedder_dtype",
     "estimators",
     "n_seeds",
     "cal_frac",
@@ -102,6 +112,7 @@ class EvalConfig:
     model: str | None = None
     dtype: str = setting("auto", Options(*DTYPES))
     backend: str = setting("auto", Options(*BACKENDS))
+    embedder_dtype: str = setting("auto", Options(*EMBEDDER_DTYPES))
     batch_size: int = setting(16, _POSITIVE)
     max_new_tokens: int | None = setting(None, (_POSITIVE, None))
     num_beams: int = setting(5, Interval(int, 2, None))
@@ -206,9 +217,14 @@ class EvalConfig:
         """What the stored outputs depend on; the dtype resolved (``auto`` → float32 on CPU, bfloat16 on GPU).
 
         A llama.cpp run adds ``backend: llamacpp`` (its answers differ from the HF backend's) and has dtype None
-        (the GGUF's quantisation decides); every other run's identity has no ``backend`` (`IDENTITY_DEFAULTS`)."""
+        (the GGUF's quantisation decides); every other run's identity has no ``backend`` (`IDENTITY_DEFAULTS`).
+        A bf16 embedder adds ``embedder_dtype: bfloat16`` (the semantic pass's similarities differ); a float32 one
+        adds nothing (`IDENTITY_DEFAULTS`). ``embedder_dtype=auto`` is resolved for a new run (`evaluate` resolves
+        it against the run directory first: `resolve_embedder_dtype`)."""
         ident = {k: getattr(self, k) for k in self.IDENTITY_KEYS}
         ident["model"] = self.model or DEFAULT_MODEL_NAME
+        if (emb := resolve_embedder_dtype(self.embedder_dtype)) != IDENTITY_DEFAULTS["embedder_dtype"]:
+            ident["embedder_dtype"] = emb
         if self.backend == "llamacpp":
             return {"backend": "llamacpp"} | ident | {"dtype": None}
         ident["dtype"] = resolve_dtype(self.dtype)
@@ -233,6 +249,29 @@ def resolve_dtype(dtype: str, cuda: bool | None = None) -> str:
 
         cuda = bool(torch.cuda.is_available())
     return "bfloat16" if cuda else "float32"
+
+
+def cpu_has_bf16(cpuinfo: str = "/proc/cpuinfo") -> bool:
+    """Whether this CPU has bf16 matrix units (the ``amx_bf16`` or ``avx512_bf16`` flag of ``/proc/cpuinfo``, as
+    ``scripts/run.sh`` reads them for ``--dtype``); False where the file is missing (not Linux)."""
+    try:
+        with open(cpuinfo, encoding="utf-8", errors="replace") as f:
+            flags = next((line.split(":", 1)[1].split() for line in f if line.startswith("flags")), [])
+    except OSError:
+        return False
+    return bool({"amx_bf16", "avx512_bf16"} & set(flags))
+
+
+def resolve_embedder_dtype(dtype: str, stored: dict[str, Any] | None = None, bf16: bool | None = None) -> str:
+    """The embedder's dtype a setting means: ``auto`` is the one of the run directory whose stored identity is
+    ``stored`` (a run made before the option: float32, `IDENTITY_DEFAULTS`), so resuming never changes it; for a
+    new run (``stored`` None) bfloat16 where the CPU has bf16 matrix units (``bf16``; default `cpu_has_bf16`),
+    else float32."""
+    if dtype != "auto":
+        return dtype
+    if stored is not None:
+        return str(stored.get("embedder_dtype", IDENTITY_DEFAULTS["embedder_dtype"]))
+    return "bfloat16" if (cpu_has_bf16() if bf16 is None else bf16) else "float32"
 
 
 def legacy_identity(config: dict[str, Any]) -> dict[str, Any]:

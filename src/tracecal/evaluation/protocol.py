@@ -55,7 +55,7 @@ from tracecal.stats.bootstrap import (
 )
 from tracecal.stats.metrics import N_BINS, SingleClassWarning
 from tracecal.stats.selective import ALPHA, DELTA, HOLDOUT
-from tracecal.stats.splits import stratified_split
+from tracecal.stats.splits import SPLITS, stratified_split
 
 __all__ = [
     "ScoreConfig",
@@ -104,7 +104,7 @@ class ScoreConfig:
     """
 
     estimators: list[str]
-    n_seeds: int = setting(20, Interval(int, 1, None))
+    n_seeds: int = setting(20, SPLITS)
     cal_frac: float = setting(0.35, Interval(float, 0, 1, closed="neither"))
     calibrator: str = "platt"
     n_bins: int = setting(10, N_BINS)

@@ -22,7 +22,14 @@ import numpy as np
 
 from tracecal.estimators import Inputs, needs_of
 from tracecal.evaluation.blocks import Runner, answered, check_pass, read_frames, rows_of, score_frames, stat_array
-from tracecal.evaluation.config import IDENTITY_DEFAULTS, ConfigError, EvalConfig, check_splittable, legacy_identity
+from tracecal.evaluation.config import (
+    IDENTITY_DEFAULTS,
+    ConfigError,
+    EvalConfig,
+    check_splittable,
+    legacy_identity,
+    resolve_embedder_dtype,
+)
 from tracecal.evaluation.protocol import Progress, TaskFrame, TaskStats
 from tracecal.evaluation.results import Results, results_csv, results_markdown
 from tracecal.evaluation.runstore import TRACES, NotARunError, RunStore
@@ -140,6 +147,14 @@ def _adopt(cfg: EvalConfig, model: Any) -> None:
         cfg.backend = "llamacpp"
 
 
+def _pin_embedder_dtype(cfg: EvalConfig, store: RunStore) -> None:
+    """Resolve ``embedder_dtype=auto`` before the identity is checked: a run directory keeps the embedder dtype its
+    identity holds (one made before the option: float32), a new run takes this machine's (`resolve_embedder_dtype`)."""
+    if cfg.embedder_dtype == "auto":
+        stored = (store.config().get("identity") or {}) if store.exists() else None
+        cfg.embedder_dtype = resolve_embedder_dtype("auto", stored)
+
+
 def evaluate(
     run_path: str | Path,
     cfg: EvalConfig,
@@ -180,6 +195,7 @@ def evaluate(
     if model is not None and not isinstance(executor, LocalExecutor):
         raise ConfigError("a loaded model cannot be shipped to workers: give its name, path or URL (--model)")
     executor.pin(cfg)
+    _pin_embedder_dtype(cfg, store)
     identity = cfg.identity()
     store.check(identity, legacy=legacy_identity, defaults=IDENTITY_DEFAULTS)
     sched = Scheduler(store, cfg, Resources(cfg, model), progress)

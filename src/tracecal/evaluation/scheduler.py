@@ -30,10 +30,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from tracecal.estimators import needs_of
-from tracecal.evaluation.config import EvalConfig
+from tracecal.evaluation.config import EvalConfig, resolve_embedder_dtype
 from tracecal.evaluation.outputs import plain_json
 from tracecal.evaluation.protocol import Progress
-from tracecal.evaluation.runstore import TRACES, DataChangedError, RunStore
+from tracecal.evaluation.runstore import TRACES, DataChangedError, RunStore, RunStoreError
 from tracecal.passes import PASSES, Pass
 
 __all__ = [
@@ -54,7 +54,8 @@ Tasks = Sequence[tuple[Any, list[Any]]]  # (task, its examples) pairs, as `trace
 
 
 class Resources:
-    """Loads the language model / embedder only when a shard needs one (re-scoring loads nothing)."""
+    """Loads the language model / embedder (in the run's ``embedder_dtype``) only when a shard needs one (re-scoring
+    loads nothing)."""
 
     def __init__(self, cfg: EvalConfig, lm: Any = None, embedder: Any = None) -> None:
         self.cfg, self._lm, self._emb = cfg, lm, embedder
@@ -66,7 +67,7 @@ class Resources:
             if self._emb is None:
                 from tracecal.passes.semantic import load_embedder
 
-                self._emb = load_embedder()
+                self._emb = load_embedder(dtype=resolve_embedder_dtype(self.cfg.embedder_dtype))
             return self._emb
         if self._lm is None:
             from tracecal.backends import load_model
@@ -229,11 +230,39 @@ def _changed(task: str, where: str, stored: dict[str, str | None], now: dict[str
     return None
 
 
+def _damaged(shard: Path, what: str, why: str) -> RunStoreError:
+    return RunStoreError(f"{shard} carries a damaged {what} stamp ({why}): delete it and run again to compute it anew")
+
+
+def _stamp_object(raw: bytes | None, shard: Path, what: str) -> dict[str, Any] | None:
+    """A shard's JSON-object stamp (None: unstamped, an older tracecal); `RunStoreError` for one that is not."""
+    if not raw:
+        return None
+    try:
+        value = json.loads(raw.decode("utf-8"))
+    except ValueError as e:  # also UnicodeDecodeError
+        raise _damaged(shard, what, f"not UTF-8 JSON: {e}") from None
+    if not isinstance(value, dict):
+        raise _damaged(shard, what, f"a JSON {type(value).__name__}, not an object")
+    return value
+
+
+def _digests_of(got: list[str], digests: Any, shard: Path) -> dict[str, str | None]:
+    """The stored digest of each answer id of a shard (None for every id of an unstamped shard: checked by id
+    only); `RunStoreError` for digests that are not one string per answer of the shard."""
+    if digests is None:
+        return dict.fromkeys(got)
+    if not isinstance(digests, dict):
+        raise _damaged(shard, "question-digest", f"a JSON {type(digests).__name__}, not an object")
+    if set(digests) != set(got) or not all(isinstance(v, str) for v in digests.values()):
+        raise _damaged(shard, "question-digest", "not one digest string per answer of the shard")
+    return dict(digests)
+
+
 def _foreign(task: str, where: str, shard: Path, identity: dict[str, Any]) -> str | None:
     """The complaint about a shard whose `MADE_BY` stamp differs from the run's ``identity`` in a key both hold
     (a shard copied in from another run: another model, dtype or budget), or None (also for an unstamped one)."""
-    raw = (pq.read_schema(shard).metadata or {}).get(MADE_BY)
-    made = json.loads(raw) if raw else {}
+    made = _stamp_object((pq.read_schema(shard).metadata or {}).get(MADE_BY), shard, "run-identity") or {}
     diff = [k for k in sorted(made) if k in identity and made[k] != identity[k]]
     if not diff:
         return None
@@ -260,7 +289,7 @@ def check_stored(store: RunStore, tasks: Tasks, passes: Sequence[str], shard_siz
             for k in store.shard_indices(name, task.name):
                 where = f"shard {k} of the {name} pass"
                 got, digests = store.shard_stamp(name, task.name, k)
-                stored: dict[str, str | None] = dict(digests) if digests else dict.fromkeys(got)
+                stored = _digests_of(got, digests, files[k])
                 msg = _changed(task.name, where, stored, now)
                 if msg is None and shard_size and set(got) != set(ids[k * shard_size : (k + 1) * shard_size]):
                     msg = (

@@ -38,6 +38,7 @@ import numpy as np
 import torch
 
 from tracecal.backends.base import BackendUnsupportedError, LocalBackend
+from tracecal.backends.prefill import last_logits_only, length_batches
 from tracecal.backends.recorder import output_cache
 from tracecal.errors import TracecalError, ValidationError
 
@@ -192,7 +193,9 @@ def number_distribution(
         ids, mask = lm.left_pad(prompt_ids)
         B = ids.shape[0]
         pos = (mask.cumsum(-1) - 1).clamp(min=0)
-        out = lm.model(input_ids=ids, attention_mask=mask, position_ids=pos, use_cache=True)
+        out = lm.model(
+            input_ids=ids, attention_mask=mask, position_ids=pos, use_cache=True, **last_logits_only(lm.model)
+        )
         p0 = torch.softmax(out.logits[:, -1].float(), -1)  # (B, V)
         cache = output_cache(out)
         last = mask.sum(-1, keepdim=True)  # next position per row
@@ -255,9 +258,7 @@ def verbalized_confidence(
     prompts = _paired_prompts(lm, questions, answers, verbalized_prompt_ids, template, "verbalized_confidence")
     bs = batch_size or lm.batch_size
     dist, mass = np.zeros((len(prompts), 101)), np.zeros(len(prompts))
-    order = np.argsort([-len(p) for p in prompts], kind="stable")  # similar lengths share a batch: little padding
-    for s in range(0, len(order), bs):
-        idx = order[s : s + bs]
+    for idx in length_batches([len(p) for p in prompts], bs):  # ≤ bs rows, ≤ PREFILL_TOKENS tokens (KV cache ×10)
         d, m = number_distribution(lm, [prompts[i] for i in idx])
         dist[idx], mass[idx] = d.double().cpu().numpy(), m.double().cpu().numpy()
     v = dist @ (np.arange(101) / 100.0)

@@ -38,6 +38,7 @@ from typing import Any
 
 import numpy as np
 
+from tracecal.errors import ValidationError
 from tracecal.evaluation.runstore import RunStore
 from tracecal.report.data import (
     RunData,
@@ -321,6 +322,8 @@ def write_report(
     inputs = [("file of the run", store.path, pattern) for pattern in RUN_FILES]
     if out is not None:
         check_output(out, inputs, "--out")  # before anything is read
+    if figures_dir is not None and os.path.exists(figures_dir) and not os.path.isdir(figures_dir):
+        raise ValidationError(f"--figures {figures_dir} is not a folder: give a folder for the SVG figures")
     shown = select_estimators(list(read_results(store).get("estimators") or {}), estimators)
     run = load_run(store, shown)
     curves = shown if estimators is not None else default_curve_estimators(run, shown)

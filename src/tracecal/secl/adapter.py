@@ -26,6 +26,8 @@ Reset restores the initial adapter (B = 0, so the model equals the base model bi
 from __future__ import annotations
 
 import json
+import os
+import re
 import warnings
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -40,11 +42,14 @@ from tracecal.backends.base import BackendUnsupportedError, LocalBackend
 from tracecal.passes.selfeval import confidence_bins, number_distribution
 from tracecal.secl.config import SECLConfig
 from tracecal.secl.cost import CostMeter
+from tracecal.traces.folders import FolderKind
+from tracecal.traces.io import Inputs
 
 if TYPE_CHECKING:
     from tracecal.backends.hf import HFModel
 
 __all__ = [
+    "ADAPTER_FOLDER",
     "SECLAdapter",
     "UpdateInfo",
     "directional_loss",
@@ -57,6 +62,12 @@ __all__ = [
 
 ADAPTER_FILE = "adapter_model.safetensors"
 SECL_CONFIG_FILE = "secl_config.json"
+ADAPTER_FOLDER = FolderKind(
+    "a saved SECL adapter",
+    marker=SECL_CONFIG_FILE,
+    names=frozenset({ADAPTER_FILE, "adapter_config.json", SECL_CONFIG_FILE, "README.md"}),
+)
+"""What a saved adapter folder holds (peft writes README.md too): only such a folder is replaced by a new save."""
 V_TOKENS_EXTRA = 11  # number_distribution: 10 first-digit continuations + one "10"→"0" step per row
 
 
@@ -83,6 +94,20 @@ def directional_loss(dist: torch.Tensor, tau: torch.Tensor, n_bins: int = 10, sd
 def mse_loss(dist: torch.Tensor, tau: torch.Tensor) -> torch.Tensor:
     """Mean over rows of (v − τ)²."""
     return ((expected_confidence(dist) - tau.to(dist.dtype)) ** 2).mean()
+
+
+def _save_pretrained(peft_model: Any, folder: str) -> None:
+    """peft's ``save_pretrained`` (safetensors) into ``folder``; safetensors' own I/O error (a full disk) becomes the
+    ``OSError`` it wraps (its errno read from the message), so that it is reported as every OS error is."""
+    from safetensors import SafetensorError
+
+    try:
+        peft_model.save_pretrained(folder, safe_serialization=True)
+    except SafetensorError as e:
+        code = re.search(r"code: (\d+)", str(e))
+        if code is None:
+            raise
+        raise OSError(int(code.group(1)), os.strerror(int(code.group(1))), folder) from e
 
 
 def hf_only_error(what: str) -> BackendUnsupportedError:
@@ -305,17 +330,23 @@ class SECLAdapter:
         return UpdateInfo(True, v0, v1, float(tau), loss_val, gn, alpha, rereads)
 
     # ------------------------------------------------------------------ persistence
-    def save(self, path: str | Path) -> Path:
-        """Write the LoRA adapter (``adapter_model.safetensors`` + ``adapter_config.json``) and ``secl_config.json``."""
-        path = Path(path)
-        path.mkdir(parents=True, exist_ok=True)
-        with warnings.catch_warnings():  # GGUF-loaded models have no config.json next to the weights
-            warnings.filterwarnings("ignore", message="Could not find a config file")
-            self.peft.save_pretrained(str(path), safe_serialization=True)
-        (path / SECL_CONFIG_FILE).write_text(self.cfg.to_json(), encoding="utf-8")
-        if not (path / ADAPTER_FILE).is_file():
-            raise RuntimeError(f"peft did not write {ADAPTER_FILE} in {path}")
-        return path
+    def save(self, path: str | Path, inputs: Inputs = ()) -> Path:
+        """Write the LoRA adapter (``adapter_model.safetensors`` + ``adapter_config.json``) and ``secl_config.json``
+        into the folder ``path`` with `tracecal.traces.folders.atomic_write_dir`: a temporary sibling renamed into
+        place, never over a file, a folder holding one of ``inputs``, or a non-empty folder that is not a saved
+        SECL adapter (`ADAPTER_FOLDER`); a full disk is an ``OSError`` naming ``path``."""
+        from tracecal.traces.folders import atomic_write_dir
+
+        def write(folder: str) -> None:
+            with warnings.catch_warnings():  # GGUF-loaded models have no config.json next to the weights
+                warnings.filterwarnings("ignore", message="Could not find a config file")
+                _save_pretrained(self.peft, folder)
+            (Path(folder) / SECL_CONFIG_FILE).write_text(self.cfg.to_json(), encoding="utf-8")
+            if not (Path(folder) / ADAPTER_FILE).is_file():
+                raise RuntimeError(f"peft did not write {ADAPTER_FILE} in {path}")
+
+        atomic_write_dir(path, write, ADAPTER_FOLDER, inputs, "the adapter folder")
+        return Path(path)
 
     @classmethod
     def load(cls, lm: HFModel, path: str | Path, cost: CostMeter | None = None) -> SECLAdapter:

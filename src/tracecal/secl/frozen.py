@@ -127,9 +127,13 @@ class FrozenPass:
 
     @classmethod
     def load(cls, path: str | Path) -> FrozenPass:
-        d = json.loads(Path(path).read_text(encoding="utf-8"))
-        if d.get("format") != FROZEN_FORMAT:
-            raise ValueError(f"{path}: not a SECL frozen-pass file (format {d.get('format')!r})")
+        try:
+            d = json.loads(Path(path).read_text(encoding="utf-8"))
+        except ValueError as e:  # not UTF-8, not JSON
+            raise ValueError(f"{path}: not a SECL frozen-pass file (not UTF-8 JSON: {e})") from None
+        fmt = d.get("format") if isinstance(d, dict) else type(d).__name__
+        if fmt != FROZEN_FORMAT:
+            raise ValueError(f"{path}: not a SECL frozen-pass file (format {fmt!r})")
         return cls(
             ids=list(d["ids"]),
             domains=list(d["domains"]),

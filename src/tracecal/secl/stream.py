@@ -76,8 +76,11 @@ def build_stream(
         raise ValidationError("the stream needs at least one task")
     check_param("per_domain", per_domain, Interval(int, 1, None))
     items: list[StreamItem] = []
-    for name in names:
-        task = get_task(name)
+    tasks_ = [get_task(name) for name in names]
+    for k, task in enumerate(tasks_):  # twice: the same questions twice, and one domain's metrics of both
+        if task.name in {t.name for t in tasks_[:k]}:
+            raise ValidationError(f"the stream names the domain {task.name!r} twice: give each domain once")
+    for task in tasks_:
         examples = task.load(limit=per_domain, data_dir=data_dir, seed=sample_seed)
         items += [StreamItem(task.name, task, ex) for ex in examples]
     return items

@@ -65,8 +65,10 @@ async def _encode(gw: Gateway, i: int, item: AnswerItem) -> tuple[Any, int, int,
     item ``i``, the limits checked. With a tokenizer (in-process) the answer is tokenised here once and handed on as
     ids; without one (behind ``--upstream``) it stays text, the token counts are 0 and the upstream counts."""
     field = "prompt" if item.prompt is not None else "messages"
-    tok = getattr(gw.model, "tokenizer", None)
+    tok, check = getattr(gw.model, "tokenizer", None), getattr(gw.model, "check_prompt", None)
     try:
+        if tok is None and check is not None:  # behind --upstream without --tokenizer: no special-token string
+            check([], item.answer)
         answer = item.answer if tok is None else await asyncio.to_thread(answer_token_ids, tok, item.answer)
     except ValueError as e:  # text the tokenizer refuses
         raise APIError(400, f"items[{i}]: {e}", param=f"items[{i}].answer", code="invalid_value") from e

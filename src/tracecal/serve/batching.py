@@ -12,10 +12,13 @@ whole batch at once: appends each answer's token, s_t and H_t; computes the runn
 that stream or may stop on risk (`tracecal.serve.scoring.running_risk`); ends an answer when its request
 was cancelled (client gone, timeout), reached its own ``max_tokens``, completed a stop string, or its running
 c_TRACE fell below ``stop_on_risk``; and sends streaming requests their new text with the running risk. Other
-backends (HTTP proxy, llama.cpp) decode whole answers: early stopping then cuts the finished trace at the same
-token (no compute is saved) and streaming replays it token by token. A remote backend (proxy mode:
-`remote_concurrency`) is not batched here at all: the upstream batches, so the worker sends each job as soon as
-one of the backend's ``max_concurrency`` request slots is free and posts its answer when it arrives.
+backends (llama.cpp) decode whole answers: early stopping then cuts the finished trace at the same token (no
+compute is saved) and streaming replays it token by token. A remote backend (proxy mode: `remote_concurrency`) is
+not batched here at all: the upstream batches, so the worker sends each job as soon as one of the backend's
+``max_concurrency`` request slots is free (``tracecal serve --upstream-concurrency``) and posts its answer when it
+arrives. A streamed job of a remote backend that takes ``on_token`` (the HTTP backend) streams from the upstream
+too: each token is relayed as it arrives (`tracecal.serve.relay.TokenRelay`, which also stops the upstream on risk
+or when the client has gone); a job that does not stream is answered whole, as above.
 
 Jobs of ``kind="answers"`` (``POST /v1/score-answers``) carry answers that already exist: the worker traces them
 by teacher forcing (``trace_answers``) between batches, one job per request.
@@ -39,6 +42,7 @@ import numpy as np
 from tracecal.backends.base import supports_on_step
 from tracecal.serve.config import ServeConfig
 from tracecal.serve.errors import APIError
+from tracecal.serve.relay import TokenRelay
 from tracecal.serve.scoring import first_risky, prefix_risks, running_risk, truncate
 from tracecal.traces.trace import Trace
 
@@ -79,6 +83,17 @@ class Job:
     def watched(self) -> bool:
         """Needs the running risk at every step (it streams, or may stop on risk)."""
         return self.events is not None or self.stop_on_risk is not None
+
+    def post_token(self, text: str, c: float | None, risk: float) -> None:
+        """Send a streaming request its newest token: ``text`` (its new text), the last s_t and H_t, c_t and R_t."""
+        r = risk if math.isfinite(risk) else None
+        token = {"text": text, "logprob": -self.s[-1], "entropy": self.h[-1], "tokens": len(self.s)}
+        self.post(("token", token | {"c_trace": c, "risk": r}))
+
+    def risky(self, c: float | None, min_tokens: int) -> bool:
+        """Whether the answer stops on risk now: c_t below its ``stop_on_risk`` after at least ``min_tokens``."""
+        limit = self.stop_on_risk
+        return limit is not None and c is not None and len(self.s) >= min_tokens and c < limit
 
     def post(self, item: Any) -> None:
         """Hand ``item`` to the request's event loop (from the worker thread); a closed loop is ignored."""
@@ -135,8 +150,7 @@ class StepReporter:
             return True
         if j.events is not None:
             self._stream(j, text or "", c, risk)
-        limit = j.stop_on_risk
-        if limit is not None and c is not None and len(j.ids) >= self.config.risk_min_tokens and c < limit:
+        if j.risky(c, self.config.risk_min_tokens):
             j.finish = "risk"
             return True
         if len(j.ids) >= j.max_tokens:
@@ -151,19 +165,7 @@ class StepReporter:
             safe = text.rstrip("\ufffd")  # a token that ends inside a multi-byte character: wait for the rest
             delta = safe[len(j.sent) :] if len(safe) > len(j.sent) else ""
             j.sent += delta
-        j.post(
-            (
-                "token",
-                {
-                    "text": delta,
-                    "logprob": -j.s[-1],
-                    "entropy": j.h[-1],
-                    "tokens": len(j.ids),
-                    "c_trace": c,
-                    "risk": risk if math.isfinite(risk) else None,
-                },
-            )
-        )
+        j.post_token(delta, c, risk)
 
 
 def remote_concurrency(models: dict[str, Any], hooks: dict[str, bool]) -> int:
@@ -189,6 +191,7 @@ class Batcher:
     def __init__(self, models: dict[str, Any], config: ServeConfig, trace_config: Any, metrics: Any = None) -> None:
         self.models, self.config, self.trace_config, self.metrics = models, config, trace_config, metrics
         self.hooks = {k: supports_on_step(m) for k, m in models.items()}
+        self.token_hooks = {k: supports_on_step(m, "on_token") for k, m in models.items()}  # remote streaming
         self.remote = remote_concurrency(models, self.hooks)
         self._q: queue.Queue[Job | None] = queue.Queue(maxsize=config.max_queue)
         self._thread: threading.Thread | None = None
@@ -356,9 +359,12 @@ class Batcher:
         kwargs: dict[str, Any] = {"max_new_tokens": max(j.max_tokens for j in jobs)}
         if jobs[0].stops:
             kwargs["stop_strings"] = list(jobs[0].stops)
+        relayed = not self.hooks[kind] and self.token_hooks[kind] and all(j.events is not None for j in jobs)
         if self.hooks[kind]:
             tokenizer = getattr(model, "tokenizer", None)
             kwargs.update(batch_size=len(jobs), on_step=StepReporter(jobs, tokenizer, self.config, self.trace_config))
+        elif relayed:  # streamed jobs of a remote backend: each token as the upstream sends it
+            kwargs["on_token"] = TokenRelay(jobs, self.config.risk_min_tokens, self.trace_config)
         try:
             traces = model.generate([j.prompt for j in jobs], **kwargs)
         except Exception as e:
@@ -371,7 +377,7 @@ class Batcher:
                 j.post(("done", e))
             return
         for j, t in zip(jobs, traces, strict=True):
-            result = self._finish(j, t, self.hooks[kind])
+            result = self._finish(j, t, self.hooks[kind] or relayed)
             if result[1] == "cancelled" and self.metrics is not None:  # nobody is left to record it
                 self.metrics.early_stops.labels("cancelled").inc()
                 self.metrics.tokens.labels("completion").inc(t.length)

@@ -146,6 +146,9 @@ class Gateway:
         model = self.batcher.models[kind]
 
         def ids() -> list[int] | None:
+            check = getattr(model, "check_prompt", None)
+            if check is not None:  # a server that tokenises text itself: no special-token string in it (400)
+                check(prompt)
             try:
                 if kind == "chat":
                     return list(model.encode_prompt(prompt))

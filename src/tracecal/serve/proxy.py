@@ -12,14 +12,18 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["proxy_backends"]
+__all__ = ["UPSTREAM_CONCURRENCY", "proxy_backends"]
+
+UPSTREAM_CONCURRENCY = 64
+"""Requests in flight to the upstream at most, by default (``tracecal serve --upstream-concurrency``): the upstream
+batches what it is sent, so this is its batch, not the gateway's ``--max-batch`` (in-process batching)."""
 
 
 def proxy_backends(
     base_url: str,
     model: str | None = None,
     *,
-    concurrency: int = 8,
+    concurrency: int = UPSTREAM_CONCURRENCY,
     timeout: float = 120.0,
     client: Any = None,
     **kwargs: Any,

@@ -81,7 +81,8 @@ class Stream:
         return sse(self.chunk(index, text, logprobs=lp, risk=risk))
 
     def replay(self, index: int, trace: Trace) -> list[str]:
-        """Token chunks of a trace decoded without step hooks (proxy, llama.cpp): same risks, sent afterwards."""
+        """Token chunks of a trace decoded without step hooks (llama.cpp): same risks, sent afterwards (none when the
+        tokens were streamed already: step hooks, or a proxy's `tracecal.serve.relay`)."""
         if self.streamed[index] or not trace.length:
             return []
         r = prefix_risks([trace], self.gw.scorer.config)[0]

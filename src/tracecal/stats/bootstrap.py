@@ -75,7 +75,7 @@ correct answers can only repeat them, so its spread says nothing about the sampl
 Metric = Callable[[NDArray[np.int64], NDArray[np.float64], NDArray[Any], NDArray[np.intp]], NDArray[np.float64]]
 
 
-N_BOOT = Interval(int, 0, None)
+N_BOOT = Interval(int, 0, 100_000)
 """Bootstrap resamples: a whole number ≥ 0 (0: no interval)."""
 LEVEL = Interval(float, 0, 1, closed="neither")
 """Confidence level of an interval, in (0, 1)."""

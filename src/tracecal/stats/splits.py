@@ -25,12 +25,18 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from tracecal._validation import Interval
 from tracecal.stats.metrics import check_labels
 from tracecal.stats.selective import check_holdout
 
-__all__ = ["partition", "stratified_split", "stratified_draw", "threshold_split"]
+__all__ = ["MAX_SPLITS", "SPLITS", "partition", "stratified_split", "stratified_draw", "threshold_split"]
 
 Split = tuple[NDArray[np.intp], NDArray[np.intp]]
+MAX_SPLITS = 10_000
+SPLITS = Interval(int, 1, MAX_SPLITS)
+"""How many calibration / evaluation splits a setting may ask (``--seeds``, ``--splits``): 1 … `MAX_SPLITS`. The
+protocol uses 20; a mean ± sd over more moves no printed digit, and every split holds its own row of each metric
+(10⁹ splits were a MemoryError)."""
 
 
 def partition(chosen: ArrayLike, n: int) -> Split:

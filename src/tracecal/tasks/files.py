@@ -41,6 +41,10 @@ class InputFileNotFoundError(TracecalError, FileNotFoundError):
 def _existing(path: Path, what: str) -> Path:
     if path.is_dir():
         raise InputFileNotFoundError(f"{what} file {path} is a folder: give the path of a file")
+    if path.exists() and not path.is_file():  # /dev/null, /dev/stdin, a pipe: read once, not a file to name
+        raise InputFileNotFoundError(
+            f"{what} file {path} is not a regular file (a device or a pipe): save it to a file"
+        )
     if not path.is_file():
         raise InputFileNotFoundError(f"{what} file not found: {path}")
     return path

@@ -27,6 +27,7 @@ import errno
 import json
 import math
 import os
+import re
 import stat
 import tempfile
 from collections.abc import Callable, Iterable
@@ -105,8 +106,6 @@ SCHEMA = pa.schema(
     ],
     metadata={b"tracecal_schema_version": str(TRACE_SCHEMA_VERSION).encode()},
 )
-
-
 ENUMS = ("entropy_kind", "stop_reason", "model_id")
 
 
@@ -131,6 +130,18 @@ def _umask() -> int:
 
 FILE_MODE = 0o666 & ~_umask()  # umask read once at import (process-wide; never toggled while threads write)
 """Permissions of the files tracecal writes: 0o666 less the process umask (read once at import)."""
+_OPEN_FILE = re.compile(r"/dev/(stdin|stdout|stderr|fd/\d+)|/proc/(self|thread-self|\d+)/fd/\d+")
+
+
+def _is_open_file(path: Path) -> bool:
+    """Whether ``path`` (or a link on its way) names a process's open file (``/dev/stdout``): its real path is the
+    file a shell redirected to, which a rename would replace under the process's feet (40 links: the kernel's cap)."""
+    p = os.path.abspath(path)
+    for _ in range(40):
+        if _OPEN_FILE.fullmatch(p) or not os.path.islink(p):
+            return _OPEN_FILE.fullmatch(p) is not None
+        p = os.path.abspath(os.path.join(os.path.dirname(p), os.readlink(p)))
+    return False
 
 
 def _target(path: Path) -> tuple[Path, bool]:
@@ -139,6 +150,8 @@ def _target(path: Path) -> tuple[Path, bool]:
     Symbolic links are followed (the real file is replaced, the link kept); a character device or a named pipe
     is written into; a folder, a read-only file or another special file (block device, socket) is refused.
     """
+    if _is_open_file(path):  # /dev/stdout → /proc/self/fd/1 → the shell's redirect: written into, never replaced
+        return Path(path), True
     real = Path(os.path.realpath(path))
     try:
         mode = os.stat(real).st_mode
@@ -233,15 +246,11 @@ def atomic_write(
             os.close(fd)
         os.chmod(tmp, FILE_MODE)  # mkstemp makes 0600; give the file the usual permissions
         os.replace(tmp, real)
-    except OSError as e:  # no other local holds the error: nothing it references (an open file) outlives it
+    except BaseException as e:  # no other local holds the error: nothing it references (an open file) outlives it
         if tmp is not None:
             Path(tmp).unlink(missing_ok=True)
-        if _unnamed(e, str(real.parent / f".{real.name}.")):  # OSError(errno, ...) picks the subclass
+        if isinstance(e, OSError) and _unnamed(e, str(real.parent / f".{real.name}.")):  # OSError(errno, ...): subclass
             raise OSError(e.errno, e.strerror, os.fspath(path)) from e
-        raise
-    except BaseException:
-        if tmp is not None:
-            Path(tmp).unlink(missing_ok=True)
         raise
 
 

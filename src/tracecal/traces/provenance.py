@@ -22,12 +22,12 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, NamedTuple
 
 from tracecal.errors import ValidationError
 from tracecal.version import __version__
 
-__all__ = ["FIELDS", "mismatch", "provenance", "read_provenance", "traces_provenance"]
+__all__ = ["FIELDS", "SERVER", "TRACES", "Against", "mismatch", "provenance", "read_provenance", "traces_provenance"]
 
 FIELDS = ("model", "dtype", "tracecal", "run")
 """The fields of a provenance record, each a string or None (unknown)."""
@@ -74,12 +74,30 @@ def _same_model(a: str, b: str) -> bool:
     return looks_like_path and os.path.realpath(os.path.expanduser(a)) == os.path.realpath(os.path.expanduser(b))
 
 
-def mismatch(record: dict[str, str | None], model: str | None, dtype: str | None) -> str | None:
-    """Why answers of ``record`` are not those of a server of ``model`` with weights in ``dtype`` (a phrase to
-    follow the file's name), or None when they are. A field unknown on either side is not compared."""
+class Against(NamedTuple):
+    """What a file's record is compared with, as a message says it: ``model`` and ``dtype`` phrases (formatted with
+    the model id and the dtype) and ``noun``, what a file without a record is not checked against."""
+
+    model: str
+    dtype: str
+    noun: str
+
+
+SERVER = Against("this server serves {!r}", "this server's weights are {}", "the model")
+"""The gateway's comparison: the served model and its weights' dtype."""
+TRACES = Against("the traces scored are answers of {!r}", "the traces scored are {} answers", "the traces' model")
+"""`tracecal score`'s and `score-answers`' comparison: the model and dtype the traces scored record."""
+
+
+def mismatch(
+    record: dict[str, str | None], model: str | None, dtype: str | None, against: Against = SERVER
+) -> str | None:
+    """Why answers of ``record`` are not those of ``model`` with weights in ``dtype`` (a phrase to follow the file's
+    name; ``against``: a server's, `SERVER`, or the traces scored, `TRACES`), or None when they are. A field unknown
+    on either side is not compared."""
     made_on, made_in = record.get("model"), record.get("dtype")
     if made_on and model and not _same_model(made_on, model):
-        return f"was made on answers of {made_on!r}; this server serves {model!r}"
+        return f"was made on answers of {made_on!r}; {against.model.format(model)}"
     if made_in and dtype and made_in != dtype:
-        return f"was made on {made_in} answers; this server's weights are {dtype} (the dtype changes answers)"
+        return f"was made on {made_in} answers; {against.dtype.format(dtype)} (the dtype changes answers)"
     return None
