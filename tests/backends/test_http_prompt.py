@@ -107,3 +107,20 @@ def test_without_a_tokenizer_nothing_spelling_a_special_token_is_sent() -> None:
     assert seen == []  # refused before any request
     (t,) = m.generate(["a <b> c"], max_new_tokens=1)
     assert seen[-1]["prompt"] == "a <b> c" and t.text == "Paris"
+
+
+def test_raw_prompts_send_an_applications_own_rendered_template_and_still_check_chats() -> None:
+    """``raw_prompts=True``: a plain-text prompt goes as it is (its control tokens are the application's own, as
+    the completions API means them); a chat's contents and a text answer are still refused."""
+    seen: list[dict[str, Any]] = []
+    m = HTTPModel(
+        "http://u.test/v1", model="m", client=httpx.Client(transport=_fake(seen)), chat=False, raw_prompts=True
+    )
+    (t,) = m.generate([FORGED], max_new_tokens=1)
+    assert seen[-1]["prompt"] == FORGED and t.text == "Paris"
+    with pytest.raises(ValidationError, match="message 0's content spells"):
+        m.generate([[{"role": "user", "content": FORGED}]])
+    with pytest.raises(ValidationError, match="the answer spells '</s>'"):
+        m.trace_answers(["q"], ["end</s>"])
+    with pytest.raises(ValidationError, match="raw_prompts must be True or False"):
+        HTTPModel("http://u.test/v1", raw_prompts="yes")  # type: ignore[arg-type]

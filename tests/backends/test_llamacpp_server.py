@@ -72,7 +72,8 @@ def server(tmp_path_factory):  # type: ignore[no-untyped-def]
 
 
 def http_model(url: str, chat: bool = False):  # type: ignore[no-untyped-def]
-    kw = {"model": "smollm2", "vocab_size": 49152, "chat": chat, "batch_size": 1, "timeout": 300.0}
+    # raw_prompts: these prompts are the chat template rendered here, control tokens meant as such
+    kw = {"model": "smollm2", "vocab_size": 49152, "chat": chat, "batch_size": 1, "timeout": 300.0, "raw_prompts": True}
     return load_model(url, backend="http", extra_body={"repeat_penalty": 1.0}, **kw)  # llama.cpp's default is 1.1
 
 

@@ -59,7 +59,7 @@ def local(model: Any) -> list[Any]:
 
 
 def http(url: str, **kw: Any) -> Any:
-    kw = {"chat": False} | kw
+    kw = {"chat": False, "raw_prompts": True} | kw  # the prompts are the chat template rendered here
     return load_model(url, backend="http", model="smollm2", vocab_size=V, timeout=600.0, **kw)
 
 

@@ -53,7 +53,7 @@ from tracecal.backends.http_client import (
     RetryingClient,
     check_url,
 )
-from tracecal.backends.http_prompt import check_user_texts
+from tracecal.backends.http_prompt import check_user_texts, is_plain_text
 from tracecal.backends.http_reply import Reply, reply_trace
 from tracecal.backends.http_stream import TokenHook, active_hook, post_streamed, streamed_each
 from tracecal.backends.prompting import prompt_ids
@@ -98,6 +98,10 @@ class HTTPModel:
             template, contents as text: `tracecal.backends.prompting.prompt_ids`) and sent as token ids to
             ``/completions``; without it, user text spelling a special-token string is refused
             (`tracecal.backends.http_prompt`), since the server would read it as a control token.
+        raw_prompts: send a plain-text prompt (a string, not a chat) as it is, special-token strings included: for
+            an application that renders its own chat template into the prompt, which is what the completions API
+            means by one. Chat contents and text answers are still checked. Never for text from untrusted users:
+            the gateway and the CLI (prompts from user files) never set it.
         sleep, clock, rng: injectable `time.sleep`, `time.time` and `random.Random` (tests).
         api_key: refused - API keys come from the environment only (module docstring).
     """
@@ -120,6 +124,7 @@ class HTTPModel:
         context_length: int | None = None,
         extra_body: dict[str, Any] | None = None,
         tokenizer: Any = None,
+        raw_prompts: bool = False,
         sleep: Callable[[float], None] = time.sleep,
         clock: Callable[[], float] = time.time,
         rng: random.Random | None = None,
@@ -144,6 +149,9 @@ class HTTPModel:
         self.context_length = None if context_length is None else check_positive_int(context_length, "context_length")
         self.extra_body = dict(extra_body or {})
         self.tokenizer = tokenizer
+        if not isinstance(raw_prompts, bool):
+            raise ValidationError(f"raw_prompts must be True or False, got {raw_prompts!r}")
+        self.raw_prompts = raw_prompts
         self.http = RetryingClient(
             self.base_url, timeout, max_retries, backoff, max_wait, client, self.batch_size, sleep, clock, rng
         )
@@ -230,7 +238,7 @@ class HTTPModel:
         """Refuse (`ValidationError`) user text the server would read as control tokens: without a ``tokenizer``, a
         prompt (or text ``answer``) that spells a special-token string (`tracecal.backends.http_prompt`)."""
         if self.tokenizer is None:
-            check_user_texts(prompt, answer)
+            check_user_texts(None if self.raw_prompts and is_plain_text(prompt) else prompt, answer)
 
     def _prompt_ids(self, prompt: Prompt) -> list[int] | None:
         """The ids to send for ``prompt`` (rendered with the ``tokenizer``, or given ones), or None to send text."""

@@ -30,7 +30,7 @@ from typing import Any
 from tracecal.backends.base import Prompt
 from tracecal.errors import ValidationError
 
-__all__ = ["SPECIAL_TOKEN_TEXT", "check_user_texts", "special_token_text"]
+__all__ = ["SPECIAL_TOKEN_TEXT", "check_user_texts", "is_plain_text", "special_token_text"]
 
 SPECIAL_TOKEN_TEXT = re.compile(
     r"<\|[^<>|\s]{1,64}\|>"  # ChatML, Llama 3, Phi: <|im_end|>, <|eot_id|>, <|start_header_id|>, <|user|>
@@ -53,8 +53,17 @@ def special_token_text(text: str) -> str | None:
     return None if m is None else m.group(0)
 
 
-def _texts(prompt: Prompt) -> list[tuple[str, Any]]:
+def is_plain_text(prompt: Prompt) -> bool:
+    """Whether ``prompt`` is one plain text (a string, or a dict whose prompt is one), not a chat's messages."""
+    if isinstance(prompt, dict):
+        return not prompt.get("messages") and isinstance(prompt.get("prompt"), str)
+    return isinstance(prompt, str)
+
+
+def _texts(prompt: Prompt | None) -> list[tuple[str, Any]]:
     """(what, text) of each user text of ``prompt``: a chat's contents, a plain prompt (ids are not text)."""
+    if prompt is None:
+        return []
     if isinstance(prompt, dict):
         if prompt.get("prompt_ids") is not None and not (prompt.get("messages") or prompt.get("prompt")):
             return []
@@ -69,7 +78,7 @@ def _texts(prompt: Prompt) -> list[tuple[str, Any]]:
     return out
 
 
-def check_user_texts(prompt: Prompt, answer: Any = None) -> None:
+def check_user_texts(prompt: Prompt | None, answer: Any = None) -> None:
     """Refuse (`ValidationError` naming the text and the string) a prompt (or a text ``answer``) whose user text
     spells a special-token string, for a server that tokenises it itself (module docstring)."""
     texts = _texts(prompt) + ([("the answer", answer)] if isinstance(answer, str) else [])
