@@ -9,9 +9,9 @@ onto a fresh machine to resume the run there:
     python scripts/evidence_snapshot.py save /root/tracecal-runs/qwen1000 docs/runs/qwen1000
     python scripts/evidence_snapshot.py restore docs/runs/qwen1000 /root/tracecal-runs/qwen1000
 
-``rows.parquet`` (questions and golds) is never copied. ``save`` rewrites only shards that changed (same name
-and size of the stripped file are kept); ``restore`` copies
-only what the run directory lacks. Lock folders are never copied.
+``rows.parquet`` and ``report.html`` (questions and golds) are never copied. ``save`` rewrites only shards that
+changed (same name and size of the stripped file are kept); ``restore`` copies only what the run
+directory lacks. Lock folders are never copied.
 """
 
 from __future__ import annotations
@@ -36,7 +36,9 @@ def stripped(table: pa.Table) -> pa.Table:
     return table
 
 
-NEVER_COPIED = {"rows.parquet"}  # the scored rows hold each question and its golds (shared data); scoring rebuilds it
+# the scored rows hold each question and its golds (shared data), and so does the report's example table; scoring
+# rebuilds the one, `tracecal report RUN` the other
+NEVER_COPIED = {"rows.parquet", "report.html"}
 
 
 def _files(root: Path) -> list[Path]:

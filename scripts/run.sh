@@ -6,7 +6,7 @@
 #                                  17 trace-only estimators + P(True) and verbalised, 20 splits → runs/main
 #                                  (12 minutes measured on a 2-core machine, see docs/results.md)
 #   bash scripts/run.sh --full     the paper protocol: 1,000 questions per task, all 24 estimators (beam,
-#                                  TokenSAR, MARS too) → runs/full (about 1 h 45 min on 2 cores)
+#                                  TokenSAR, MARS too) → runs/full (55 min measured on 2 idle cores)
 # Other arguments are passed to `tracecal evaluate` (e.g. --tasks triviaqa --limit 100 --run-dir runs/try).
 # On a machine with ≥ 2 cores it runs TRACECAL_WORKERS (default 2) single-threaded workers on the same run
 # directory (they split the shards); on CPUs with bf16 matrix units (AMX / AVX-512-BF16) the weights are

@@ -6,8 +6,8 @@ cd "$(dirname "$0")/.."
 bash scripts/setup.sh --test
 bash scripts/setup_vllm.sh   # the vLLM server of the integration tests (its own venv)
 . scripts/env.sh
-.venv/bin/ruff check src tests benchmarks
-.venv/bin/ruff format --check src tests benchmarks
+.venv/bin/ruff check src tests benchmarks scripts
+.venv/bin/ruff format --check src tests benchmarks scripts
 .venv/bin/mypy   # settings in pyproject.toml [tool.mypy]: src/tracecal, zero errors
 # two workers (one torch thread each, tests/conftest.py); the integration tests (servers, clusters) run one after
 # another on one of them (--dist loadgroup). TRACECAL_TEST_WORKERS=0: a single process.
