@@ -1,7 +1,8 @@
 """The fastest backend for the 1.5 B model on this CPU: HF bf16 (batched) against llama.cpp in-process (issue 21).
 
     . scripts/env.sh && OMP_NUM_THREADS=1 python benchmarks/bench_backends_1p5b.py [--model qwen2.5-coder-1.5b]
-        [--task triviaqa] [--n 64] [--batch-size 16] [--threads 1] [--json out.json]
+        [--task triviaqa] [--n 64] [--batch-size 16] [--threads 1] [--backends hf-bf16,lcpp,lcpp-extra]
+        [--json out.json]
 
 The same ``--n`` prompts of ``--task`` (chat template, greedy, the task's answer budget and stop strings, as
 ``tracecal evaluate`` sends them) go through
@@ -76,7 +77,9 @@ def main() -> None:
     ap.add_argument("--batch-size", type=int, default=16)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--json", default=None)
+    ap.add_argument("--backends", default="hf-bf16,lcpp,lcpp-extra", help="which of the three to run (HF always runs)")
     a = ap.parse_args()
+    wanted = set(a.backends.split(","))
     torch.set_num_threads(a.threads)
     a.task_obj = get_task(a.task)
     a.examples = a.task_obj.load(limit=a.n)
@@ -87,6 +90,8 @@ def main() -> None:
     del hf
     gc.collect()
     for name, extra in (("lcpp", False), ("lcpp-extra", True)):
+        if name not in wanted:
+            continue
         lm = LlamaCppModel.load(named_gguf_path(a.model), n_threads=a.threads, extra_buffers=extra, tokenizer=tokenizer)
         traces, out[name] = measure(lm, a, 1)
         same = sum(x.text == y.text for x, y in zip(ref, traces, strict=True))

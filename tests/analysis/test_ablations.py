@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -99,9 +100,13 @@ def test_transfer_to_the_same_data_equals_in_task() -> None:
 
 def test_run_ablations_writes_its_tables(tmp_path: Path) -> None:
     write_synthetic_run(tmp_path / "r", tasks=("triviaqa", "svamp"), n_per_task=120)
+    conf = json.loads((tmp_path / "r" / "config.json").read_text())
+    conf["config"]["model"] = None  # as evaluate stores the default model: only the identity names it
+    (tmp_path / "r" / "config.json").write_text(json.dumps(conf))
     doc = run_ablations(tmp_path / "r", n_seeds=3)
     assert (tmp_path / "r" / "ablations.json").is_file()
     md = (tmp_path / "r" / "ablations.md").read_text()
+    assert md.startswith("# TRACE ablations — synthetic (float32)")  # the run's model, from its identity
     for title in ("From TRACE to TRACE+", "Each operator alone", "feature removals", "shuffled", "Sweep band"):
         assert title in md
     names = {v.name for v in ablation_variants()}

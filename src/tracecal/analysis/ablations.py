@@ -288,8 +288,9 @@ def run_ablations(
     cfg = store.config()
     doc: dict[str, Any] = {
         "run": str(store.path),
-        "model": cfg.get("model_id") or cfg.get("config", {}).get("model"),
-        "dtype": cfg.get("config", {}).get("dtype"),
+        # the identity holds the resolved model (config.model is None for the default one)
+        "model": (cfg.get("identity") or {}).get("model") or cfg.get("config", {}).get("model"),
+        "dtype": (cfg.get("identity") or {}).get("dtype") or cfg.get("config", {}).get("dtype"),
         "tasks": [d.task for d in data],
         "n": {d.task: len(d) for d in data},
         "n_correct": {d.task: int(d.y.sum()) for d in data},
