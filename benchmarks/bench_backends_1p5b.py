@@ -69,6 +69,12 @@ def measure(lm: Any, a: argparse.Namespace, bs: int) -> tuple[list, dict[str, An
     return traces, res
 
 
+def save(out: dict[str, Any], path: str | None) -> None:
+    """Write what has been measured so far (each backend as it finishes), if a path was given."""
+    if path:
+        Path(path).write_text(json.dumps(out, indent=1))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", default="qwen2.5-coder-1.5b")
@@ -77,7 +83,7 @@ def main() -> None:
     ap.add_argument("--batch-size", type=int, default=16)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--json", default=None)
-    ap.add_argument("--backends", default="hf-bf16,lcpp,lcpp-extra", help="which of the three to run (HF always runs)")
+    ap.add_argument("--backends", default="hf-bf16,lcpp-extra,lcpp", help="which to run (HF always runs first)")
     a = ap.parse_args()
     wanted = set(a.backends.split(","))
     torch.set_num_threads(a.threads)
@@ -86,10 +92,11 @@ def main() -> None:
     out: dict[str, Any] = {"model": a.model, "task": a.task, "prompts": len(a.examples), "threads": a.threads}
     hf = load_model(a.model, dtype="bfloat16", batch_size=a.batch_size)
     ref, out["hf-bf16"] = measure(hf, a, a.batch_size)
+    save(out, a.json)
     tokenizer = hf.tokenizer
     del hf
     gc.collect()
-    for name, extra in (("lcpp", False), ("lcpp-extra", True)):
+    for name, extra in (("lcpp-extra", True), ("lcpp", False)):
         if name not in wanted:
             continue
         lm = LlamaCppModel.load(named_gguf_path(a.model), n_threads=a.threads, extra_buffers=extra, tokenizer=tokenizer)
@@ -100,9 +107,8 @@ def main() -> None:
             out[name][f"{key}_vs_hf"] = round(out[name][key] / out["hf-bf16"][key], 2)
         del lm
         gc.collect()
+        save(out, a.json)
     print(json.dumps(out, indent=1))
-    if a.json:
-        Path(a.json).write_text(json.dumps(out, indent=1))
 
 
 if __name__ == "__main__":

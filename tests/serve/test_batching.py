@@ -131,7 +131,9 @@ def test_cancelled_jobs_stop_at_the_next_step(tiny_model) -> None:  # type: igno
 
     trace, finish, n_events = asyncio.run(run())
     batcher.close()
-    assert finish == "cancelled" and trace.length <= 3 and n_events <= 3
+    # the decoding thread runs ahead of the event loop by as many steps as the loop lags (one or two on a loaded
+    # machine: CI saw 4 tokens); without the cancellation check it would decode all 200
+    assert finish == "cancelled" and trace.length <= 12 and n_events <= 12
 
 
 def test_the_gathering_window_follows_arrivals_and_grows_with_the_last_batch() -> None:
