@@ -37,7 +37,10 @@ def _args() -> argparse.Namespace:
     p.add_argument("--variants", default="all", help="variant names / group keys, comma-separated [all]")
     p.add_argument("--runs", type=Path, default=Path("docs/runs"), help="where the run folders go [docs/runs]")
     p.add_argument("--work", type=Path, default=Path("runs/secl-grid"), help="frozen cache, full results, logs")
-    p.add_argument("--cache", type=Path, default=None, help="frozen-pass cache [WORK/frozen-<model>-<n>.json]")
+    p.add_argument(
+        "--cache", type=Path, default=None, help="frozen-pass cache [WORK/frozen-<model>[-<dtype>]-<n>.json]"
+    )
+    p.add_argument("--dtype", default=None, help="weights dtype of every run (float32, bfloat16) [tracecal's auto]")
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads per run")
     p.add_argument("--dry-run", action="store_true", help="print the plan and the estimate, run nothing")
     return p.parse_args()
@@ -70,7 +73,8 @@ def main() -> int:
         return 2
     runs = plan(a.runs, a.model, variants, seeds)
     todo = [r for r in runs if not r.done]
-    cache = a.cache or a.work / f"frozen-{model_slug(a.model)}-{a.per_domain}.json"
+    tag = f"{model_slug(a.model)}-{a.dtype}" if a.dtype else model_slug(a.model)
+    cache = a.cache or a.work / f"frozen-{tag}-{a.per_domain}.json"
     print(
         f"SECL grid on {a.model}, {a.per_domain} per domain: {len(variants)} variants × {len(seeds)} seeds = "
         f"{len(runs)} runs, {len(runs) - len(todo)} done, {len(todo)} to do"
@@ -78,14 +82,20 @@ def main() -> int:
     print("estimate: " + _estimate(a.runs, a.model, a.per_domain, len(todo), cache.is_file()))
     if a.dry_run:
         for r in todo:
-            print(f"  {r.folder}: tracecal {' '.join(secl_args(a.model, a.per_domain, r, cache, Path('OUT.json')))}")
+            args = secl_args(a.model, a.per_domain, r, cache, Path("OUT.json"), a.threads, a.dtype)
+            print(f"  {r.folder}: tracecal {' '.join(args)}")
         return 0
     a.work.mkdir(parents=True, exist_ok=True)
     env = os.environ | {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
     failed = 0
     for k, r in enumerate(todo, 1):
         full, log = a.work / f"{r.folder.name}.json", a.work / f"{r.folder.name}.log"
-        argv = [sys.executable, "-m", "tracecal.cli", *secl_args(a.model, a.per_domain, r, cache, full, a.threads)]
+        argv = [
+            sys.executable,
+            "-m",
+            "tracecal.cli",
+            *secl_args(a.model, a.per_domain, r, cache, full, a.threads, a.dtype),
+        ]
         t0 = time.time()
         print(f"[{k}/{len(todo)}] {r.folder.name} {time.strftime('%H:%M:%S')} …", flush=True)
         with log.open("w") as f:

@@ -76,6 +76,22 @@ def test_bad_options_are_refused_before_a_model_loads() -> None:
     assert r.exit_code == 2 and r.output.startswith("error: ") and "gate" in r.output, r.output
 
 
+def test_a_bad_dtype_is_refused_before_a_model_loads_and_a_good_one_reaches_the_loader(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    import tracecal.backends
+
+    r = CliRunner().invoke(app, ["secl", "--dtype", "int3", "--stream", "triviaqa", "--per-domain", "1"])
+    assert r.exit_code == 2 and r.output.startswith("error: --dtype: unknown dtype 'int3'"), r.output
+    seen: dict[str, Any] = {}
+
+    def fake_load(*a: Any, **k: Any) -> Any:
+        seen.update(k)
+        raise ValidationError("stop here")
+
+    monkeypatch.setattr(tracecal.backends, "load_model", fake_load)
+    r = CliRunner().invoke(app, ["secl", "--dtype", "bfloat16", "--stream", "triviaqa", "--per-domain", "1"])
+    assert r.exit_code == 2 and "stop here" in r.output and seen["dtype"] == "bfloat16", r.output
+
+
 def test_the_ablation_options_reach_the_config(monkeypatch: pytest.MonkeyPatch) -> None:
     """Each ablation option sets its `SECLConfig` field (the run itself is replaced: no model loads), the domain
     order permutes the stream, and an option left out keeps the config's default."""
@@ -83,7 +99,7 @@ def test_the_ablation_options_reach_the_config(monkeypatch: pytest.MonkeyPatch) 
 
     seen: dict[str, Any] = {}
 
-    def fake_run(model, items, cfg, cache, threads, save_adapter):  # type: ignore[no-untyped-def]
+    def fake_run(model, items, cfg, cache, run):  # type: ignore[no-untyped-def]
         seen["cfg"], seen["domains"] = cfg, list(dict.fromkeys(it.domain for it in items))
         raise ValidationError("stop here")
 

@@ -3,6 +3,7 @@ stream, recomputed otherwise, never overwriting another stream's file; what it d
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -70,6 +71,27 @@ def test_a_mismatch_is_recomputed_and_the_file_kept(
     assert computed == [n] and len(got) == n and got.model_id == model_id
     assert cache.read_text() == before  # never overwrites another stream's cache
     assert notes[0].startswith(f"{cache} does not match (") and why in notes[0] and notes[0].endswith("; recomputing")
+
+
+def test_a_pass_in_another_dtype_is_recomputed_and_the_dtype_round_trips(tmp_path: Path, computed: list[int]) -> None:
+    """bf16 weights change answers: a pass computed in float32 is not reused for a bfloat16 model; the dtype is
+    saved with the pass, and a file saved before it was recorded reads as float32."""
+    cache = tmp_path / "frozen.json"
+    _pass(_items(3)).save(cache)
+    assert FrozenPass.load(cache).dtype == "float32"
+    bf16 = SimpleNamespace(model_id="m", model=SimpleNamespace(dtype="torch.bfloat16"))
+    notes: list[str] = []
+    frozen_for(bf16, _items(3), cache, 2, report=notes.append)
+    assert computed == [3] and "computed in float32, not bfloat16" in notes[0]
+    p = _pass(_items(2))
+    p.dtype = "bfloat16"
+    p.save(tmp_path / "b.json")
+    assert FrozenPass.load(tmp_path / "b.json").dtype == "bfloat16" == p.select(_items(2)[:1]).dtype
+    assert matching_pass(FrozenPass.load(tmp_path / "b.json"), bf16, _items(1)).ids == ["d/0"]
+    d = json.loads((tmp_path / "b.json").read_text())
+    del d["dtype"]  # a pass saved before the dtype was recorded
+    (tmp_path / "old.json").write_text(json.dumps(d))
+    assert FrozenPass.load(tmp_path / "old.json").dtype == "float32"
 
 
 def test_without_a_cache_it_computes_and_logs(computed: list[int], caplog: pytest.LogCaptureFixture) -> None:

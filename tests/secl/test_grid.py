@@ -86,6 +86,9 @@ def test_run_folders_plan_and_finishing_a_run(tmp_path: Path) -> None:
     assert args[:2] == ["secl", "--model"] and "--per-domain" in args and args[args.index("--seed") + 1] == "0"
     assert args[-4:] == ["--set", "loss=mse", "--threads", "2"]
     assert args[args.index("--stream") + 1] == ",".join(DEFAULT_STREAM)
+    assert "--dtype" not in args  # tracecal secl's own default
+    bf16 = secl_args("m", 150, runs[2], tmp_path / "c.json", tmp_path / "o.json", dtype="bfloat16")
+    assert bf16[-2:] == ["--dtype", "bfloat16"]
 
 
 def test_estimate_seconds() -> None:

@@ -62,7 +62,8 @@ def runs_dir(tmp_path: Path) -> Path:
     _write(tmp_path, "secl150/again.json", _result(smol, SECLConfig(gate="always"), 0.9))  # a duplicate
     _write(tmp_path, "secl150/other.json", {"results": []})  # not a SECL result
     _write(tmp_path, "qwen1000/secl.json", _result("qwen2.5-coder-1.5b", SECLConfig(), 0.7))  # not a secl* folder
-    _write(tmp_path, "secl-qwen-default-s0/secl.json", _result("qwen2.5-coder-1.5b", SECLConfig(), 0.7, n=20))
+    qwen = _result("qwen2.5-coder-1.5b", SECLConfig(), 0.7, n=20) | {"dtype": "bfloat16"}
+    _write(tmp_path, "secl-qwen-default-s0/secl.json", qwen)
     return tmp_path
 
 
@@ -90,10 +91,12 @@ def test_the_family_table_with_seed_spread_and_a_missing_model(runs_dir: Path) -
     assert lines[0].startswith("| model | n per domain | seeds | ECE of v: frozen → SECL | ECE reduction |")
     smol, gemma, qwen, published = lines[2:]
     cells = [c.strip() for c in smol.strip("|").split("|")]
-    assert cells[:5] == ["SmolLM2-135M-Instruct", "10", "0,1,2", "0.300 → 0.150 ± 0.030", "50 ± 10 %"]
+    assert cells[:5] == ["SmolLM2-135M-Instruct (float32)", "10", "0,1,2", "0.300 → 0.150 ± 0.030", "50 ± 10 %"]
     assert cells[5:] == ["10.0 ± 0.0 %", "0.40 ± 0.00×", "0.600 → 0.550 ± 0.000", "0.200"]
     assert gemma.startswith("| Gemma-3-270M | — | not run | — |")
-    assert qwen.startswith("| Qwen2.5-Coder-1.5B-Instruct | 20 | 0 | 0.300 → 0.090 | 70 % |")  # one seed: no spread
+    assert qwen.startswith(
+        "| Qwen2.5-Coder-1.5B-Instruct (bfloat16) | 20 | 0 | 0.300 → 0.090 | 70 % |"
+    )  # one seed: no spread
     assert "56–78 %" in published and "6–26 %" in published
     assert "not run" in family_table(runs, per_domain=15)  # another size: nothing of it was run
 
@@ -144,3 +147,4 @@ def test_a_real_result_file_is_read(tmp_path: Path, always_run) -> None:  # type
     assert runs[0].values["auroc_secl"] == d["metrics"]["overall"]["secl_v"]["auroc"]  # null (one class) → None
     assert runs[0].values["trained_share"] == pytest.approx(s["trained_share"])
     assert dataclasses.asdict(runs[0])["seed"] == 0
+    assert d["dtype"] == runs[0].dtype == "float32"  # the weights' dtype is recorded (the tiny model's: fp32)

@@ -225,21 +225,40 @@ def check_outputs(
     return inputs
 
 
+def check_dtype(dtype: str) -> str:
+    """``dtype`` if it names weights dtype `HFModel.load` takes, else a ValidationError that lists them."""
+    from tracecal.backends.defaults import torch_dtype
+
+    try:
+        torch_dtype(dtype, "cpu")
+    except ValueError as e:
+        raise ValidationError(f"--dtype: {e}") from None
+    return dtype
+
+
 def _run(
-    model: str | None, items: list[Any], cfg: Any, cache: Path | None, threads: int | None, save_adapter: Path | None
+    model: str | None,
+    items: list[Any],
+    cfg: Any,
+    cache: Path | None,
+    run: tuple[int | None, Path | None, str],
 ) -> Any:
-    """Load the model, get the frozen pass (from ``cache`` or computed), run SECL."""
+    """Load the model (``run``: torch threads, adapter folder, weights dtype), get the frozen pass (from
+    ``cache`` or computed), run SECL."""
     from tracecal.backends import load_model
     from tracecal.secl.adapter import require_hf
     from tracecal.secl.cache import frozen_for
     from tracecal.secl.run import run_secl
 
+    threads, save_adapter, dtype = run
     if threads:
         import torch
 
         torch.set_num_threads(threads)
     with console.status("loading model…"):
-        lm = require_hf(load_model(model, batch_size=cfg.batch_size))  # a server URL: SECL needs the weights here
+        lm = require_hf(
+            load_model(model, batch_size=cfg.batch_size, dtype=dtype)
+        )  # a server URL: SECL needs the weights here
     frozen = frozen_for(lm, items, cache, cfg.batch_size, _progress, note, need_p_yes=cfg.target == "ptrue")
     note("SECL pass…")
     return run_secl(lm, items, cfg, frozen=frozen, progress=_progress, save_adapter=save_adapter)
@@ -272,6 +291,9 @@ def secl_command(
     batch_size: Annotated[int, typer.Option(help="questions per forward batch")] = 8,
     sample_seed: SampleSeedOpt = None,
     threads: Annotated[int | None, typer.Option(help="torch CPU threads (default: torch's)")] = None,
+    dtype: Annotated[
+        str, typer.Option(help="weights: auto (fp32 on CPU, bf16 on GPU) | float32 | bfloat16 | float16")
+    ] = "auto",
     backend: Annotated[
         str, typer.Option(help="auto | hf (SECL trains LoRA: HF only; a .gguf or named model is converted to HF)")
     ] = "auto",
@@ -282,13 +304,14 @@ def secl_command(
     from tracecal.secl.stream import build_stream, order_domains
 
     check_backend(backend)
+    check_dtype(dtype)
     inputs = check_outputs(out, cache, save_adapter, model, data_dir)
     options = {k: v for k, v in locals().items() if k in CONFIG_OPTIONS and v is not None}  # None: the default
     options["lora_targets"] = tuple(split_names(lora_targets))
     cfg = SECLConfig(**(options | parse_overrides(set_)))  # --set wins over the option of the same field
     domains = order_domains(stream, domain_order)
     items = build_stream(domains, per_domain, data_dir=data_dir, sample_seed=sample_seed)
-    result = _run(model, items, cfg, cache, threads, save_adapter)
+    result = _run(model, items, cfg, cache, (threads, save_adapter, dtype))
     print_result(result)
     if out is not None:
         result.to_json(out, inputs)

@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from tracecal.secl.frozen import FrozenPass, frozen_pass
+from tracecal.secl.frozen import FrozenPass, frozen_pass, weights_dtype
 from tracecal.secl.stream import Progress, StreamItem, read_p_true
 
 __all__ = ["frozen_for", "matching_pass"]
@@ -23,10 +23,12 @@ log = logging.getLogger(__name__)
 
 
 def matching_pass(frozen: FrozenPass, lm: Any, items: Sequence[StreamItem]) -> FrozenPass:
-    """``frozen`` restricted to ``items``; ValueError when it was computed with another model than ``lm`` or
-    over a stream that does not hold every item."""
+    """``frozen`` restricted to ``items``; ValueError when it was computed with another model than ``lm``, in
+    another weights dtype, or over a stream that does not hold every item."""
     if frozen.model_id != lm.model_id:
         raise ValueError(f"computed with {frozen.model_id!r}, not {lm.model_id!r}")
+    if frozen.dtype != weights_dtype(lm):
+        raise ValueError(f"computed in {frozen.dtype}, not {weights_dtype(lm)}")
     return frozen.select(items)  # the same stream, or a sub-stream of the cached one
 
 

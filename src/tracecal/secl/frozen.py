@@ -24,7 +24,7 @@ from tracecal.tasks.prompts import self_eval_question
 if TYPE_CHECKING:
     from tracecal.backends.hf import HFModel
 
-__all__ = ["FrozenPass", "frozen_pass", "FROZEN_FORMAT"]
+__all__ = ["FrozenPass", "frozen_pass", "weights_dtype", "FROZEN_FORMAT"]
 
 FROZEN_FORMAT = 1
 
@@ -34,7 +34,8 @@ class FrozenPass:
     """The base model over the stream: answers (texts, per-token H and s), τ, v, and their cost.
 
     ``p_yes``: the raw P(yes) of each answer, read in the same forward pass as τ (the ``ptrue`` target); None in a
-    pass saved before it was recorded.
+    pass saved before it was recorded. ``dtype``: the weights' dtype (part of the pass's identity: bf16 changes
+    answers); a pass saved before it was recorded reads as ``float32``, the only dtype `tracecal secl` loaded then.
     """
 
     ids: list[str]
@@ -49,6 +50,7 @@ class FrozenPass:
     v_tokens: np.ndarray
     cost: CostMeter = field(default_factory=CostMeter)
     p_yes: np.ndarray | None = None
+    dtype: str = "float32"
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -97,12 +99,14 @@ class FrozenPass:
             v_tokens=v_tok,
             cost=cost,
             p_yes=None if self.p_yes is None else self.p_yes[idx],
+            dtype=self.dtype,
         )
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "format": FROZEN_FORMAT,
             "model_id": self.model_id,
+            "dtype": self.dtype,
             "ids": self.ids,
             "domains": self.domains,
             "answers": self.answers,
@@ -147,7 +151,19 @@ class FrozenPass:
             v_tokens=np.asarray(d["v_tokens"], dtype=np.int64),
             cost=CostMeter.from_dict(d["cost"]),
             p_yes=np.asarray(d["p_yes"], dtype=np.float64) if "p_yes" in d else None,
+            dtype=str(d.get("dtype", "float32")),
         )
+
+
+def weights_dtype(lm: Any) -> str:
+    """The dtype of ``lm``'s weights as a name (``float32``, ``bfloat16``…); ``float32`` when it has none.
+
+    >>> from types import SimpleNamespace
+    >>> weights_dtype(SimpleNamespace(model=SimpleNamespace(dtype="torch.bfloat16")))
+    'bfloat16'
+    """
+    dtype = getattr(getattr(lm, "model", None), "dtype", None)
+    return "float32" if dtype is None else str(dtype).replace("torch.", "")
 
 
 def frozen_pass(
@@ -192,4 +208,5 @@ def frozen_pass(
         v_tokens=np.asarray(v_tok, dtype=np.int64),
         cost=cost,
         p_yes=np.asarray(p_yes, dtype=np.float64),
+        dtype=weights_dtype(lm),
     )

@@ -178,12 +178,19 @@ def plan(runs: Path, model: str, variants: Sequence[Variant], seeds: Sequence[in
 
 
 def secl_args(
-    model: str, per_domain: int, run: PlannedRun, cache: Path, out: Path, threads: int | None = None
+    model: str,
+    per_domain: int,
+    run: PlannedRun,
+    cache: Path,
+    out: Path,
+    threads: int | None = None,
+    dtype: str | None = None,
 ) -> list[str]:
-    """The ``tracecal`` arguments of one run (the frozen pass shared through ``cache``; the full result to ``out``)."""
+    """The ``tracecal`` arguments of one run (the frozen pass shared through ``cache``; the full result to ``out``;
+    ``dtype``: the weights', None for `tracecal secl`'s default)."""
     args = ["secl", "--model", model, "--stream", ",".join(DEFAULT_STREAM), "--per-domain", str(per_domain)]
     args += ["--seed", str(run.seed), "--cache", str(cache), "--out", str(out), *run.variant.args()]
-    return args + (["--threads", str(threads)] if threads else [])
+    return args + (["--threads", str(threads)] if threads else []) + (["--dtype", dtype] if dtype else [])
 
 
 def finish_run(full: Path, folder: Path) -> Path:

@@ -120,6 +120,7 @@ class SECLResult:
     secl_cost: CostMeter
     adapter: dict[str, Any]
     seconds: dict[str, float]
+    dtype: str = "float32"
 
     @property
     def v_secl(self) -> np.ndarray:
@@ -236,6 +237,7 @@ class SECLResult:
         return clean(
             {
                 "model_id": self.model_id,
+                "dtype": self.dtype,
                 "config": self.config.to_dict(),
                 "stream": {d: int(np.sum(self._mask(d))) for d in self.domain_names},
                 "label_rules": self.label_rules,

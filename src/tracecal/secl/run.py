@@ -33,7 +33,7 @@ from tracecal.secl.adapter import SECLAdapter, UpdateInfo, require_hf
 from tracecal.secl.config import SECLConfig
 from tracecal.secl.cost import CostMeter
 from tracecal.secl.detector import Gate, GateStep, make_gate
-from tracecal.secl.frozen import FrozenPass, frozen_pass
+from tracecal.secl.frozen import FrozenPass, frozen_pass, weights_dtype
 from tracecal.secl.result import SECLRecord, SECLResult
 from tracecal.secl.stream import Progress, StreamItem, answer_statistic, generate_answers, read_tau, verbal_prompts
 from tracecal.secl.targets import READS_PTRUE, target_series
@@ -294,6 +294,7 @@ class SECLRun:
             ids=[it.id for it in items],
             domains=[it.domain for it in items],
             model_id=self.lm.model_id,
+            dtype=weights_dtype(self.lm),
             label_rules={it.domain: it.task.label_rule for it in items},
             v_frozen=frozen.v.copy(),
             tau=self.target.copy(),

@@ -8,6 +8,7 @@ stream's; a run that matches none is left out. Per (model, variant, questions pe
 the seeds found: ECE of v frozen → SECL, the ECE reduction 1 − ECE(SECL v)/ECE(frozen v), the share of the stream
 trained on, SECL's overhead in token-forwards relative to τ on every question, AUROC of v frozen → SECL, and the
 ECE of the target τ, each as mean ± sample sd over seeds. A (model, variant) without a run is a "not run" row.
+The family table names the weights dtype of each model's runs (a run saved before it was recorded: float32).
 """
 
 from __future__ import annotations
@@ -60,6 +61,7 @@ class SeclRun:
     seed: int
     per_domain: int
     values: dict[str, float | None] = field(default_factory=dict)
+    dtype: str = "float32"
 
 
 def classify(config: dict[str, Any], domains: Sequence[str]) -> Variant | None:
@@ -121,7 +123,8 @@ def load_runs(runs: Path) -> tuple[list[SeclRun], list[str]]:
             notes.append(f"{path}: a second run of {variant.name}, seed {seed}, {n} per domain (left out)")
             continue
         seen.add(key)
-        out.append(SeclRun(path, d["model_id"], variant.name, seed, n, _values(d)))
+        dtype = str(d.get("dtype", "float32"))  # a result saved before the dtype was recorded: fp32
+        out.append(SeclRun(path, d["model_id"], variant.name, seed, n, _values(d), dtype))
     return out, notes
 
 
@@ -188,7 +191,9 @@ def family_table(runs: list[SeclRun], models: Sequence[str] = tuple(FAMILIES), p
     for model in models:
         n = _pick_n(runs, model, per_domain)
         mine = [r for r in runs if r.model == model and r.variant == "default" and r.per_domain == n]
-        lines.append(_row([FAMILIES.get(model, model)], mine, n))
+        dtypes = sorted({r.dtype for r in mine})
+        label = FAMILIES.get(model, model) + (f" ({', '.join(dtypes)})" if dtypes else "")
+        lines.append(_row([label], mine, n))
     blank = ["—"] * (len(VALUE_HEADERS) - 3)
     lines.append("| " + " | ".join(["published (SECL paper)", "—", "—", "—", *PUBLISHED, *blank]) + " |")
     return "\n".join(lines)
