@@ -41,7 +41,7 @@ def computed(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """Replace the model's frozen pass by `_pass` and record how many questions each call computed."""
     calls: list[int] = []
 
-    def fake(lm: Any, items: Any, batch_size: int, progress: Any = None) -> FrozenPass:
+    def fake(lm: Any, items: Any, batch_size: int, progress: Any = None, checkpoint: Any = None) -> FrozenPass:
         calls.append(len(items))
         return _pass(list(items), lm.model_id)
 

@@ -4,6 +4,8 @@
 super-stream of it (`FrozenPass.select`), else computes it; it writes the cache only when the file does not
 exist yet (never overwriting another stream's cache). A cached pass saved before the raw P(yes) was recorded
 gets it read now when the run needs it (``need_p_yes``: the ``ptrue`` target; one P(True) pass, not written back).
+While a pass to be cached is computed, its answers are checkpointed beside the cache (``<cache>.answers``,
+`checkpoint_path`) and resumed from after an interruption; the checkpoint is removed once the cache is written.
 What it does is reported through ``report`` (one line each), by default to this module's logger.
 """
 
@@ -17,7 +19,7 @@ from typing import Any
 from tracecal.secl.frozen import FrozenPass, frozen_pass, weights_dtype
 from tracecal.secl.stream import Progress, StreamItem, read_p_true
 
-__all__ = ["frozen_for", "matching_pass"]
+__all__ = ["checkpoint_path", "frozen_for", "matching_pass"]
 
 log = logging.getLogger(__name__)
 
@@ -30,6 +32,11 @@ def matching_pass(frozen: FrozenPass, lm: Any, items: Sequence[StreamItem]) -> F
     if frozen.dtype != weights_dtype(lm):
         raise ValueError(f"computed in {frozen.dtype}, not {weights_dtype(lm)}")
     return frozen.select(items)  # the same stream, or a sub-stream of the cached one
+
+
+def checkpoint_path(cache: Path) -> Path:
+    """Where the answers of a frozen pass being computed for ``cache`` are checkpointed."""
+    return cache.with_name(cache.name + ".answers")
 
 
 def frozen_for(
@@ -56,8 +63,12 @@ def frozen_for(
                 report(f"{cache} has no raw P(yes); reading it for the {len(items)} answers")
                 frozen.p_yes = read_p_true(lm, items, frozen.answers, batch_size)[1]
             return frozen
-    report(f"frozen pass over {len(items)} questions…")
-    frozen = frozen_pass(lm, items, batch_size, progress)
-    if cache is not None and not cache.exists():  # never overwrite another stream's cache
+    writes = cache is not None and not cache.exists()  # never overwrite another stream's cache
+    ckpt = checkpoint_path(cache) if writes and cache is not None else None
+    resumed = ckpt is not None and ckpt.is_file()
+    report(f"frozen pass over {len(items)} questions" + (f" (resuming from {ckpt} if it matches)…" if resumed else "…"))
+    frozen = frozen_pass(lm, items, batch_size, progress, checkpoint=ckpt)
+    if cache is not None and ckpt is not None:
         frozen.save(cache)
+        ckpt.unlink(missing_ok=True)
     return frozen

@@ -166,21 +166,66 @@ def weights_dtype(lm: Any) -> str:
     return "float32" if dtype is None else str(dtype).replace("torch.", "")
 
 
+CHECKPOINT_FORMAT = "tracecal-frozen-answers/1"
+
+
+def _answers_checkpoint(path: Path | None, lm: Any, items: Sequence[StreamItem]) -> tuple[Answers, CostMeter]:
+    """The answers (and their cost) a checkpoint holds for a prefix of ``items`` under this model and dtype;
+    nothing when there is no checkpoint or it is of another model, dtype or stream (it is then overwritten)."""
+    empty = Answers([], [], []), CostMeter()
+    if path is None or not path.is_file():
+        return empty
+    try:
+        d = json.loads(path.read_text(encoding="utf-8"))
+        ok = isinstance(d, dict) and d.get("format") == CHECKPOINT_FORMAT
+        ok = ok and (d["model_id"], d["dtype"]) == (lm.model_id, weights_dtype(lm))
+        ok = ok and d["ids"] == [it.id for it in items[: len(d["ids"])]]
+        if not ok:
+            return empty
+        entropy = [np.asarray(e, dtype=np.float64) for e in d["entropy"]]
+        surprisal = [np.asarray(x, dtype=np.float64) for x in d["surprisal"]]
+        return Answers(list(d["answers"]), entropy, surprisal), CostMeter.from_dict(d["cost"])
+    except (ValueError, KeyError, TypeError):  # unreadable or half-formed: start again
+        return empty
+
+
+def _save_answers_checkpoint(path: Path, lm: Any, items: Sequence[StreamItem], a: Answers, cost: CostMeter) -> None:
+    from tracecal.traces.io import atomic_write
+
+    d = {"format": CHECKPOINT_FORMAT, "model_id": lm.model_id, "dtype": weights_dtype(lm)}
+    d |= {"ids": [it.id for it in items[: len(a.texts)]], "answers": a.texts, "cost": cost.to_dict()}
+    d |= {"entropy": [e.tolist() for e in a.entropy], "surprisal": [x.tolist() for x in a.surprisal]}
+    text = json.dumps(d)
+    atomic_write(path, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
+
+
 def frozen_pass(
-    lm: HFModel, items: Sequence[StreamItem], batch_size: int = 8, progress: Progress | None = None
+    lm: HFModel,
+    items: Sequence[StreamItem],
+    batch_size: int = 8,
+    progress: Progress | None = None,
+    checkpoint: str | Path | None = None,
 ) -> FrozenPass:
-    """Answers (with traces), τ and v of the base model for every question, in batches (labels not used)."""
+    """Answers (with traces), τ and v of the base model for every question, in batches (labels not used).
+
+    ``checkpoint``: a file the answers are saved to after every chunk of ``4 × batch_size`` questions and resumed
+    from (a long pass interrupted loses at most one chunk; greedy answers do not depend on where it resumed).
+    The caller removes it once the finished pass is saved.
+    """
     from tracecal.passes.selfeval import verbalized_confidence
 
     if getattr(lm.model, "peft_config", None):
         raise RuntimeError("the model carries a peft adapter; the frozen pass needs the base model")
-    cost = CostMeter()
-    n = len(items)
-    answers = Answers([], [], [])
-    for s in range(0, n, batch_size * 4):
+    n, ckpt = len(items), None if checkpoint is None else Path(checkpoint)
+    answers, cost = _answers_checkpoint(ckpt, lm, items)
+    if progress and answers.texts:
+        progress("answering", len(answers.texts), n)
+    for s in range(len(answers.texts), n, batch_size * 4):
         chunk = items[s : s + batch_size * 4]
         with cost.timer("generate"):
             answers.extend(generate_answers(lm, chunk, batch_size, cost))
+        if ckpt is not None:
+            _save_answers_checkpoint(ckpt, lm, items, answers, cost)
         if progress:
             progress("answering", s + len(chunk), n)
     with cost.timer("tau"):
