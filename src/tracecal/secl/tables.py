@@ -21,9 +21,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tracecal.errors import ValidationError
 from tracecal.secl.config import SECLConfig
 from tracecal.secl.grid import GROUPS, VARIANTS, Variant
+from tracecal.traces.docblocks import write_block
 
 __all__ = [
     "FAMILIES",
@@ -47,7 +47,7 @@ FAMILIES = {
 PUBLISHED = "56–78 %", "6–26 %"
 """The SECL paper's ECE reduction and trained share."""
 IGNORED = ("seed", "batch_size")  # not part of a variant: the seed is the replicate, the batch size only execution
-MARKERS = ("<!-- secl-tables:start -->", "<!-- secl-tables:end -->")
+MARKER_NAME = "secl-tables"  # the block between <!-- secl-tables:start --> and <!-- secl-tables:end -->
 KEYS = ("model_id", "config", "summary", "metrics", "stream")
 
 
@@ -225,12 +225,7 @@ def render(runs: list[SeclRun], ablation_models: Sequence[str], per_domain: int 
 
 def write_between_markers(doc: Path, block: str) -> None:
     """Replace the text between ``<!-- secl-tables:start -->`` and ``<!-- secl-tables:end -->`` in ``doc``."""
-    text = Path(doc).read_text(encoding="utf-8")
-    start, end = text.find(MARKERS[0]), text.find(MARKERS[1])
-    if start < 0 or end < start:
-        raise ValidationError(f"{doc} has no {MARKERS[0]} … {MARKERS[1]} pair: add the two lines where the tables go")
-    new = text[: start + len(MARKERS[0])] + "\n" + block + "\n" + text[end:]
-    Path(doc).write_text(new, encoding="utf-8")
+    write_block(doc, block, MARKER_NAME)
 
 
 def measured_rates(runs: list[SeclRun], model: str) -> tuple[float, float] | None:

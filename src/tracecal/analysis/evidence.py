@@ -1,0 +1,166 @@
+"""The evidence across models that docs/results.md shows, built from stored run files (never typed by hand).
+
+Three views, each a Markdown string from documents the repository's commands wrote:
+
+* `headline_markdown`: per model (one scored run's ``results.json``), per task and averaged over tasks, the
+  accuracy and AUROC / Brier of TRACE, TRACE+, ``trace_plus_cv``, the protocol's best non-TRACE baseline of each
+  task (named), P(True) and verbalised confidence; ▲ / ▼ mark a difference to the best baseline whose paired
+  bootstrap interval excludes 0 (better / worse), as the run stored it.
+* `ablation_markdown`: per model (one ``ablations.json`` of `tracecal ablate`), the TRACE paper's ladder, each
+  operator alone, the within-trace shuffle and the TRACE+ feature removals as AUROC / ECE means over the run's
+  tasks, beside the paper's Qwen2.5-7B numbers, and the operator-sweep band (min–max over its settings).
+* the cross-model table itself is `tracecal.analysis.cross_model` (the paper's Table 2).
+
+A mean over tasks is unweighted; a cell is "—" where the run lacks the estimator, task or variant.
+
+>>> res = {"tasks": {"t": {"n": 10, "accuracy": 0.3}}, "metrics": {"t": {
+...     "trace": {"auroc": {"mean": 0.8}, "brier": {"mean": 0.15}},
+...     "min_prob": {"auroc": {"mean": 0.7}, "brier": {"mean": 0.2}}}},
+...     "statistics": {"comparisons": {"t": {"baseline": "min_prob", "estimators": {
+...     "trace": {"auroc": {"verdict": "better"}, "brier": {"verdict": "n.s."}}}}}}}
+>>> print(headline_markdown({"M": res}).splitlines()[5])
+| TRACE | 0.800 ▲ / 0.150 | 0.800 / 0.150 |
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+__all__ = ["ABLATION_ROWS", "HEADLINE", "ablation_markdown", "headline_markdown"]
+
+#: The rows of the headline table: (label, estimator); ``None`` stands for each task's best baseline.
+HEADLINE: tuple[tuple[str, str | None], ...] = (
+    ("TRACE", "trace"),
+    ("TRACE+", "trace_plus"),
+    ("`trace_plus_cv`", "trace_plus_cv"),
+    ("best baseline", None),
+    ("P(True)", "p_true"),
+    ("verbalised", "verbalized"),
+)
+#: The ablation variants shown side by side (the names `tracecal.analysis.ablations` gives them).
+ABLATION_ROWS = (
+    "TRACE raw",
+    "TRACE, Platt",
+    "learned operator weights",
+    "TRACE+",
+    "D only",
+    "M only",
+    "L only",
+    "TRACE, shuffled",
+    "TRACE+, shuffled",
+    "without length",
+    "entropy-local only",
+    "likelihood-local only",
+    "+ sequence likelihood",
+    "without slope",
+    "MARS + TRACE",
+)
+MARK = {"better": " ▲", "worse": " ▼"}
+
+
+def _f(x: Any) -> str:
+    return "—" if x is None or not math.isfinite(float(x)) else f"{float(x):.3f}"
+
+
+def _mean(xs: Sequence[Any]) -> float:
+    vals = [float(x) for x in xs if x is not None and math.isfinite(float(x))]
+    return sum(vals) / len(vals) if len(vals) == len(xs) and vals else float("nan")
+
+
+def _metric(res: Mapping[str, Any], task: str, est: str | None, metric: str) -> float:
+    if est is None:
+        est = res.get("statistics", {}).get("comparisons", {}).get(task, {}).get("baseline")
+    cell = res.get("metrics", {}).get(task, {}).get(est or "", {}).get(metric)
+    return float("nan") if not cell or cell.get("mean") is None else float(cell["mean"])
+
+
+def _verdict(res: Mapping[str, Any], task: str, est: str | None, metric: str) -> str:
+    comp = res.get("statistics", {}).get("comparisons", {}).get(task, {})
+    v = comp.get("estimators", {}).get(est or "", {}).get(metric, {}).get("verdict", "")
+    return MARK.get(v, "")
+
+
+def _tasks(res: Mapping[str, Any]) -> list[str]:
+    return [t for t in res.get("tasks", {}) if t != "average"]
+
+
+def _model_headline(label: str, res: Mapping[str, Any]) -> list[str]:
+    tasks = _tasks(res)
+    info = res.get("tasks", {})
+    sizes = ", ".join(f"{t} {info[t].get('n', '?')}" for t in tasks)
+    acc = [info[t].get("accuracy") for t in tasks]
+    lines = [
+        f"**{label}** (AUROC / Brier; answers: {sizes})",
+        "",
+        "| | " + " | ".join(tasks) + " | mean |",
+        "|---|" + "---:|" * (len(tasks) + 1),
+        "| accuracy | " + " | ".join(_f(a) for a in acc) + f" | {_f(_mean(acc))} |",
+    ]
+    for name, est in HEADLINE:
+        cells = []
+        for t in tasks:
+            a, b = _metric(res, t, est, "auroc"), _metric(res, t, est, "brier")
+            cells.append(f"{_f(a)}{_verdict(res, t, est, 'auroc')} / {_f(b)}{_verdict(res, t, est, 'brier')}")
+        mean_a = _mean([_metric(res, t, est, "auroc") for t in tasks])
+        mean_b = _mean([_metric(res, t, est, "brier") for t in tasks])
+        lines.append(f"| {name} | " + " | ".join(cells) + f" | {_f(mean_a)} / {_f(mean_b)} |")
+    base = res.get("statistics", {}).get("comparisons", {})
+    names = ", ".join(f"{t} `{base[t]['baseline']}`" for t in tasks if t in base and base[t].get("baseline"))
+    return lines + ["", f"Best baseline per task: {names or '—'}.", ""]
+
+
+def headline_markdown(runs: Mapping[str, Mapping[str, Any]]) -> str:
+    """Per model (``runs``: label → results document), accuracy and AUROC / Brier of the key estimators."""
+    out: list[str] = []
+    for label, res in runs.items():
+        out += _model_headline(label, res)
+    return "\n".join(out)
+
+
+def _variant_cell(doc: Mapping[str, Any], name: str) -> str:
+    row = doc.get("variants", {}).get(name)
+    mean = row.get("mean") if row else None
+    if not mean:
+        return "—"
+    return f"{_f(mean.get('auroc'))} / {_f(mean.get('ece'))}"
+
+
+def _paper_cell(docs: Mapping[str, Mapping[str, Any]], name: str) -> str:
+    paper = next((d["paper"][name] for d in docs.values() if name in d.get("paper", {})), None)
+    if not paper:
+        return ""
+    return f"{_f(paper.get('auroc'))} / {_f(paper.get('ece'))}"
+
+
+def _sweep_band(doc: Mapping[str, Any]) -> str:
+    rows = [r["mean"] for r in doc.get("variants", {}).values() if r.get("group") == "sweep" and r.get("mean")]
+    if not rows:
+        return "—"
+    a = [r["auroc"] for r in rows]
+    b = [r["brier"] for r in rows]
+    return f"AUROC {min(a):.3f}–{max(a):.3f}, Brier {min(b):.3f}–{max(b):.3f}"
+
+
+def ablation_markdown(docs: Mapping[str, Mapping[str, Any]]) -> str:
+    """The TRACE paper's ablations side by side (``docs``: label → ``ablations.json`` document)."""
+    labels = list(docs)
+    head = "| variant | " + " | ".join(labels) + " | paper (Qwen2.5-7B) |"
+    lines = [head, "|---|" + "---:|" * (len(labels) + 1)]
+    for name in ABLATION_ROWS:
+        if all(name not in d.get("variants", {}) for d in docs.values()):
+            continue
+        cells = [_variant_cell(docs[lb], name) for lb in labels]
+        lines.append(f"| {name} | " + " | ".join(cells) + f" | {_paper_cell(docs, name)} |")
+    paper_band = next((d.get("paper_sweep_band") for d in docs.values() if d.get("paper_sweep_band")), None)
+    band = (
+        ""
+        if not paper_band
+        else (
+            f"AUROC {paper_band['auroc'][0]:.3f}–{paper_band['auroc'][1]:.3f}, "
+            f"Brier {paper_band['brier'][0]:.3f}–{paper_band['brier'][1]:.3f}"
+        )
+    )
+    lines.append("| operator sweep band | " + " | ".join(_sweep_band(docs[lb]) for lb in labels) + f" | {band} |")
+    return "\n".join(lines)

@@ -1,0 +1,83 @@
+"""The cross-model evidence views: every number read from the documents given, gaps shown as "—"."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from tracecal.analysis.evidence import ABLATION_ROWS, ablation_markdown, headline_markdown
+
+
+def _cell(auroc: float, brier: float) -> dict[str, Any]:
+    return {"auroc": {"mean": auroc}, "brier": {"mean": brier}}
+
+
+def _results() -> dict[str, Any]:
+    metrics = {
+        "a": {"trace": _cell(0.8, 0.10), "trace_plus": _cell(0.7, 0.12), "min_prob": _cell(0.6, 0.2)},
+        "b": {"trace": _cell(0.6, 0.30), "trace_plus": _cell(0.9, 0.05), "mean_prob": _cell(0.7, 0.1)},
+    }
+    comp = {
+        "a": {"baseline": "min_prob", "estimators": {"trace": {"auroc": {"verdict": "better"}}}},
+        "b": {"baseline": "mean_prob", "estimators": {"trace": {"auroc": {"verdict": "worse"}}}},
+    }
+    tasks = {"a": {"n": 10, "accuracy": 0.2}, "b": {"n": 20, "accuracy": 0.4}}
+    return {"tasks": tasks, "metrics": metrics, "statistics": {"comparisons": comp}}
+
+
+def test_headline_reads_each_task_and_averages_over_tasks() -> None:
+    md = headline_markdown({"M": _results()}).splitlines()
+    row = {line.split(" | ")[0].strip("| "): line for line in md if line.startswith("| ")}
+    assert row["accuracy"] == "| accuracy | 0.200 | 0.400 | 0.300 |"
+    assert row["TRACE"] == "| TRACE | 0.800 ▲ / 0.100 | 0.600 ▼ / 0.300 | 0.700 / 0.200 |"
+    # the best baseline is each task's own (min_prob on a, mean_prob on b), averaged like any row
+    assert row["best baseline"] == "| best baseline | 0.600 / 0.200 | 0.700 / 0.100 | 0.650 / 0.150 |"
+    # an estimator the run lacks is a gap, and a mean over a gap is a gap (not a mean over fewer tasks)
+    assert row["P(True)"] == "| P(True) | — / — | — / — | — / — |"
+    assert "Best baseline per task: a `min_prob`, b `mean_prob`." in md
+
+
+def _ablations(auroc: float, with_sweep: bool = True) -> dict[str, Any]:
+    variants: dict[str, Any] = {
+        "TRACE raw": {"group": "ladder", "mean": {"auroc": auroc, "brier": 0.2, "ece": 0.15}},
+        "D only": {"group": "operators", "mean": {"auroc": auroc - 0.1, "brier": 0.2, "ece": 0.05}},
+    }
+    if with_sweep:
+        for k, a in enumerate((auroc - 0.02, auroc, auroc + 0.01)):
+            variants[f"λ={k}"] = {"group": "sweep", "mean": {"auroc": a, "brier": 0.2 + k / 100, "ece": 0.1}}
+    paper = {"TRACE raw": {"auroc": 0.772, "brier": None, "ece": 0.163}}
+    return {"variants": variants, "paper": paper, "paper_sweep_band": {"auroc": [0.763, 0.775], "brier": [0.152, 0.16]}}
+
+
+def test_ablations_side_by_side_with_the_paper_and_the_sweep_band() -> None:
+    md = ablation_markdown({"small": _ablations(0.6), "large": _ablations(0.75, with_sweep=False)}).splitlines()
+    assert md[0] == "| variant | small | large | paper (Qwen2.5-7B) |"
+    assert "| TRACE raw | 0.600 / 0.150 | 0.750 / 0.150 | 0.772 / 0.163 |" in md
+    assert "| D only | 0.500 / 0.050 | 0.650 / 0.050 |  |" in md
+    band = next(line for line in md if line.startswith("| operator sweep band"))
+    assert (
+        band
+        == "| operator sweep band | AUROC 0.580–0.610, Brier 0.200–0.220 | — | AUROC 0.763–0.775, Brier 0.152–0.160 |"
+    )
+    # variants no model holds are left out; the row order is the paper's
+    assert not any(line.startswith("| TRACE+ |") for line in md)
+    assert [r for r in ABLATION_ROWS if any(line.startswith(f"| {r} |") for line in md)] == ["TRACE raw", "D only"]
+
+
+def test_the_results_tables_script_fills_the_block_from_stored_runs(tmp_path: Path) -> None:
+    """scripts/results_tables.py on the committed SmolLM2 run: the block holds its numbers, prose stays."""
+    repo = Path(__file__).resolve().parents[2]
+    run = repo / "docs" / "runs" / "smollm1000"
+    doc = tmp_path / "results.md"
+    doc.write_text("# R\n<!-- evidence-tables:start -->\n<!-- evidence-tables:end -->\nkept\n", encoding="utf-8")
+    script = str(repo / "scripts" / "results_tables.py")
+    r = subprocess.run([sys.executable, script, f"S={run}", "--write", str(doc)], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    text = doc.read_text(encoding="utf-8")
+    trace_auroc = json.loads((run / "results.json").read_text())["metrics"]["triviaqa"]["trace"]["auroc"]["mean"]
+    assert f"| TRACE | {trace_auroc:.3f}" in text and "### all four" in text and text.endswith("kept\n")
+    bad = subprocess.run([sys.executable, script, f"S={tmp_path}"], capture_output=True, text=True)
+    assert bad.returncode == 2 and "holds no results.json" in bad.stderr and "Traceback" not in bad.stderr
