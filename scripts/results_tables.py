@@ -23,7 +23,7 @@ from pathlib import Path
 from selective_tables import DEFAULT_ESTIMATORS, model_table
 
 from tracecal.analysis.cross_model import cross_model_markdown, cross_model_table, read_results
-from tracecal.analysis.evidence import ablation_markdown, headline_markdown
+from tracecal.analysis.evidence import MIN_CORRECT, ablation_markdown, headline_markdown
 from tracecal.errors import TracecalError
 from tracecal.traces.docblocks import write_block
 
@@ -61,11 +61,16 @@ def render(runs: dict[str, Path], selective: bool) -> str:
         "",
         "#### Accuracy and AUROC / Brier per model (▲ / ▼: paired 95 % interval against the best baseline)",
         "",
+        f"The last column averages over the informative tasks only (≥ {MIN_CORRECT} correct answers in the run).",
+        "",
         headline_markdown(results),
         "#### The paper's Table 2 across the models",
         "",
         cross_model_markdown(cross_model_table(results)),
-        "#### The TRACE paper's ablations (AUROC / ECE, means over each run's tasks; `tracecal ablate RUN`)",
+        "#### The TRACE paper's ablations (AUROC / ECE; `tracecal ablate RUN`)",
+        "",
+        f"Means over each model's informative tasks (≥ {MIN_CORRECT} correct answers, in brackets); every task's "
+        "numbers and the cross-task transfer table are in each run's `ablations.md`.",
         "",
         ablation_markdown(ablations) if ablations else "no run holds ablations.json",
         "",

@@ -24,37 +24,49 @@ def _results() -> dict[str, Any]:
         "a": {"baseline": "min_prob", "estimators": {"trace": {"auroc": {"verdict": "better"}}}},
         "b": {"baseline": "mean_prob", "estimators": {"trace": {"auroc": {"verdict": "worse"}}}},
     }
-    tasks = {"a": {"n": 10, "accuracy": 0.2}, "b": {"n": 20, "accuracy": 0.4}}
+    tasks = {"a": {"n": 500, "n_correct": 100, "accuracy": 0.2}, "b": {"n": 100, "n_correct": 40, "accuracy": 0.4}}
     return {"tasks": tasks, "metrics": metrics, "statistics": {"comparisons": comp}}
 
 
 def test_headline_reads_each_task_and_averages_over_tasks() -> None:
     md = headline_markdown({"M": _results()}).splitlines()
     row = {line.split(" | ")[0].strip("| "): line for line in md if line.startswith("| ")}
-    assert row["accuracy"] == "| accuracy | 0.200 | 0.400 | 0.300 |"
-    assert row["TRACE"] == "| TRACE | 0.800 ▲ / 0.100 | 0.600 ▼ / 0.300 | 0.700 / 0.200 |"
+    # the last column averages over the informative tasks only: a (100 correct), not b (40 < 50)
+    assert md[2] == "| | a | b | mean | mean, ≥ 50 correct |"
+    assert row["accuracy"] == "| accuracy | 0.200 | 0.400 | 0.300 | 0.200 |"
+    assert row["TRACE"] == "| TRACE | 0.800 ▲ / 0.100 | 0.600 ▼ / 0.300 | 0.700 / 0.200 | 0.800 / 0.100 |"
     # the best baseline is each task's own (min_prob on a, mean_prob on b), averaged like any row
-    assert row["best baseline"] == "| best baseline | 0.600 / 0.200 | 0.700 / 0.100 | 0.650 / 0.150 |"
+    assert row["best baseline"] == "| best baseline | 0.600 / 0.200 | 0.700 / 0.100 | 0.650 / 0.150 | 0.600 / 0.200 |"
     # an estimator the run lacks is a gap, and a mean over a gap is a gap (not a mean over fewer tasks)
-    assert row["P(True)"] == "| P(True) | — / — | — / — | — / — |"
+    assert row["P(True)"] == "| P(True) | — / — | — / — | — / — | — / — |"
+    assert "| TRACE | 0.800 ▲ / 0.100 | 0.600 ▼ / 0.300 | 0.700 / 0.200 | 0.700 / 0.200 |" in headline_markdown(
+        {"M": _results()}, min_correct=40
+    )
     assert "Best baseline per task: a `min_prob`, b `mean_prob`." in md
+
+
+def _row(group: str, auroc: float, brier: float, ece: float) -> dict[str, Any]:
+    """A variant on two tasks: "good" as given, "noise" (3 correct answers) far off, to be left out."""
+    good = {"auroc": auroc, "brier": brier, "ece": ece}
+    return {"group": group, "tasks": {"good": good, "noise": {"auroc": 0.1, "brier": 0.9, "ece": 0.9}}}
 
 
 def _ablations(auroc: float, with_sweep: bool = True) -> dict[str, Any]:
     variants: dict[str, Any] = {
-        "TRACE raw": {"group": "ladder", "mean": {"auroc": auroc, "brier": 0.2, "ece": 0.15}},
-        "D only": {"group": "operators", "mean": {"auroc": auroc - 0.1, "brier": 0.2, "ece": 0.05}},
+        "TRACE raw": _row("ladder", auroc, 0.2, 0.15),
+        "D only": _row("operators", auroc - 0.1, 0.2, 0.05),
     }
     if with_sweep:
         for k, a in enumerate((auroc - 0.02, auroc, auroc + 0.01)):
-            variants[f"λ={k}"] = {"group": "sweep", "mean": {"auroc": a, "brier": 0.2 + k / 100, "ece": 0.1}}
+            variants[f"λ={k}"] = _row("sweep", a, 0.2 + k / 100, 0.1)
     paper = {"TRACE raw": {"auroc": 0.772, "brier": None, "ece": 0.163}}
-    return {"variants": variants, "paper": paper, "paper_sweep_band": {"auroc": [0.763, 0.775], "brier": [0.152, 0.16]}}
+    band = {"auroc": [0.763, 0.775], "brier": [0.152, 0.16]}
+    return {"n_correct": {"good": 80, "noise": 3}, "variants": variants, "paper": paper, "paper_sweep_band": band}
 
 
 def test_ablations_side_by_side_with_the_paper_and_the_sweep_band() -> None:
     md = ablation_markdown({"small": _ablations(0.6), "large": _ablations(0.75, with_sweep=False)}).splitlines()
-    assert md[0] == "| variant | small | large | paper (Qwen2.5-7B) |"
+    assert md[0] == "| variant | small (good) | large (good) | paper (Qwen2.5-7B) |"  # the informative tasks
     assert "| TRACE raw | 0.600 / 0.150 | 0.750 / 0.150 | 0.772 / 0.163 |" in md
     assert "| D only | 0.500 / 0.050 | 0.650 / 0.050 |  |" in md
     band = next(line for line in md if line.startswith("| operator sweep band"))

@@ -11,15 +11,18 @@ Three views, each a Markdown string from documents the repository's commands wro
   tasks, beside the paper's Qwen2.5-7B numbers, and the operator-sweep band (min–max over its settings).
 * the cross-model table itself is `tracecal.analysis.cross_model` (the paper's Table 2).
 
-A mean over tasks is unweighted; a cell is "—" where the run lacks the estimator, task or variant.
+A mean over tasks is unweighted; a cell is "—" where the run lacks the estimator, task or variant. Tasks on
+which a model is almost never right say nothing (12 correct answers of 1,000 leave 4 in a calibration split), so
+both views also average over the *informative* tasks only: those with at least ``min_correct`` (default
+`MIN_CORRECT` = 50) correct answers in the run; the ablation view averages over those alone.
 
->>> res = {"tasks": {"t": {"n": 10, "accuracy": 0.3}}, "metrics": {"t": {
+>>> res = {"tasks": {"t": {"n": 200, "n_correct": 60, "accuracy": 0.3}}, "metrics": {"t": {
 ...     "trace": {"auroc": {"mean": 0.8}, "brier": {"mean": 0.15}},
 ...     "min_prob": {"auroc": {"mean": 0.7}, "brier": {"mean": 0.2}}}},
 ...     "statistics": {"comparisons": {"t": {"baseline": "min_prob", "estimators": {
 ...     "trace": {"auroc": {"verdict": "better"}, "brier": {"verdict": "n.s."}}}}}}}
 >>> print(headline_markdown({"M": res}).splitlines()[5])
-| TRACE | 0.800 ▲ / 0.150 | 0.800 / 0.150 |
+| TRACE | 0.800 ▲ / 0.150 | 0.800 / 0.150 | 0.800 / 0.150 |
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-__all__ = ["ABLATION_ROWS", "HEADLINE", "ablation_markdown", "headline_markdown"]
+__all__ = ["ABLATION_ROWS", "HEADLINE", "MIN_CORRECT", "ablation_markdown", "headline_markdown", "informative_tasks"]
 
 #: The rows of the headline table: (label, estimator); ``None`` stands for each task's best baseline.
 HEADLINE: tuple[tuple[str, str | None], ...] = (
@@ -58,6 +61,8 @@ ABLATION_ROWS = (
     "MARS + TRACE",
 )
 MARK = {"better": " ▲", "worse": " ▼"}
+MIN_CORRECT = 50
+"""Correct answers a task needs in a run to count as informative (≈ 17 in each 35 % calibration split)."""
 
 
 def _f(x: Any) -> str:
@@ -86,45 +91,67 @@ def _tasks(res: Mapping[str, Any]) -> list[str]:
     return [t for t in res.get("tasks", {}) if t != "average"]
 
 
-def _model_headline(label: str, res: Mapping[str, Any]) -> list[str]:
+def informative_tasks(n_correct: Mapping[str, Any], min_correct: int = MIN_CORRECT) -> list[str]:
+    """The tasks (``n_correct``: task → correct answers in the run) with at least ``min_correct`` correct."""
+    return [t for t, k in n_correct.items() if k is not None and int(k) >= min_correct]
+
+
+def _means(res: Mapping[str, Any], tasks: Sequence[str], est: str | None) -> str:
+    if not tasks:
+        return "—"
+    a = _mean([_metric(res, t, est, "auroc") for t in tasks])
+    return f"{_f(a)} / {_f(_mean([_metric(res, t, est, 'brier') for t in tasks]))}"
+
+
+def _model_headline(label: str, res: Mapping[str, Any], min_correct: int) -> list[str]:
     tasks = _tasks(res)
     info = res.get("tasks", {})
-    sizes = ", ".join(f"{t} {info[t].get('n', '?')}" for t in tasks)
+    sizes = ", ".join(f"{t} {info[t].get('n_correct', '?')} of {info[t].get('n', '?')}" for t in tasks)
+    useful = informative_tasks({t: info[t].get("n_correct") for t in tasks}, min_correct)
     acc = [info[t].get("accuracy") for t in tasks]
     lines = [
-        f"**{label}** (AUROC / Brier; answers: {sizes})",
+        f"**{label}** (AUROC / Brier; correct answers: {sizes})",
         "",
-        "| | " + " | ".join(tasks) + " | mean |",
-        "|---|" + "---:|" * (len(tasks) + 1),
-        "| accuracy | " + " | ".join(_f(a) for a in acc) + f" | {_f(_mean(acc))} |",
+        "| | " + " | ".join(tasks) + f" | mean | mean, ≥ {min_correct} correct |",
+        "|---|" + "---:|" * (len(tasks) + 2),
+        "| accuracy | "
+        + " | ".join(_f(a) for a in acc)
+        + f" | {_f(_mean(acc))} | {_f(_mean([info[t].get('accuracy') for t in useful]))} |",
     ]
     for name, est in HEADLINE:
         cells = []
         for t in tasks:
             a, b = _metric(res, t, est, "auroc"), _metric(res, t, est, "brier")
             cells.append(f"{_f(a)}{_verdict(res, t, est, 'auroc')} / {_f(b)}{_verdict(res, t, est, 'brier')}")
-        mean_a = _mean([_metric(res, t, est, "auroc") for t in tasks])
-        mean_b = _mean([_metric(res, t, est, "brier") for t in tasks])
-        lines.append(f"| {name} | " + " | ".join(cells) + f" | {_f(mean_a)} / {_f(mean_b)} |")
+        lines.append(
+            f"| {name} | " + " | ".join(cells) + f" | {_means(res, tasks, est)} | {_means(res, useful, est)} |"
+        )
     base = res.get("statistics", {}).get("comparisons", {})
     names = ", ".join(f"{t} `{base[t]['baseline']}`" for t in tasks if t in base and base[t].get("baseline"))
     return lines + ["", f"Best baseline per task: {names or '—'}.", ""]
 
 
-def headline_markdown(runs: Mapping[str, Mapping[str, Any]]) -> str:
-    """Per model (``runs``: label → results document), accuracy and AUROC / Brier of the key estimators."""
+def headline_markdown(runs: Mapping[str, Mapping[str, Any]], min_correct: int = MIN_CORRECT) -> str:
+    """Per model (``runs``: label → results document), accuracy and AUROC / Brier of the key estimators, per
+    task, averaged over all tasks and over the informative ones (≥ ``min_correct`` correct answers)."""
     out: list[str] = []
     for label, res in runs.items():
-        out += _model_headline(label, res)
+        out += _model_headline(label, res, min_correct)
     return "\n".join(out)
 
 
-def _variant_cell(doc: Mapping[str, Any], name: str) -> str:
+def _task_mean(doc: Mapping[str, Any], name: str, tasks: Sequence[str]) -> dict[str, float] | None:
+    """A variant's metrics averaged over ``tasks`` (None: the run lacks the variant or one of the tasks)."""
     row = doc.get("variants", {}).get(name)
-    mean = row.get("mean") if row else None
-    if not mean:
-        return "—"
-    return f"{_f(mean.get('auroc'))} / {_f(mean.get('ece'))}"
+    per = row.get("tasks", {}) if row else {}
+    if not tasks or any(not per.get(t) for t in tasks):
+        return None
+    return {m: _mean([per[t].get(m) for t in tasks]) for m in ("auroc", "brier", "ece")}
+
+
+def _variant_cell(doc: Mapping[str, Any], name: str, tasks: Sequence[str]) -> str:
+    mean = _task_mean(doc, name, tasks)
+    return "—" if mean is None else f"{_f(mean['auroc'])} / {_f(mean['ece'])}"
 
 
 def _paper_cell(docs: Mapping[str, Mapping[str, Any]], name: str) -> str:
@@ -134,8 +161,9 @@ def _paper_cell(docs: Mapping[str, Mapping[str, Any]], name: str) -> str:
     return f"{_f(paper.get('auroc'))} / {_f(paper.get('ece'))}"
 
 
-def _sweep_band(doc: Mapping[str, Any]) -> str:
-    rows = [r["mean"] for r in doc.get("variants", {}).values() if r.get("group") == "sweep" and r.get("mean")]
+def _sweep_band(doc: Mapping[str, Any], tasks: Sequence[str]) -> str:
+    names = [n for n, r in doc.get("variants", {}).items() if r.get("group") == "sweep"]
+    rows = [m for n in names if (m := _task_mean(doc, n, tasks)) is not None]
     if not rows:
         return "—"
     a = [r["auroc"] for r in rows]
@@ -143,15 +171,17 @@ def _sweep_band(doc: Mapping[str, Any]) -> str:
     return f"AUROC {min(a):.3f}–{max(a):.3f}, Brier {min(b):.3f}–{max(b):.3f}"
 
 
-def ablation_markdown(docs: Mapping[str, Mapping[str, Any]]) -> str:
-    """The TRACE paper's ablations side by side (``docs``: label → ``ablations.json`` document)."""
+def ablation_markdown(docs: Mapping[str, Mapping[str, Any]], min_correct: int = MIN_CORRECT) -> str:
+    """The TRACE paper's ablations side by side (``docs``: label → ``ablations.json`` document), each model's
+    AUROC / ECE averaged over its informative tasks (≥ ``min_correct`` correct answers, named in the header)."""
     labels = list(docs)
-    head = "| variant | " + " | ".join(labels) + " | paper (Qwen2.5-7B) |"
-    lines = [head, "|---|" + "---:|" * (len(labels) + 1)]
+    useful = {lb: informative_tasks(docs[lb].get("n_correct", {}), min_correct) for lb in labels}
+    head = "| variant | " + " | ".join(f"{lb} ({', '.join(useful[lb]) or 'no task'})" for lb in labels)
+    lines = [head + " | paper (Qwen2.5-7B) |", "|---|" + "---:|" * (len(labels) + 1)]
     for name in ABLATION_ROWS:
         if all(name not in d.get("variants", {}) for d in docs.values()):
             continue
-        cells = [_variant_cell(docs[lb], name) for lb in labels]
+        cells = [_variant_cell(docs[lb], name, useful[lb]) for lb in labels]
         lines.append(f"| {name} | " + " | ".join(cells) + f" | {_paper_cell(docs, name)} |")
     paper_band = next((d.get("paper_sweep_band") for d in docs.values() if d.get("paper_sweep_band")), None)
     band = (
@@ -162,5 +192,6 @@ def ablation_markdown(docs: Mapping[str, Mapping[str, Any]]) -> str:
             f"Brier {paper_band['brier'][0]:.3f}–{paper_band['brier'][1]:.3f}"
         )
     )
-    lines.append("| operator sweep band | " + " | ".join(_sweep_band(docs[lb]) for lb in labels) + f" | {band} |")
+    bands = " | ".join(_sweep_band(docs[lb], useful[lb]) for lb in labels)
+    lines.append(f"| operator sweep band | {bands} | {band} |")
     return "\n".join(lines)
