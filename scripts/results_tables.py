@@ -70,6 +70,9 @@ def render(runs: dict[str, Path], selective: dict[str, Path] | None) -> str:
         "#### The paper's Table 2 across the models",
         "",
         cross_model_markdown(cross_model_table(results)),
+        f"#### The same, informative settings only (tasks with ≥ {MIN_CORRECT} correct answers in the model's run)",
+        "",
+        cross_model_markdown(cross_model_table(results, min_correct=MIN_CORRECT)),
         "#### The TRACE paper's ablations (AUROC / ECE; `tracecal ablate RUN`)",
         "",
         f"Means over each model's informative tasks (≥ {MIN_CORRECT} correct answers, in brackets); every task's "

@@ -67,3 +67,17 @@ def test_a_task_without_comparisons_is_not_a_setting() -> None:
     a["metrics"]["mlqa"] = a["metrics"]["svamp"]  # scored, but no paired comparison stored (e.g. one class)
     doc = cross_model_table({"A": a}, {"both": ("svamp", "mlqa")})
     assert doc["models"]["A"]["both"]["n_settings"] == 1
+
+
+def test_min_correct_keeps_only_the_informative_settings() -> None:
+    a = results({"svamp": (0.2, 0.7, 0.1, 0.8), "triviaqa": (0.2, 0.7, 0.3, 0.6)})
+    a["tasks"] = {"svamp": {"n_correct": 12}, "triviaqa": {"n_correct": 300}}
+    sets = {"both": ("svamp", "triviaqa")}
+    assert cross_model_table({"A": a}, sets)["models"]["A"]["both"]["n_settings"] == 2
+    doc = cross_model_table({"A": a}, sets, min_correct=50)
+    s = doc["models"]["A"]["both"]
+    assert s["n_settings"] == 1 and s["trace_plus"]["auroc"] == pytest.approx(0.6)  # triviaqa only
+    assert doc["min_correct"] == 50 and list(doc["settings"]["A"]) == ["triviaqa"]
+    none = cross_model_table({"A": a}, sets, min_correct=1000)["models"]["A"]["both"]
+    assert none["n_settings"] == 0 and math.isnan(none["trace_plus"]["auroc"])
+    assert "| A | best baseline | — |" in cross_model_markdown(cross_model_table({"A": a}, sets, min_correct=1000))

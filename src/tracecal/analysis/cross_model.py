@@ -116,16 +116,31 @@ def _summary(settings: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
+def _informative(res: Mapping[str, Any], task: str, min_correct: int) -> bool:
+    n = res.get("tasks", {}).get(task, {}).get("n_correct")
+    return n is not None and int(n) >= min_correct
+
+
 def cross_model_table(
-    runs: Mapping[str, Mapping[str, Any]], task_sets: Mapping[str, Sequence[str]] | None = None
+    runs: Mapping[str, Mapping[str, Any]],
+    task_sets: Mapping[str, Sequence[str]] | None = None,
+    min_correct: int = 0,
 ) -> dict[str, Any]:
     """The cross-model document: ``runs`` maps a model label to its results; per model and pooled, per task set,
-    the best-baseline / candidate means, differences with intervals and settings won; plus every setting."""
+    the best-baseline / candidate means, differences with intervals and settings won; plus every setting.
+    ``min_correct`` > 0 keeps only the settings whose task has at least that many correct answers in the run
+    (a task a model almost never answers right says nothing about its confidence)."""
     sets = dict(task_sets or TASK_SETS)
     settings = {
-        label: {t: _setting(res, t) for t in res.get("metrics", {}) if t != "average"} for label, res in runs.items()
+        label: {
+            t: _setting(res, t)
+            for t in res.get("metrics", {})
+            if t != "average" and (min_correct <= 0 or _informative(res, t, min_correct))
+        }
+        for label, res in runs.items()
     }
     doc: dict[str, Any] = {"task_sets": sets, "settings": settings, "models": {}, "pooled": {}}
+    doc["min_correct"] = min_correct
     for label in runs:
         doc["models"][label] = {
             name: _summary([s for t in tasks if (s := settings[label].get(t)) is not None])

@@ -64,6 +64,9 @@ def _runs(specs: list[str]) -> dict[str, Path]:
 def cross_model_command(
     runs: Annotated[list[str], typer.Argument(help="LABEL=RUN_DIR (or LABEL=results.json), one per model")],
     out: Annotated[Path | None, typer.Option("--out", help="also write the Markdown (and .json beside it)")] = None,
+    min_correct: Annotated[
+        int, typer.Option("--min-correct", help="only settings whose task has at least this many correct answers")
+    ] = 0,
 ) -> None:
     """The cross-model table (TRACE paper, Table 2) from scored runs: per model and pooled, best baseline against
     TRACE, TRACE+ and trace_plus_cv, with paired intervals and settings won."""
@@ -78,7 +81,8 @@ def cross_model_command(
     for path in (out, None if out is None else out.with_suffix(".json")):
         if path is not None:
             check_output(path, inputs, "--out")  # before anything is read (a run's results.json beside --out)
-    doc = cross_model_table({label: read_results(p) for label, p in paths.items()})
+    check_option("--min-correct", min_correct, Interval(int, 0, None))
+    doc = cross_model_table({label: read_results(p) for label, p in paths.items()}, min_correct=min_correct)
     md = cross_model_markdown(doc)
     out_console.print(md, markup=False, highlight=False)
     if out is not None:
