@@ -26,7 +26,15 @@ from typing import Any
 
 from tracecal.evaluation.outputs import nan_for_null
 
-__all__ = ["CANDIDATES", "PAPER_TABLE2", "TASK_SETS", "cross_model_markdown", "cross_model_table", "read_results"]
+__all__ = [
+    "CANDIDATES",
+    "fmt3",
+    "PAPER_TABLE2",
+    "TASK_SETS",
+    "cross_model_markdown",
+    "cross_model_table",
+    "read_results",
+]
 
 CANDIDATES = ("trace", "trace_plus", "trace_plus_cv")
 TASK_SETS: dict[str, tuple[str, ...]] = {
@@ -153,7 +161,8 @@ def cross_model_table(
     return doc
 
 
-def _f(x: Any) -> str:
+def fmt3(x: Any) -> str:
+    """A value with 3 decimals, "—" for a missing or non-finite one."""
     return "—" if x is None or not math.isfinite(float(x)) else f"{float(x):.3f}"
 
 
@@ -163,13 +172,13 @@ def _diff(d: tuple[Any, Any, Any]) -> str:
 
 def _rows(label: str, s: dict[str, Any]) -> list[str]:
     b = s["best baseline"]
-    lines = [f"| {label} | best baseline | {_f(b['brier'])} | | {_f(b['auroc'])} | | |"]
+    lines = [f"| {label} | best baseline | {fmt3(b['brier'])} | | {fmt3(b['auroc'])} | | |"]
     for c in CANDIDATES:
         r = s[c]
         w = r["won"]
         won = f"{w['brier']} ({w['brier_sig']}) / {w['auroc']} ({w['auroc_sig']}) of {r['n_settings']}"
         lines.append(
-            f"| | {c} | {_f(r['brier'])} | {_diff(r['brier_diff'])} | {_f(r['auroc'])} | {_diff(r['auroc_diff'])} "
+            f"| | {c} | {fmt3(r['brier'])} | {_diff(r['brier_diff'])} | {fmt3(r['auroc'])} | {_diff(r['auroc_diff'])} "
             f"| {won} |"
         )
     return lines

@@ -31,6 +31,8 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from tracecal.analysis.cross_model import fmt3
+
 __all__ = ["ABLATION_ROWS", "HEADLINE", "MIN_CORRECT", "ablation_markdown", "headline_markdown", "informative_tasks"]
 
 #: The rows of the headline table: (label, estimator); ``None`` stands for each task's best baseline.
@@ -65,10 +67,6 @@ MIN_CORRECT = 50
 """Correct answers a task needs in a run to count as informative (≈ 17 in each 35 % calibration split)."""
 
 
-def _f(x: Any) -> str:
-    return "—" if x is None or not math.isfinite(float(x)) else f"{float(x):.3f}"
-
-
 def _mean(xs: Sequence[Any]) -> float:
     vals = [float(x) for x in xs if x is not None and math.isfinite(float(x))]
     return sum(vals) / len(vals) if len(vals) == len(xs) and vals else float("nan")
@@ -100,7 +98,7 @@ def _means(res: Mapping[str, Any], tasks: Sequence[str], est: str | None) -> str
     if not tasks:
         return "—"
     a = _mean([_metric(res, t, est, "auroc") for t in tasks])
-    return f"{_f(a)} / {_f(_mean([_metric(res, t, est, 'brier') for t in tasks]))}"
+    return f"{fmt3(a)} / {fmt3(_mean([_metric(res, t, est, 'brier') for t in tasks]))}"
 
 
 def _model_headline(label: str, res: Mapping[str, Any], min_correct: int) -> list[str]:
@@ -115,14 +113,14 @@ def _model_headline(label: str, res: Mapping[str, Any], min_correct: int) -> lis
         "| | " + " | ".join(tasks) + f" | mean | mean, ≥ {min_correct} correct |",
         "|---|" + "---:|" * (len(tasks) + 2),
         "| accuracy | "
-        + " | ".join(_f(a) for a in acc)
-        + f" | {_f(_mean(acc))} | {_f(_mean([info[t].get('accuracy') for t in useful]))} |",
+        + " | ".join(fmt3(a) for a in acc)
+        + f" | {fmt3(_mean(acc))} | {fmt3(_mean([info[t].get('accuracy') for t in useful]))} |",
     ]
     for name, est in HEADLINE:
         cells = []
         for t in tasks:
             a, b = _metric(res, t, est, "auroc"), _metric(res, t, est, "brier")
-            cells.append(f"{_f(a)}{_verdict(res, t, est, 'auroc')} / {_f(b)}{_verdict(res, t, est, 'brier')}")
+            cells.append(f"{fmt3(a)}{_verdict(res, t, est, 'auroc')} / {fmt3(b)}{_verdict(res, t, est, 'brier')}")
         lines.append(
             f"| {name} | " + " | ".join(cells) + f" | {_means(res, tasks, est)} | {_means(res, useful, est)} |"
         )
@@ -151,14 +149,14 @@ def _task_mean(doc: Mapping[str, Any], name: str, tasks: Sequence[str]) -> dict[
 
 def _variant_cell(doc: Mapping[str, Any], name: str, tasks: Sequence[str]) -> str:
     mean = _task_mean(doc, name, tasks)
-    return "—" if mean is None else f"{_f(mean['auroc'])} / {_f(mean['ece'])}"
+    return "—" if mean is None else f"{fmt3(mean['auroc'])} / {fmt3(mean['ece'])}"
 
 
 def _paper_cell(docs: Mapping[str, Mapping[str, Any]], name: str) -> str:
     paper = next((d["paper"][name] for d in docs.values() if name in d.get("paper", {})), None)
     if not paper:
         return ""
-    return f"{_f(paper.get('auroc'))} / {_f(paper.get('ece'))}"
+    return f"{fmt3(paper.get('auroc'))} / {fmt3(paper.get('ece'))}"
 
 
 def _sweep_band(doc: Mapping[str, Any], tasks: Sequence[str]) -> str:
