@@ -6,7 +6,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tracecal.backends.prefill import last_logits_only, length_batches
+from tracecal.backends.prefill import contiguous_head_input, last_logits_only, length_batches
 
 
 @settings(max_examples=200, deadline=None)
@@ -36,3 +36,55 @@ def test_last_logits_only_follows_the_forward_signature():
     assert last_logits_only(Keeps()) == {"logits_to_keep": 1}
     assert last_logits_only(Plain()) == {}
     assert last_logits_only(object()) == {}
+
+
+def _tiny_llama(vocab: int = 5000):  # type: ignore[no-untyped-def]
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    cfg = LlamaConfig(
+        vocab_size=vocab,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=1,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        tie_word_embeddings=False,
+    )
+    return LlamaForCausalLM(cfg).eval()
+
+
+def test_frozen_weights_give_the_trainable_models_last_logits_bit_for_bit():
+    """Without the hook, frozen weights (a peft model's) took torch's broadcast-and-copy matmul for the strided
+    last-position slice: other bits (and, at Qwen's vocabulary, 500× the time)."""
+    import torch
+
+    net = _tiny_llama()
+    ids = torch.randint(0, 5000, (8, 30), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        trainable = net(input_ids=ids, logits_to_keep=1).logits
+        net.requires_grad_(False)
+        unhooked = net(input_ids=ids, logits_to_keep=1).logits
+        assert contiguous_head_input(net)
+        frozen = net(input_ids=ids, logits_to_keep=1).logits
+    assert not torch.equal(unhooked, trainable)  # what the hook is for (fp32, this shape)
+    assert torch.equal(frozen, trainable)
+
+
+def test_contiguous_head_input_hooks_once_and_only_a_head():
+    import torch
+
+    net = _tiny_llama()
+    seen: list[bool] = []
+    assert contiguous_head_input(net) and contiguous_head_input(net)
+    assert len(net.lm_head._forward_pre_hooks) == 1  # installed once
+    net.lm_head.register_forward_pre_hook(lambda m, args: seen.append(args[0].is_contiguous()))
+    with torch.no_grad():
+        net(input_ids=torch.zeros(3, 7, dtype=torch.long), logits_to_keep=1)
+    assert seen == [True]
+    assert not contiguous_head_input(object())  # nothing to hook
+
+
+def test_the_hf_backend_hooks_its_models_head(tiny_model):  # type: ignore[no-untyped-def]
+    assert getattr(tiny_model.model.get_output_embeddings(), "_tracecal_contiguous_input", False)

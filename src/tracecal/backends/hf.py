@@ -31,6 +31,7 @@ from tracecal.backends.defaults import (
     torch_dtype,
 )
 from tracecal.backends.hf_passes import HFForwardPasses
+from tracecal.backends.prefill import contiguous_head_input
 from tracecal.backends.recorder import StepCallback, StepHook, TraceRecorder, generated_trace, output_cache
 from tracecal.errors import TracecalError, ValidationError
 from tracecal.traces.trace import Trace
@@ -120,6 +121,7 @@ class HFModel(HFForwardPasses):
         batch_size: int = 16,
     ) -> None:
         self.model = model.eval()
+        contiguous_head_input(model)  # frozen weights (SECL's peft model) would copy the head per batch row
         if tokenizer.pad_token_id is None:
             tokenizer.pad_token = tokenizer.eos_token
         self.pad_id = int(tokenizer.pad_token_id)
