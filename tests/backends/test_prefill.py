@@ -6,7 +6,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tracecal.backends.prefill import contiguous_head_input, last_logits_only, length_batches
+from tracecal.backends.prefill import contiguous_head_input, last_logits_only, length_batches, row_major_strides
 
 
 @settings(max_examples=200, deadline=None)
@@ -79,12 +79,20 @@ def test_contiguous_head_input_hooks_once_and_only_a_head():
     seen: list[bool] = []
     assert contiguous_head_input(net) and contiguous_head_input(net)
     assert len(net.lm_head._forward_pre_hooks) == 1  # installed once
-    net.lm_head.register_forward_pre_hook(lambda m, args: seen.append(args[0].is_contiguous()))
+    net.lm_head.register_forward_pre_hook(lambda m, args: seen.append(args[0].stride() == (64, 64, 1)))
     with torch.no_grad():
-        net(input_ids=torch.zeros(3, 7, dtype=torch.long), logits_to_keep=1)
-    assert seen == [True]
+        for rows in (3, 1):  # one row: a "contiguous" view that still has the parent's batch stride
+            net(input_ids=torch.zeros(rows, 7, dtype=torch.long), logits_to_keep=1)
+    assert seen == [True, True]
     assert not contiguous_head_input(object())  # nothing to hook
 
 
 def test_the_hf_backend_hooks_its_models_head(tiny_model):  # type: ignore[no-untyped-def]
     assert getattr(tiny_model.model.get_output_embeddings(), "_tracecal_contiguous_input", False)
+
+
+@given(shape=st.lists(st.integers(0, 5), max_size=4))
+def test_row_major_strides_are_a_fresh_tensors(shape):
+    import torch
+
+    assert row_major_strides(shape) == torch.empty(shape).stride()
