@@ -1,6 +1,7 @@
 """The output projection on the last position, for frozen weights, with and without a contiguous input.
 
-    python benchmarks/bench_frozen_head.py [--vocab 151936] [--hidden 1536] [--batch 8] [--rounds 3]
+    python benchmarks/bench_frozen_head.py [--vocab 151936] [--hidden 1536] [--batch 8] [--head-batches 1,8]
+        [--rounds 3]
         [--model qwen2.5-coder-1.5b --dtype bfloat16]
 
 With ``logits_to_keep=1`` a causal LM's head sees a strided (B, 1, H) slice of the last hidden states. A weight that
@@ -8,8 +9,8 @@ does not require grad (a peft model's frozen base, SECL's case) sent that slice 
 matmul: the (|V|, H) weight copied once per batch row. `tracecal.backends.prefill.contiguous_head_input` makes
 the input contiguous. Side by side, alternating, ``--rounds`` times, one thread:
 
-* ``head``: a random head of the given shape (default: Qwen2.5-1.5B's 151,936 × 1,536, bf16), frozen, strided
-  input as is against ``.contiguous()``; and the trainable weight's time for reference;
+* ``head``: a random head of the given shape (default: Qwen2.5-1.5B's 151,936 × 1,536, bf16), frozen, for each
+  of ``--head-batches``: the strided input as is against a row-major copy; and the trainable weight's time;
 * with ``--model``: one batched verbalised-confidence read (`number_distribution`, batch ``--batch``) of the
   model with a SECL adapter attached (after one update), the hook removed against installed.
 
@@ -60,7 +61,7 @@ def head_bench(vocab: int, hidden: int, batch: int, rounds: int) -> dict[str, ob
         weight.requires_grad_(False)
         out = side_by_side(
             lambda: torch.nn.functional.linear(h, weight),
-            lambda: torch.nn.functional.linear(h.contiguous(), weight),
+            lambda: torch.nn.functional.linear(h.clone(memory_format=torch.contiguous_format), weight),
             rounds,
         )
     return {"shape": [vocab, hidden], "batch": batch, "trainable_weight_strided_s": round(trainable, 4), **out}
@@ -94,6 +95,7 @@ def main() -> None:
     ap.add_argument("--vocab", type=int, default=151936)
     ap.add_argument("--hidden", type=int, default=1536)
     ap.add_argument("--batch", type=int, default=8)
+    ap.add_argument("--head-batches", default="1,8", help="batch sizes of the head alone")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--model", default=None, help="also time a SECL v read of this model")
     ap.add_argument("--dtype", default="bfloat16")
@@ -102,7 +104,7 @@ def main() -> None:
     result: dict[str, object] = {
         "threads": 1,
         "load_avg_1min": round(os.getloadavg()[0], 2),
-        "head": head_bench(a.vocab, a.hidden, a.batch, a.rounds),
+        "head": [head_bench(a.vocab, a.hidden, int(b), a.rounds) for b in a.head_batches.split(",")],
     }
     if a.model:
         result["secl_v_read"] = model_bench(a.model, a.dtype, a.batch, a.rounds)
