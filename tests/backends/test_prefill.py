@@ -57,7 +57,7 @@ def _tiny_llama(vocab: int = 5000):  # type: ignore[no-untyped-def]
 
 def test_frozen_weights_give_the_trainable_models_last_logits_bit_for_bit():
     """Without the hook, frozen weights (a peft model's) took torch's broadcast-and-copy matmul for the strided
-    last-position slice: other bits (and, at Qwen's vocabulary, 500× the time)."""
+    last-position slice: other bits (and, at Qwen's vocabulary, 100–1,000× the time)."""
     import torch
 
     net = _tiny_llama()
