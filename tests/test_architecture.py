@@ -1,6 +1,6 @@
 """The shape of the package: a top level of subpackages, no import cycles, no imports of the package `__init__`
 from inside it, no private names imported across modules, the gateway / evaluation / statistics never reaching the
-report renderer, every module importable on its own, with a mirrored test module and a line in the README's
+report renderer, every module importable on its own, with a mirrored test module and a line in docs/architecture.md's
 layout, and modules / functions that fit on a screen (400 / 60 lines, no `# fmt: skip`)."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ PKG = SRC / "tracecal"
 MAX_MODULE_LINES = 400
 MAX_FUNCTION_LINES = 60
 TESTS = Path(__file__).resolve().parent
-README = Path(__file__).resolve().parents[1] / "README.md"
+MAP = Path(__file__).resolve().parents[1] / "docs" / "architecture.md"
 
 
 def module_name(path: Path) -> str:
@@ -251,13 +251,13 @@ def test_every_module_has_a_mirrored_test_module() -> None:
 
 
 def layout_section() -> str:
-    text = README.read_text()
+    text = MAP.read_text()
     start = text.index("## Layout")
     end = text.find("\n## ", start + 1)
     return text[start : end if end > 0 else None]
 
 
-def test_every_module_appears_in_the_readme_layout() -> None:
+def test_every_module_appears_in_the_module_map() -> None:
     section = layout_section()
     missing = [str(p.relative_to(PKG)) for p in MODULES.values() if f"`{p.relative_to(PKG)}`" not in section]
-    assert not missing, "modules missing from the README's layout section: " + ", ".join(missing)
+    assert not missing, "modules missing from docs/architecture.md's layout section: " + ", ".join(missing)

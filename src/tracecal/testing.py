@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -23,10 +23,11 @@ import pyarrow.compute as pc
 
 from tracecal.estimators.baselines import PAPER_BASELINES
 from tracecal.evaluation.config import EvalConfig
+from tracecal.evaluation.protocol import informative
 from tracecal.evaluation.results import Results, results_csv, results_markdown
 from tracecal.evaluation.runstore import TRACES, RunStore
 from tracecal.stats.metrics import compute_all
-from tracecal.traces.trace import Trace
+from tracecal.traces.trace import Trace, TraceBatch
 
 __all__ = ["write_synthetic_run", "add_synthetic_passes", "SYNTHETIC_ESTIMATORS"]
 
@@ -146,7 +147,8 @@ def _scores(
     return scores, preds, metrics
 
 
-def _task_info(task: str, y: np.ndarray, cal: np.ndarray, lengths: list[int]) -> dict[str, Any]:
+def _task_info(task: str, y: np.ndarray, cal: np.ndarray, lengths: list[int], min_per_class: int) -> dict[str, Any]:
+    why = informative(int(y.sum()), len(y), min_per_class)
     return {
         "n": len(y),
         "n_correct": int(y.sum()),
@@ -160,6 +162,8 @@ def _task_info(task: str, y: np.ndarray, cal: np.ndarray, lengths: list[int]) ->
         "entropy_kind": ["exact"],
         "nan_mapped": {},
         "not_run": [],
+        "informative": why is None,
+        "informative_reason": why,
     }
 
 
@@ -188,6 +192,8 @@ def write_synthetic_run(
     n_seeds: int = 20,
     seed: int = 0,
     overrides: Overrides | None = None,
+    accuracy: Mapping[str, float] | None = None,
+    min_per_class: int = 10,
 ) -> Path:
     """Write a synthetic scored run directory (through its `RunStore`) and return its path.
 
@@ -202,6 +208,9 @@ def write_synthetic_run(
         seed: random seed.
         overrides: ``{(task, row index): {"question": ..., "answer": ..., "tokens": [...], "golds": [...]}}``
             to plant specific content (e.g. markup for escaping tests); ``tokens`` sets the answer's tokens.
+        accuracy: ``{task: share correct}`` (default: uniform in 0.2 … 0.8 per task).
+        min_per_class: the run's `ScoreConfig.min_per_class` (a task with fewer correct or wrong answers is not
+            ranked: left out of the average, marked ``informative: false`` with its reason).
     """
     rng = np.random.default_rng(seed)
     cfg = EvalConfig(
@@ -213,6 +222,7 @@ def write_synthetic_run(
         n_seeds=n_seeds,
         cal_frac=CAL_FRAC,
         shard_size=shard_size,
+        min_per_class=min_per_class,
     )
     store = RunStore(path)
     store.open(cfg.to_dict(), cfg.identity())
@@ -220,11 +230,13 @@ def write_synthetic_run(
     info: dict[str, Any] = {}
     metrics: dict[str, Any] = {}
     for task in tasks:
-        parts, info[task], metrics[task] = _task(store, rng, task, cfg, max_tokens, overrides or {})
+        acc = (accuracy or {}).get(task)
+        parts, info[task], metrics[task] = _task(store, rng, task, cfg, max_tokens, overrides or {}, acc)
         for name, table in parts.items():
             tables[name].append(table)
-    if len(tasks) > 1:
-        metrics["average"] = _average(metrics, tasks, estimators)
+    ranked = [t for t in tasks if info[t]["informative"]]
+    if len(tasks) > 1 and len(ranked) > 1:
+        metrics["average"] = _average(metrics, ranked, estimators)
     for name, parts_of in tables.items():
         store.write_table(name, pa.concat_tables(parts_of, promote_options="default"))
     est_info = {e: dict(SYNTHETIC_INFO, description=f"synthetic {e}") for e in estimators}
@@ -234,13 +246,20 @@ def write_synthetic_run(
 
 
 def _task(
-    store: RunStore, rng: np.random.Generator, task: str, cfg: EvalConfig, max_tokens: int, overrides: Overrides
+    store: RunStore,
+    rng: np.random.Generator,
+    task: str,
+    cfg: EvalConfig,
+    max_tokens: int,
+    overrides: Overrides,
+    accuracy: float | None = None,
 ) -> tuple[dict[str, pa.Table], dict[str, Any], dict[str, Any]]:
     """One synthetic task: its traces written shard by shard, and its (rows / scores / predictions tables, task
     info, metrics per estimator)."""
     n, size = int(cfg.limit or 0), cfg.shard_size
     t0 = time.perf_counter()
-    y = (rng.random(n) < 0.2 + 0.6 * rng.random()).astype(np.int64)
+    rate = 0.2 + 0.6 * rng.random()
+    y = (rng.random(n) < (rate if accuracy is None else accuracy)).astype(np.int64)
     traces, rows = _answers(rng, task, y, max_tokens, overrides)
     for k in range(0, n, size):
         store.write_traces(task, k // size, traces[k : k + size])
@@ -251,7 +270,7 @@ def _task(
     key = {"task": rows["task"], "id": rows["id"]}
     split = {"split": np.where(cal, "cal", "eval").tolist(), "correct": y}
     tables = {"rows": pa.table(rows), "scores": pa.table(key | scores), "predictions": pa.table(key | split | preds)}
-    return tables, _task_info(task, y, cal, rows["n_tokens"]), metrics
+    return tables, _task_info(task, y, cal, rows["n_tokens"], cfg.min_per_class), metrics
 
 
 def add_synthetic_passes(store: RunStore, tasks: Sequence[str], shard_size: int = 64, seed: int = 1) -> None:
@@ -282,3 +301,52 @@ def add_synthetic_passes(store: RunStore, tasks: Sequence[str], shard_size: int 
 def _ragged(flat: np.ndarray, offsets: np.ndarray, a: int, b: int) -> pa.Array:
     """Rows ``a:b`` of a ragged array (``flat`` split at ``offsets``) as an Arrow list<double> column."""
     return pa.ListArray.from_arrays(pa.array(offsets[a : b + 1] - offsets[a]), pa.array(flat[offsets[a] : offsets[b]]))
+
+
+def scored_synthetic_run(
+    path: str | os.PathLike[str],
+    tasks: Mapping[str, tuple[int, float]],
+    estimators: Sequence[str] = ("trace", "trace_plus", "trace_plus_cv", "neg_mean_entropy", "mean_prob"),
+    n_seeds: int = 5,
+    n_boot: int = 200,
+    seed: int = 0,
+    model: str = "synthetic",
+    dtype: str = "float32",
+) -> Path:
+    """A run directory scored by the real protocol (`tracecal.evaluation.protocol.score_tasks`) on synthetic
+    traces: ``tasks`` maps a name to (answers, share correct); wrong answers have larger entropies and
+    surprisals, so TRACE ranks above chance. Its traces are stored as the generation pass, so everything that
+    reads a run (the report, the verdict, `tracecal fit-calibrator RUN`) works on it; ``model`` and ``dtype`` are
+    what the run and its traces record (a calibrator fitted on it is then one of that model's)."""
+    from tracecal.estimators import Inputs
+    from tracecal.evaluation.protocol import TaskStats, score_tasks
+    from tracecal.evaluation.run import write_results
+
+    rng = np.random.default_rng(seed)
+    cfg = EvalConfig(tasks=list(tasks), model=model, dtype=dtype, estimators=list(estimators))
+    cfg.n_seeds, cfg.n_boot = n_seeds, n_boot
+    store = RunStore(path)
+    store.open(cfg.to_dict(), cfg.identity())
+    data = []
+    for task, (n, acc) in tasks.items():
+        y = (rng.random(n) < acc).astype(np.int64)
+        lengths = rng.integers(1, 12, n)
+        traces = [
+            Trace(
+                text=f"answer {i}",
+                token_ids=np.arange(lengths[i]),
+                surprisal=rng.gamma(1.5, 0.3 if y[i] else 0.7, lengths[i]),
+                entropy=rng.gamma(2.0, 0.5 if y[i] else 1.1, lengths[i]),
+                id=f"{task}-{i}",
+                model_id=model,
+                decoding={"dtype": dtype},
+            )
+            for i in range(n)
+        ]
+        store.write_traces(task, 0, traces)
+        inputs = Inputs(TraceBatch.from_traces(traces), traces)
+        data.append(TaskStats(task, [t.id for t in traces], y, inputs, f"synthetic labels for {task}"))
+    res = score_tasks(data, cfg.score)
+    res.config = cfg.to_dict()
+    write_results(store, res)
+    return store.path

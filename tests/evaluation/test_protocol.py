@@ -41,7 +41,7 @@ def _synthetic_stats(name: str, n: int, seed: int) -> TaskStats:
 
 def test_score_tasks_is_a_pure_function_of_stats_and_labels() -> None:
     data = [_synthetic_stats("a", 120, 0), _synthetic_stats("b", 90, 1)]
-    cfg = ScoreConfig(estimators=["trace", "trace_plus", "neg_mean_entropy", "p_true"], n_seeds=4)
+    cfg = ScoreConfig(estimators=["trace", "trace_plus", "neg_mean_entropy", "p_true"], n_seeds=4, min_per_class=0)
     res = score_tasks(data, cfg)
     again = score_tasks(data, cfg)
     assert json.dumps(res.to_json()) == json.dumps(again.to_json())

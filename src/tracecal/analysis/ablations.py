@@ -34,6 +34,7 @@ import numpy as np
 from tracecal.calibrators import TracePlus, make_calibrator
 from tracecal.estimators import MissingStatError, get_estimator
 from tracecal.evaluation.protocol import TaskStats, sanitize
+from tracecal.evaluation.ranking import informative
 from tracecal.evaluation.runstore import RunStore
 from tracecal.signals.features import feature_names, trace_plus_features
 from tracecal.signals.operators import TraceConfig, decayed_mean, length_norm_sum, window_peak
@@ -235,7 +236,9 @@ def score_variant(
     return out
 
 
-def _variant_rows(data: Sequence[TaskStats], variant: Variant, n_seeds: int, cal_frac: float) -> dict[str, Any]:
+def _variant_rows(
+    data: Sequence[TaskStats], variant: Variant, n_seeds: int, cal_frac: float, ranked: Sequence[str]
+) -> dict[str, Any]:
     per_task: dict[str, Any] = {}
     for d in data:
         try:
@@ -244,11 +247,12 @@ def _variant_rows(data: Sequence[TaskStats], variant: Variant, n_seeds: int, cal
             per_task[d.task] = None  # the run does not hold the stat (e.g. no MARS pass): not run
             continue
         per_task[d.task] = score_variant(variant.kind, x, d.y, n_seeds, cal_frac)
-    return {"group": variant.group, "kind": variant.kind, "tasks": per_task, "mean": _task_mean(per_task)}
+    mean = _task_mean({t: m for t, m in per_task.items() if t in ranked})
+    return {"group": variant.group, "kind": variant.kind, "tasks": per_task, "mean": mean}
 
 
 def _task_mean(per_task: dict[str, Any]) -> dict[str, float] | None:
-    """Unweighted mean over the tasks a variant ran on (None if it ran on none)."""
+    """Unweighted mean over the (ranked) tasks a variant ran on (None if it ran on none)."""
     done = [m for m in per_task.values() if m is not None]
     if not done:
         return None
@@ -285,6 +289,8 @@ def run_ablations(
     store = run_dir if isinstance(run_dir, RunStore) else RunStore(run_dir)
     data = load_stored_tasks(store, ["trace", "mars"], tasks)
     chosen = [v for v in ablation_variants(seed) if groups is None or v.group in groups]
+    apart = {d.task: why for d in data if (why := informative(int(d.y.sum()), len(d)))}
+    ranked = [d.task for d in data if d.task not in apart]
     cfg = store.config()
     doc: dict[str, Any] = {
         "run": str(store.path),
@@ -297,7 +303,8 @@ def run_ablations(
         "n_seeds": n_seeds,
         "cal_frac": cal_frac,
         "seed": seed,
-        "variants": {v.name: _variant_rows(data, v, n_seeds, cal_frac) for v in chosen},
+        "not_ranked": apart,
+        "variants": {v.name: _variant_rows(data, v, n_seeds, cal_frac, ranked) for v in chosen},
         "paper": {k: dict(zip(("auroc", "brier", "ece"), v, strict=True)) for k, v in PAPER.items()},
         "paper_sweep_band": PAPER_SWEEP_BAND,
     }
@@ -367,9 +374,10 @@ def ablation_markdown(doc: dict[str, Any]) -> str:
     out = [
         f"# TRACE ablations — {doc.get('model')} ({doc.get('dtype')})",
         "",
-        f"Run `{doc['run']}`: {n}; {doc['n_seeds']} splits, {doc['cal_frac']:.0%} calibration. Means over tasks;"
-        " Brier/ECE of scores through Platt on the calibration split; paper: Qwen2.5-7B-Instruct.",
+        f"Run `{doc['run']}`: {n}; {doc['n_seeds']} splits, {doc['cal_frac']:.0%} calibration. Means over the "
+        "ranked tasks; Brier/ECE of scores through Platt on the calibration split; paper: Qwen2.5-7B-Instruct.",
     ]
+    out += [f"Not ranked (left out of the means): {t}: {why}." for t, why in (doc.get("not_ranked") or {}).items()]
     present = {r["group"] for r in doc["variants"].values()}
     for group, title in GROUP_TITLES.items():
         if group in present:

@@ -261,7 +261,35 @@ def _print_evaluation(res: Any, run_dir: Path, show: list[str], report: bool, t0
         f"results: [bold]{where}/results.json[/], results.csv, results.md "
         f"({time.perf_counter() - t0:.0f} s this invocation)"
     )
+    print_verdict(run_dir)
     if report:
         from tracecal.report import write_report
 
         console.print(f"report: [bold]{escape(str(write_report(run_dir)))}[/]")
+
+
+def print_verdict(run_dir: Path) -> None:
+    """The run's verdict (`tracecal.report.verdict`) as a panel on standard output: what to use, how calibrated,
+    what a threshold buys, the commands to serve it."""
+    from rich.panel import Panel
+    from rich.table import Table
+
+    from tracecal.report.verdict import run_verdict
+
+    v = run_verdict(run_dir)
+    t = Table(box=None, show_header=True, pad_edge=False)
+    for c in ("estimator", "AUROC", "Δ vs leader [95 % CI]", "Brier", "ECE"):
+        t.add_column(c, justify="left" if c == "estimator" else "right")
+    for r in v.table:
+        ci = "leader" if r["estimator"] == v.leader else f"{r['delta']:+.3f} [{r['lo']:+.3f}, {r['hi']:+.3f}]"
+        name = escape(r["estimator"]) + (" ✓" if r["estimator"] == v.recommended else "")
+        style = "bold green" if r["estimator"] == v.recommended else ("" if r["level"] else "dim")
+        t.add_row(name, f"{r['auroc']:.3f}", ci, f"{r['brier']:.3f}", f"{r['ece']:.3f}", style=style)
+    body: list[Any] = [f"[bold]{escape(v.headline)}[/]", ""]
+    body += [f"• {escape(line)}" for line in v.lines]
+    if v.commands:
+        body += ["", "To serve it:"] + [f"  [cyan]{escape(c)}[/]" for c in v.commands]
+    from rich.console import Group
+
+    parts: list[Any] = ["\n".join(body)] + ([t] if v.table else [])
+    out_console.print(Panel(Group(*parts), title="verdict", border_style="green" if v.recommended else "yellow"))

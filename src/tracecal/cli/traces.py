@@ -202,19 +202,38 @@ def score(
 
 @user_errors
 def fit_calibrator(
-    traces_path: Annotated[Path, typer.Argument(help="traces of the calibration split")],
-    labels: Annotated[Path, typer.Option(help="CSV or JSONL with columns id,label (0/1)")],
+    traces_path: Annotated[
+        Path, typer.Argument(help="traces of the calibration split (Parquet), or an evaluated run directory")
+    ],
     out: Annotated[Path, typer.Option("--out", "-o", help="calibrator JSON to write")],
-    C: Annotated[float, typer.Option("--C", help="inverse L2 strength")] = 1.0,
+    labels: Annotated[
+        Path | None, typer.Option(help="traces: CSV or JSONL with columns id,label (0/1) (docs/formats.md)")
+    ] = None,
+    estimator: Annotated[
+        str | None,
+        typer.Option(help="a run: the estimator to serve (default: the run's verdict); traces: trace_plus"),
+    ] = None,
+    tasks: Annotated[str | None, typer.Option(help="a run: tasks to fit on (default: its ranked tasks)")] = None,
+    C: Annotated[float, typer.Option("--C", help="traces: inverse L2 strength of TRACE+")] = 1.0,
 ) -> None:
-    """Fit a TRACE+ calibrator on labelled traces and save it as JSON (each trace id once, one label each)."""
+    """Fit a calibrator and save it as JSON: TRACE+ on labelled traces (each trace id once, one label each), or
+    the calibrator of an evaluated run's estimator on every labelled answer of its ranked tasks."""
+    inputs: list[tuple[str, Path | str | None]] = [("traces", traces_path), ("labels file", labels)]
+    out_path(out, "calibrator", inputs)
+    if traces_path.is_dir():
+        if labels is not None:
+            raise ValidationError(f"--labels: {traces_path} is a run directory, which holds its labels: drop --labels")
+        _fit_from_run(traces_path, out, estimator, tasks, inputs)
+        return
+    if labels is None or estimator not in (None, "trace_plus") or tasks is not None:
+        raise ValidationError(
+            "a traces file needs --labels (and takes neither --estimator nor --tasks); a run directory needs none"
+        )
     from tracecal.calibrators.traceplus import TracePlus
     from tracecal.tasks.files import join_labels, read_labels
     from tracecal.traces.io import load_traces
     from tracecal.traces.provenance import traces_provenance
 
-    inputs: list[tuple[str, Path | str | None]] = [("traces", traces_path), ("labels file", labels)]
-    out_path(out, "calibrator", inputs)
     traces = load_traces(traces_path)
     y = np.array(join_labels([t.id for t in traces], read_labels(labels), str(labels)))
     cal = TracePlus(C=C).fit(traces, y)
@@ -223,3 +242,17 @@ def fit_calibrator(
     console.print(
         f"fitted TRACE+ on {len(traces)} answers (base rate {y.mean():.3f}); wrote [bold]{escape(str(out))}[/]"
     )
+
+
+def _fit_from_run(run: Path, out: Path, estimator: str | None, tasks: str | None, inputs: list[Any]) -> None:
+    """`fit-calibrator RUN`: `tracecal.analysis.deploy.fit_from_run` (the verdict's estimator by default)."""
+    from tracecal.analysis.deploy import fit_from_run
+
+    if estimator is None:
+        from tracecal.report.verdict import run_verdict
+
+        estimator = run_verdict(run).recommended or "trace_plus_cv"
+    names = [t for t in (tasks or "").split(",") if t.strip()] or None
+    cal = fit_from_run(run, estimator, names)
+    cal.save(out, inputs)
+    console.print(f"fitted the calibrator of {estimator} on {escape(str(run))}; wrote [bold]{escape(str(out))}[/]")

@@ -86,6 +86,7 @@ KEY_ORDER = (
     "sel_alpha",
     "sel_delta",
     "sel_holdout",
+    "min_per_class",
 )
 """The order of the keys of `EvalConfig.to_dict` (as every ``config.json`` and ``results.json`` has it)."""
 

@@ -35,6 +35,13 @@ import pyarrow as pa
 
 from tracecal._validation import Constraint, Interval, check_params
 from tracecal.estimators import REGISTRY, Inputs, get_estimator, passes_of
+from tracecal.evaluation.ranking import (
+    MIN_PER_CLASS_RANKED,
+    average_over,
+    informative,
+    ranked_tasks,
+    ranking_statistics,
+)
 from tracecal.evaluation.results import METRICS, Results
 from tracecal.evaluation.splitscore import (
     Fits,
@@ -50,7 +57,6 @@ from tracecal.stats.bootstrap import (
     LEVEL,
     N_BOOT,
     bootstrap_counts,
-    comparisons,
     enough_per_class,
 )
 from tracecal.stats.metrics import N_BINS, SingleClassWarning
@@ -81,7 +87,6 @@ Progress = Callable[[str, int, int], None]  # (stage description, done, total); 
 
 T = TypeVar("T")
 
-
 def setting(default: T, constraint: Constraint) -> T:
     """A dataclass field with its default and its constraint (`tracecal._validation`), declared once, beside the
     field; `constraints_of` collects them."""
@@ -101,6 +106,8 @@ class ScoreConfig:
     ``sel_alpha`` / ``sel_delta``: the risk bound and failure probability of the selective-answering threshold;
     ``sel_holdout``: the share of the calibration split a fitted estimator's threshold is chosen on (it is refitted
     on the rest; `selective_threshold`), 0 for the split it was fitted on (no guarantee).
+    ``min_per_class``: a task is *ranked* (enters the average over tasks, the paired comparisons and every "best"
+    mark) only with at least this many correct and this many wrong answers (`informative`); 0 ranks every task.
     """
 
     estimators: list[str]
@@ -114,6 +121,7 @@ class ScoreConfig:
     sel_alpha: float = setting(0.1, ALPHA)
     sel_delta: float = setting(0.1, DELTA)
     sel_holdout: float = setting(0.5, HOLDOUT)
+    min_per_class: int = setting(MIN_PER_CLASS_RANKED, Interval(int, 0, None))
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -197,6 +205,8 @@ def _task_info(frame: TaskFrame, cfg: ScoreConfig, not_run: list[str]) -> dict[s
         "entropy_kind": sorted(set(frame.entropy_kinds)),
         "nan_mapped": {},
         "not_run": not_run,
+        "informative": (why := informative(int(y.sum()), n, cfg.min_per_class)) is None,
+        "informative_reason": why,
     }
 
 
@@ -286,26 +296,11 @@ def task_parts(frame: TaskFrame, cfg: ScoreConfig, sp: SplitSet, blocks: dict[st
     return info, metrics, tables, draws
 
 
-def _statistics(metrics: dict[str, Any], draws: dict[str, dict], cfg: ScoreConfig) -> dict[str, Any]:
-    """Paired comparisons with the best baseline per task and for the average over tasks (tasks are independent
-    samples: the average's draws are the mean of the tasks' draws), and the selective-answering settings."""
+def _statistics(
+    metrics: dict[str, Any], draws: dict[str, dict], cfg: ScoreConfig, ranked: list[str]
+) -> dict[str, Any]:
+    """`ranking_statistics` (paired comparisons over the ranked tasks, the leader) and the selective settings."""
     fam = {n: REGISTRY[n].family for n in cfg.estimators}
-    comp: dict[str, Any] = {}
-    for task, per in metrics.items():
-        if task == "average":
-            tasks = list(draws)
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", RuntimeWarning)  # a resample undefined on every task: NaN
-                d = {
-                    e: {m: np.nanmean([draws[t][e][m] for t in tasks], axis=0) for m in BOOT_METRICS}
-                    for e in cfg.estimators
-                    if all(draws[t].get(e) for t in tasks)
-                }
-        else:
-            d = {e: v for e, v in draws.get(task, {}).items() if v}
-        if d:
-            means = {e: {m: per[e][m]["mean"] for m in BOOT_METRICS} for e in d}
-            comp[task] = comparisons(d, means, fam, cfg.level)
     selective = {
         "alpha": cfg.sel_alpha,
         "delta": cfg.sel_delta,
@@ -313,24 +308,7 @@ def _statistics(metrics: dict[str, Any], draws: dict[str, dict], cfg: ScoreConfi
         "score": "raw",
         "rule": "learn-then-test",
     }
-    return {"comparisons": comp, "selective": selective}
-
-
-def _average(metrics: dict[str, Any], names: list[str], info: dict[str, Any]) -> dict[str, Any]:
-    """Mean over tasks of the per-task means; an estimator not run on some task gets no average."""
-    avg: dict[str, dict[str, dict[str, float]]] = {}
-    for name in names:
-        complete = not any(name in info[t]["not_run"] for t in metrics)
-        avg[name] = {}
-        for metric in METRICS:
-            vals = [metrics[t][name][metric]["mean"] for t in metrics]
-            fin = [v for v in vals if math.isfinite(v)] if complete else []
-            avg[name][metric] = {
-                "mean": float(np.mean(fin)) if fin else float("nan"),
-                "sd": float("nan"),
-                "n_seeds": len(fin),
-            }
-    return avg
+    return ranking_statistics(metrics, draws, fam, cfg.level, ranked) | {"selective": selective}
 
 
 def warn_single_class(frame: TaskFrame) -> None:
@@ -373,8 +351,9 @@ def results_of(parts: dict[str, TaskParts], cfg: ScoreConfig) -> Results:
     metrics: dict[str, Any] = {t: p[1] for t, p in parts.items()}
     draws = {t: p[3] for t, p in parts.items()}
     tables = {k: [p[2][k] for p in parts.values()] for k in ("rows", "scores", "predictions")}
-    if len(metrics) > 1:
-        metrics["average"] = _average(metrics, cfg.estimators, info)
+    ranked = ranked_tasks(info)
+    if len(metrics) > 1 and len(ranked) > 1:
+        metrics["average"] = average_over(metrics, cfg.estimators, {t: i["not_run"] for t, i in info.items()}, ranked)
     est_info = {
         n: {
             "family": REGISTRY[n].family,
@@ -392,6 +371,6 @@ def results_of(parts: dict[str, TaskParts], cfg: ScoreConfig) -> Results:
         estimators=est_info,
         substitutes=sorted({s for n in cfg.estimators if (s := REGISTRY[n].substitute)}),
         answers={k: pa.concat_tables(v, promote_options="default") for k, v in tables.items() if v},
-        statistics=_statistics(metrics, draws, cfg),
+        statistics=_statistics(metrics, draws, cfg, ranked),
         draws=draws,
     )

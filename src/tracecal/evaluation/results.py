@@ -16,7 +16,16 @@ import io
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["METRICS", "LOWER_IS_BETTER", "Results", "results_csv", "results_markdown", "results_tables", "marker"]
+__all__ = [
+    "METRICS",
+    "LOWER_IS_BETTER",
+    "Results",
+    "results_csv",
+    "results_markdown",
+    "results_tables",
+    "marker",
+    "ranked_split",
+]
 
 METRICS = ("auroc", "brier", "ece", "aece", "auprc", "aurc", "risk@10", "risk@50", "risk@90")
 LOWER_IS_BETTER = frozenset({"brier", "ece", "aece", "aurc", "risk@10", "risk@50", "risk@90"})
@@ -148,78 +157,114 @@ def _cell(m: dict[str, float] | None, sep: str = " ± ") -> str:
     return f"{m['mean']:.3f}{sep}{m['sd']:.3f}"
 
 
+def ranked_split(d: dict[str, Any]) -> tuple[list[str], dict[str, str]]:
+    """The columns of the ranked view (the informative tasks, then ``average``) and the tasks left out of it,
+    with the reason (``tasks[task]["informative_reason"]``; a run scored before the rule ranks every task)."""
+    info = d.get("tasks", {})
+    apart = {t: str(info[t].get("informative_reason") or "") for t in info if not info[t].get("informative", True)}
+    return [t for t in d["metrics"] if t not in apart], apart
+
+
+def _md_metric(d: dict[str, Any], metric: str, tasks: list[str], ranked: bool) -> list[str]:
+    lines = ["| estimator | " + " | ".join(tasks) + " |", "|---|" + "---:|" * len(tasks)]
+    for est in d["estimators"]:
+        cells = [
+            _cell(d["metrics"][t].get(est, {}).get(metric)) + (marker(d, t, est, metric) if ranked else "")
+            for t in tasks
+        ]
+        lines.append(f"| {est} | " + " | ".join(cells) + " |")
+    return lines
+
+
 def results_markdown(res: Results | dict[str, Any], metrics: tuple[str, ...] = ("auroc", "brier", "ece")) -> str:
-    """Markdown tables (estimators × tasks, mean ± sd) and a task summary, for docs and papers."""
+    """Markdown tables (estimators × tasks, mean ± sd) and a task summary, for docs and papers. Tasks that are
+    not informative (`tracecal.evaluation.protocol.informative`) are shown apart, after the ranked tables, with
+    their reason; the average and the ▲ / ▼ marks leave them out."""
     d = _as_dict(res)
-    tasks = list(d["metrics"])
+    tasks, apart = ranked_split(d)
     lines = [
-        "| task | n | accuracy | correct answers (cal / eval per split) | zero-token | label rule |",
-        "|---|---:|---:|---:|---:|---|",
+        "| task | n | accuracy | correct answers (cal / eval per split) | zero-token | label rule | ranked |",
+        "|---|---:|---:|---:|---:|---|---|",
     ]
     for t, info in d["tasks"].items():
         lines.append(
             f"| {t} | {info['n']} | {info['accuracy']:.3f} | {info['n_correct_cal']} / "
-            f"{info['n_correct_eval']} | {info['zero_token_answers']} | {info['label_rule']} |"
+            f"{info['n_correct_eval']} | {info['zero_token_answers']} | {info['label_rule']} | "
+            f"{'no: ' + apart[t] if t in apart else 'yes'} |"
         )
     for metric in metrics:
         lines += ["", f"**{metric.upper()}** (mean ± sd over {d['config']['n_seeds']} splits)", ""]
-        lines.append("| estimator | " + " | ".join(tasks) + " |")
-        lines.append("|---|" + "---:|" * len(tasks))
-        for est in d["estimators"]:
-            cells = [_cell(d["metrics"][t].get(est, {}).get(metric)) + marker(d, t, est, metric) for t in tasks]
-            lines.append(f"| {est} | " + " | ".join(cells) + " |")
+        lines += _md_metric(d, metric, tasks, True)
     if _note(d):
         lines += ["", _note(d) + "."]
+    if apart:
+        lines += ["", "**Not ranked** (too few correct or wrong answers; left out of the average and the marks):", ""]
+        lines += [f"- {t}: {why}" for t, why in apart.items()]
+        for metric in metrics:
+            lines += ["", f"{metric.upper()}, not ranked:", ""] + _md_metric(d, metric, list(apart), False)
     title = _selective_title(d)
     if title:
-        real = [t for t in tasks if t != "average"]
+        real = [t for t in d["metrics"] if t != "average"]
         lines += ["", f"**{title}**", "", "| estimator | " + " | ".join(real) + " |", "|---|" + "---:|" * len(real)]
         for est in d["estimators"]:
             lines.append(f"| {est} | " + " | ".join(_selective_cell(d["metrics"][t].get(est)) for t in real) + " |")
     return "\n".join(lines) + "\n"
 
 
-def results_tables(res: Results | dict[str, Any], metrics: list[str]) -> list[Any]:
-    """Rich tables for the terminal: the task summary, then estimators × tasks per metric (best in bold)."""
+def _summary_table(d: dict[str, Any], apart: dict[str, str]) -> Any:
+    from rich.markup import escape
     from rich.table import Table
 
-    d = _as_dict(res)
     head = Table(title="tasks (label rules: results.md, the report)")
-    for c in ("task", "n", "accuracy", "correct cal/eval", "0-token", "at limit"):
-        head.add_column(c, no_wrap=True)
+    for c in ("task", "n", "accuracy", "correct cal/eval", "0-token", "at limit", "ranked"):
+        head.add_column(c, no_wrap=c != "ranked")
     for t, i in d["tasks"].items():
         head.add_row(
-            t,
+            escape(t),
             str(i["n"]),
             f"{i['accuracy']:.3f}",
             f"{i['n_correct_cal']}/{i['n_correct_eval']}",
             str(i["zero_token_answers"]),
             str(i["stopped_at_length"]),
+            f"[yellow]no: {escape(apart[t])}[/]" if t in apart else "yes",
         )
-    out = [head]
-    tasks = list(d["metrics"])
-    for metric in metrics:
-        lower = metric in LOWER_IS_BETTER
-        table = Table(
-            title=f"{metric.upper()} ({'lower' if lower else 'higher'} is better; "
-            f"mean±sd over {d['config']['n_seeds']} splits)"
-        )
-        table.add_column("estimator", style="bold", no_wrap=True, min_width=max(map(len, d["estimators"]), default=9))
-        best: dict[str, float] = {}
+    return head
+
+
+def _metric_table(d: dict[str, Any], metric: str, tasks: list[str], ranked: bool) -> Any:
+    """Estimators × ``tasks`` for one metric; ``ranked``: the best of each column in bold green, with the marks."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    lower = metric in LOWER_IS_BETTER
+    what = f"{metric.upper()} ({'lower' if lower else 'higher'} is better; mean±sd over {d['config']['n_seeds']} splits)"
+    table = Table(title=what if ranked else f"{what}: NOT RANKED (too few correct or wrong answers)")
+    table.add_column("estimator", style="bold", no_wrap=True, min_width=max(map(len, d["estimators"]), default=9))
+    best: dict[str, float] = {}
+    for t in tasks:
+        table.add_column(escape(t), justify="right", style="" if ranked else "dim")
+        vals = [m[metric]["mean"] for m in d["metrics"][t].values() if m[metric]["mean"] == m[metric]["mean"]]
+        if vals and ranked:
+            best[t] = min(vals) if lower else max(vals)
+    for e in d["estimators"]:
+        cells = []
         for t in tasks:
-            table.add_column(t, justify="right")
-            vals = [m[metric]["mean"] for m in d["metrics"][t].values() if m[metric]["mean"] == m[metric]["mean"]]
-            if vals:
-                best[t] = min(vals) if lower else max(vals)
-        for e in d["estimators"]:
-            cells = []
-            for t in tasks:
-                m = d["metrics"][t].get(e, {}).get(metric)
-                s = _cell(m, "±")
-                s += marker(d, t, e, metric)
-                cells.append(f"[bold green]{s}[/]" if m is not None and best.get(t) == m["mean"] else s)
-            table.add_row(e, *cells)
-        if metric in ("auroc", "brier") and _note(d):
-            table.caption = _note(d)
-        out.append(table)
+            m = d["metrics"][t].get(e, {}).get(metric)
+            s = _cell(m, "±") + (marker(d, t, e, metric) if ranked else "")
+            cells.append(f"[bold green]{s}[/]" if m is not None and best.get(t) == m["mean"] else s)
+        table.add_row(e, *cells)
+    if ranked and metric in ("auroc", "brier") and _note(d):
+        table.caption = _note(d)
+    return table
+
+
+def results_tables(res: Results | dict[str, Any], metrics: list[str]) -> list[Any]:
+    """Rich tables for the terminal: the task summary, then estimators × ranked tasks per metric (best in bold),
+    then the tasks that are not ranked, apart, without marks (their reason is in the summary's last column)."""
+    d = _as_dict(res)
+    tasks, apart = ranked_split(d)
+    out = [_summary_table(d, apart)]
+    out += [_metric_table(d, metric, tasks, True) for metric in metrics if tasks]
+    if apart:
+        out += [_metric_table(d, metric, list(apart), False) for metric in metrics[:1]]
     return out  # selective answering: `tracecal.report.selective.certified_tables` (the smallest certified α)
