@@ -188,6 +188,7 @@ def write_synthetic_run(
     n_seeds: int = 20,
     seed: int = 0,
     overrides: Overrides | None = None,
+    accuracy: dict[str, float] | None = None,
 ) -> Path:
     """Write a synthetic scored run directory (through its `RunStore`) and return its path.
 
@@ -202,6 +203,8 @@ def write_synthetic_run(
         seed: random seed.
         overrides: ``{(task, row index): {"question": ..., "answer": ..., "tokens": [...], "golds": [...]}}``
             to plant specific content (e.g. markup for escaping tests); ``tokens`` sets the answer's tokens.
+        accuracy: ``{task: share of correct answers}`` for the tasks named (e.g. a task of few positives); the
+            others draw theirs uniformly from [0.2, 0.8].
     """
     rng = np.random.default_rng(seed)
     cfg = EvalConfig(
@@ -220,7 +223,8 @@ def write_synthetic_run(
     info: dict[str, Any] = {}
     metrics: dict[str, Any] = {}
     for task in tasks:
-        parts, info[task], metrics[task] = _task(store, rng, task, cfg, max_tokens, overrides or {})
+        acc = (accuracy or {}).get(task)
+        parts, info[task], metrics[task] = _task(store, rng, task, cfg, max_tokens, overrides or {}, acc)
         for name, table in parts.items():
             tables[name].append(table)
     if len(tasks) > 1:
@@ -234,13 +238,20 @@ def write_synthetic_run(
 
 
 def _task(
-    store: RunStore, rng: np.random.Generator, task: str, cfg: EvalConfig, max_tokens: int, overrides: Overrides
+    store: RunStore,
+    rng: np.random.Generator,
+    task: str,
+    cfg: EvalConfig,
+    max_tokens: int,
+    overrides: Overrides,
+    accuracy: float | None = None,
 ) -> tuple[dict[str, pa.Table], dict[str, Any], dict[str, Any]]:
     """One synthetic task: its traces written shard by shard, and its (rows / scores / predictions tables, task
-    info, metrics per estimator)."""
+    info, metrics per estimator); ``accuracy``: the share of correct answers (default: uniform in [0.2, 0.8])."""
     n, size = int(cfg.limit or 0), cfg.shard_size
     t0 = time.perf_counter()
-    y = (rng.random(n) < 0.2 + 0.6 * rng.random()).astype(np.int64)
+    rate = 0.2 + 0.6 * rng.random()
+    y = (rng.random(n) < (rate if accuracy is None else accuracy)).astype(np.int64)
     traces, rows = _answers(rng, task, y, max_tokens, overrides)
     for k in range(0, n, size):
         store.write_traces(task, k // size, traces[k : k + size])
