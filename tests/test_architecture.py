@@ -221,7 +221,6 @@ NO_MIRRORED_TEST: dict[str, str] = {
     "tracecal.report.data": "the report's data model: built from real and synthetic runs in tests/report/test_init.py",
     "tracecal.report.plotdata": "figure inputs: every figure of tests/report/test_init.py (incl. the browser test)",
     "tracecal.report.stats": "the statistics section: asserted in tests/report/test_init.py",
-    "tracecal.report.svg": "the SVG figures: exported and parsed in tests/report/test_init.py",
 }
 
 

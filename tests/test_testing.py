@@ -33,3 +33,11 @@ def test_no_library_module_imports_it() -> None:
         and ("from tracecal.testing" in p.read_text() or "import tracecal.testing" in p.read_text())
     ]
     assert users == []
+
+
+def test_accuracy_sets_the_share_of_correct_answers_of_the_tasks_named(tmp_path: Path) -> None:
+    run = write_synthetic_run(tmp_path / "r", tasks=("triviaqa", "mlqa"), n_per_task=400, accuracy={"mlqa": 0.02})
+    info = RunStore(run).read_results()["tasks"]
+    assert info["mlqa"]["n_correct"] < 20 and 80 <= info["triviaqa"]["n_correct"] <= 320
+    plain = write_synthetic_run(tmp_path / "p", tasks=("triviaqa", "mlqa"), n_per_task=400)
+    assert RunStore(plain).read_results()["tasks"]["triviaqa"] == info["triviaqa"]  # the others drawn as before

@@ -193,7 +193,7 @@ def write_synthetic_run(
     seed: int = 0,
     overrides: Overrides | None = None,
     accuracy: Mapping[str, float] | None = None,
-    min_per_class: int = 10,
+    min_per_class: int = 50,
 ) -> Path:
     """Write a synthetic scored run directory (through its `RunStore`) and return its path.
 
@@ -255,7 +255,7 @@ def _task(
     accuracy: float | None = None,
 ) -> tuple[dict[str, pa.Table], dict[str, Any], dict[str, Any]]:
     """One synthetic task: its traces written shard by shard, and its (rows / scores / predictions tables, task
-    info, metrics per estimator)."""
+    info, metrics per estimator); ``accuracy``: the share of correct answers (default: uniform in [0.2, 0.8])."""
     n, size = int(cfg.limit or 0), cfg.shard_size
     t0 = time.perf_counter()
     rate = 0.2 + 0.6 * rng.random()

@@ -7,6 +7,7 @@ Run directories are read and changed only through `RunStore`.
 from __future__ import annotations
 
 import html
+import itertools
 import json
 import re
 import shutil
@@ -80,10 +81,12 @@ def test_report_escapes_text_and_has_every_section(synth: Path, tmp_path: Path) 
         assert f'<section id="{sec}">' in page
     assert 'http-equiv="Content-Security-Policy"' in page
     assert not re.search(r"""(src|href)=["']?(https?:)?//""", page), "external resources referenced"
-    # results table: (2 tasks + average) × 4 estimators, with n and base rate columns
+    # results table: 2 tasks × 4 estimators, with n and base rate columns; 30 answers a task are too few to rank
+    # (fewer than 50 correct): no average, no best marked
     table = page[page.index('id="results-table"') :]
     table = table[: table.index("</table>")]
-    assert table.count("<tr data-task=") == 3 * 4
+    assert table.count("<tr data-task=") == 2 * 4 and table.count('class="not-ranked"') == 2 * 4
+    assert 'class="best"' not in table
     assert "base rate" in table and ">30<" in table
     # one reliability and one histogram panel per estimator and task; one risk-coverage chart per task
     assert page.count('aria-label="reliability ') == 2 * 4
@@ -160,7 +163,7 @@ def test_estimator_selection_and_figure_export(synth: Path, tmp_path: Path) -> N
     names = sorted(p.name for p in figs.iterdir())
     assert names == sorted(
         [f"{kind}_{t}.svg" for kind in ("reliability", "risk_coverage", "histogram") for t in ("triviaqa", "svamp")]
-        + ["overview.svg"]
+        + ["overview_not_ranked.svg"]  # both tasks too small to rank: their overview is drawn apart
     )
     for p in figs.iterdir():  # one drawing code: each file is the very SVG document the page shows
         svg = p.read_text(encoding="utf-8")
@@ -334,4 +337,82 @@ def test_report_of_a_real_run_loads_in_headless_chromium(tmp_path: Path, real_ru
 
     shot = tmp_path / "report-screenshot.png"
     res = _run_chromium([f"--screenshot={shot}", "--window-size=1400,2000", out.resolve().as_uri()], tmp_path)
+    assert shot.exists() and shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", res.stderr[-2000:]
+
+
+# ------------------------------------------------------------ a task of few positives, in Chromium (synthetic run)
+PROBE = """<script>
+window.addEventListener("load", function () {
+  "use strict";
+  var nav = document.querySelector("nav"), out = {anchors: [], ticks: [], hidden: {}};
+  out.height = document.documentElement.scrollHeight;
+  out.viewport = window.innerHeight;
+  out.verdictTop = document.getElementById("verdict").getBoundingClientRect().top;
+  Array.prototype.forEach.call(document.querySelectorAll("#fig-overview text.tick"), function (t) {
+    var b = t.getBBox();
+    out.ticks.push([b.x, b.y, b.width, t.textContent]);
+  });
+  ["overview-not-ranked", "reliability-mlqa", "risk-coverage-mlqa", "histogram-mlqa"].forEach(function (id) {
+    var f = document.getElementById("fig-" + id), d = f.closest("details");
+    out.hidden[id] = [d !== null && !d.open, f.checkVisibility()];
+  });
+  out.summaries = Array.prototype.map.call(document.querySelectorAll("details.not-ranked > summary"),
+    function (s) { return [s.textContent, s.getBoundingClientRect().height]; });
+  Array.prototype.forEach.call(document.querySelectorAll("nav a"), function (a) {
+    a.click();
+    var h = document.querySelector(a.getAttribute("href") + " > h2");
+    out.anchors.push([a.getAttribute("href"), h.getBoundingClientRect().top, nav.getBoundingClientRect().bottom]);
+  });
+  var pre = document.createElement("pre");
+  pre.id = "probe";
+  pre.textContent = JSON.stringify(out);
+  document.body.appendChild(pre);
+});
+</script>"""
+MAX_PAGE_HEIGHT = 12_000
+"""px at 1400 × 1000 for the run below, 3 tasks × 24 estimators: 10,551 measured (21,526 with every reliability and
+histogram panel shown and 50 examples a page)."""
+
+
+def test_a_task_of_few_positives_in_chromium(tmp_path: Path) -> None:
+    """One task of few positives (mlqa, ≈ 6 correct of 300): collapsed with its reason; the overview's tick labels
+    apart (their getBBox boxes); every in-page link lands its heading below the sticky bar; the page under a bound;
+    the verdict on the first screen (a screenshot, kept in tmp_path)."""
+    acc = {"triviaqa": 0.5, "svamp": 0.4, "mlqa": 0.02}
+    run = write_synthetic_run(tmp_path / "run", tuple(acc), n_per_task=300, n_seeds=3, seed=2, accuracy=acc)
+    store = RunStore(run)
+    doc = store.read_results()  # one AUROC far below the rest: the overview's axis spans 0–1, as on a real run
+    doc["metrics"]["triviaqa"]["mars"]["auroc"]["mean"] = 0.05
+    store.write_text("results.json", json.dumps(doc))
+    verdict = {"headline": "Use trace_plus on this model", "lines": ["ECE 0.03"], "table": []}
+    out = write_report(run, out=tmp_path / "report.html", verdict=verdict)
+    probed = tmp_path / "probed.html"
+    probed.write_text(out.read_text(encoding="utf-8").replace("</body>", PROBE + "</body>"), encoding="utf-8")
+    size = "--window-size=1400,1000"
+    res = _run_chromium([size, "--virtual-time-budget=5000", "--dump-dom", probed.resolve().as_uri()], tmp_path)
+    m = re.search(r'<pre id="probe">(.*?)</pre>', res.stdout, re.S)
+    assert m, res.stderr[-2000:]
+    probe = json.loads(html.unescape(m.group(1)))
+    # the task apart: its figures in closed <details> (not rendered), the reason in each summary, which is visible
+    assert all(closed and not visible for closed, visible in probe["hidden"].values()), probe["hidden"]
+    assert len(probe["summaries"]) >= 5
+    assert all("mlqa" in s and "too few to rank" in s and h > 0 for s, h in probe["summaries"])
+    # tick labels: per axis (one baseline y), left to right, at least 4 px between boxes (before: every 0.1 on
+    # 0–1, 1.5 px apart, read as "0.00.10.20.3…")
+    axes: dict[float, list[tuple[float, float, str]]] = {}
+    for x, y, w, label in probe["ticks"]:
+        axes.setdefault(round(y, 1), []).append((x, x + w, label))
+    assert len(axes) == 1 and len(probe["ticks"]) >= 3 * 3, probe["ticks"]  # one row, ≥ 3 ticks a panel
+    for boxes in axes.values():
+        boxes.sort()
+        gaps = [b[0] - a[1] for a, b in itertools.pairwise(boxes)]
+        assert min(gaps) >= 4, boxes
+    # anchors: each section's heading below the sticky bar, on screen
+    assert len(probe["anchors"]) == 8
+    for href, top, bar in probe["anchors"]:
+        assert bar <= top < probe["viewport"] / 2, (href, top, bar)
+    assert probe["height"] < MAX_PAGE_HEIGHT, probe["height"]
+    assert 0 <= probe["verdictTop"] < probe["viewport"] / 2
+    shot = tmp_path / "first-screen.png"
+    res = _run_chromium([f"--screenshot={shot}", size, out.resolve().as_uri()], tmp_path)
     assert shot.exists() and shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", res.stderr[-2000:]

@@ -6,8 +6,12 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from tracecal.evaluation.runstore import RunStore
-from tracecal.report.learning_curve import figure_file, run_learning_curve, write_learning_curve_figures
-from tracecal.report.svg import learning_curve_svg
+from tracecal.report.learning_curve import (
+    figure_file,
+    learning_curve_svg,
+    run_learning_curve,
+    write_learning_curve_figures,
+)
 from tracecal.testing import write_synthetic_run
 
 

@@ -105,7 +105,8 @@ def test_nothing_to_draw_gives_no_figure() -> None:
 
 
 def test_the_report_opens_with_the_figure(tmp_path: Path) -> None:
-    run = write_synthetic_run(tmp_path / "run", tasks=("triviaqa", "svamp"), n_per_task=40, n_seeds=2, seed=5)
+    half = {"triviaqa": 0.5, "svamp": 0.5}  # ≈ 100 correct and 100 wrong answers each: both tasks ranked
+    run = write_synthetic_run(tmp_path / "run", ("triviaqa", "svamp"), n_per_task=200, n_seeds=2, seed=5, accuracy=half)
     figs = tmp_path / "figs"
     page = write_report(run, out=tmp_path / "r.html", figures_dir=figs, estimators="trace,mean_prob,p_true").read_text()
     main = page[page.index("<main>") :]

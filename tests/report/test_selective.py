@@ -107,3 +107,19 @@ def test_the_terminal_table_lists_every_estimator_and_task(synth: Path) -> None:
     for task in run.tasks:
         assert task in text
     assert certified_tables(synth, ["trace"])[0].row_count == 1
+
+
+def test_the_terminal_table_marks_no_best_on_a_task_too_small_to_rank(tmp_path: Path) -> None:
+    run = write_synthetic_run(
+        tmp_path / "run",
+        tasks=("triviaqa", "mlqa"),
+        n_per_task=300,
+        estimators=("trace", "mean_prob", "p_true"),
+        n_seeds=2,
+        accuracy={"triviaqa": 0.5, "mlqa": 0.02},
+    )
+    (table,) = certified_tables(run)
+    cols = {str(c.header).split("\n")[0]: c for c in table.columns}
+    assert "not ranked" in str(cols["mlqa"].header) and "not ranked" not in str(cols["triviaqa"].header)
+    assert not any("bold green" in str(x) for x in cols["mlqa"].cells)
+    assert any("bold green" in str(x) for x in cols["triviaqa"].cells)

@@ -2,18 +2,24 @@
 
 One HTML file with no external scripts, styles or fonts (a Content-Security-Policy forbids loading any):
 
-* first, one figure of which estimator wins where: AUROC per estimator and task with intervals
+* the verdict, when one is given (``verdict``: which confidence to use, `tracecal.report.html.verdict_section`);
+* one figure of which estimator wins where: AUROC per estimator and task with intervals
   (`tracecal.report.overview`);
-* the results tables (sortable): per task the examples and base rate; per task × estimator every metric;
-* a reliability diagram per estimator and task (bin accuracy vs confidence, bin counts, ECE);
+* the results tables (sortable): per task the examples, base rate and whether it is ranked; per task × estimator
+  every metric;
+* a reliability diagram per estimator and task (bin accuracy vs confidence, bin counts, ECE): the estimators that
+  matter first, every estimator's behind a collapsed block (`tracecal.report.sections`);
 * statistics: paired bootstrap comparisons with the best baseline, selective answering (the smallest certified
   error rate per estimator, `tracecal.report.selective`, and the held-out check at the run's α) and, when
   ``tracecal learning-curve`` wrote them, learning curves (`tracecal.report.stats`);
 * risk–coverage curves of the selected estimators, one chart per task;
 * confidence histograms split by correct / incorrect;
-* an example browser (50 answers a page, filter by task / correctness / text, sort by confidence):
+* an example browser (20 answers a page, filter by task / correctness / text, sort by confidence):
   question, gold answers, model answer, correctness, and the answer's tokens coloured by surprisal or
   entropy with the TRACE peak window (the w = 4 tokens of highest mean entropy) marked.
+
+A task too small to rank or calibrate (fewer than 50 correct or wrong answers, `tracecal.report.informative`) is
+shown apart: its figures and tables collapsed with the reason, in no average and with no "best" mark.
 
 Figures are SVG documents drawn from the same numbers the metrics use (`tracecal.report.plotdata`) by one
 code, `tracecal.report.svg`: the page inlines them and ``figures_dir`` writes the very same documents to
@@ -49,30 +55,22 @@ from tracecal.report.data import (
     read_results,
     select_estimators,
 )
-from tracecal.report.html import e, examples_section, figure_block, json_for_script, page, results_tables
-from tracecal.report.overview import OVERVIEW_FILE, overview_svg
+from tracecal.report.html import e, examples_section, json_for_script, page, results_tables, verdict_section
+from tracecal.report.informative import uninformative
 from tracecal.report.plotdata import task_plots
+from tracecal.report.sections import figure_sections, overview_section
 from tracecal.report.selective import certified_summary
 from tracecal.report.stats import statistics_section
-from tracecal.report.svg import FIGURES, XML_PROLOG, export_figures
+from tracecal.report.svg import export_figures
 from tracecal.signals.operators import TraceConfig
 from tracecal.traces.io import Inputs, atomic_write, check_output
 
 __all__ = ["write_report", "build_html", "example_payload", "peak_windows", "load_run", "RunData"]
 
-PAGE_SIZE = 50
+PAGE_SIZE = 20  # answers a page of the example browser (its pager shows the rest)
 MAX_GOLDS = 8
 REPORT_FILE = "report.html"  # the default report, an artefact of the run (written by the store)
 RUN_FILES = ("*.json", "*.parquet", "*/*/*.parquet", "results.*")  # what --out / --figures never write over
-RELIABILITY_CAPTION = (
-    "{t}: bars are the accuracy of the answers whose calibrated confidence falls in each bin (dots: their mean "
-    "confidence), numbers the answers per bin, the dashed line perfect calibration. Hover for exact values."
-)
-RC_CAPTION = (
-    "{t}: error rate among the most confident answers as the share kept grows (lower is better). Oracle: a "
-    "perfect ranking; random: the task's error rate."
-)
-HIST_CAPTION = "{t}: calibrated confidence of correct (green) and incorrect (red) answers, 20 equal bins."
 
 
 def _golds(s: Any) -> list[str]:
@@ -203,9 +201,6 @@ def _not_run_line(tinfo: dict[str, Any]) -> str | None:
     return "Not run: " + "; ".join(parts) if parts else None
 
 
-CAPTIONS = {"reliability": RELIABILITY_CAPTION, "risk_coverage": RC_CAPTION, "histogram": HIST_CAPTION}
-
-
 def _results_section(run: RunData, estimators: list[str]) -> str:
     timings = run.results.get("timings") or {}
     timing_rows = "".join(
@@ -226,25 +221,6 @@ def _results_section(run: RunData, estimators: list[str]) -> str:
     )
 
 
-def _overview_section(
-    run: RunData, estimators: list[str], figures_dir: str | os.PathLike[str] | None, inputs: Inputs = ()
-) -> str:
-    """The figure the report opens with (`tracecal.report.overview`), also written to ``figures_dir``."""
-    svg = overview_svg(run.results, run.tasks, estimators)
-    if not svg:
-        return ""
-    if figures_dir is not None:
-        text = XML_PROLOG + svg
-        write = lambda tmp: Path(tmp).write_text(text, encoding="utf-8")  # noqa: E731
-        atomic_write(Path(figures_dir) / OVERVIEW_FILE, write, inputs, "--figures")
-    caption = (
-        "Each estimator's mean AUROC per task (dot); bar: the paired bootstrap interval of its difference to the "
-        "task's best non-TRACE estimator (dashed line, ◆) when the run has comparisons, else ± 1 sd over splits. "
-        "Ringed: the best of the task. Hover for the numbers."
-    )
-    return '<section id="overview"><h2>Overview</h2>' + figure_block("overview", svg, caption) + "</section>"
-
-
 def build_html(
     run: RunData,
     estimators: list[str],
@@ -253,34 +229,16 @@ def build_html(
     max_examples: int | None = None,
     learning: dict[str, Any] | None = None,
     inputs: Inputs = (),
+    verdict: dict[str, Any] | None = None,
 ) -> str:
     """Render the report of a loaded run (its figures also written to ``figures_dir`` as SVG files when given,
     never over one of ``inputs``); ``learning``: the run's learning curves (`tracecal.analysis.learning_curve`),
-    shown when given."""
+    shown when given; ``verdict``: the section the page opens with (`tracecal.report.html.verdict_section`)."""
     n_bins = int((run.results.get("config") or {}).get("n_bins") or 10)
     plots = [task_plots(run, t, estimators, curve_estimators, n_bins) for t in run.tasks]
     if figures_dir is not None:
         export_figures(plots, figures_dir, inputs)
-    blocks: dict[str, str] = {kind: "" for kind, _ in FIGURES}
-    for tp in plots:
-        for kind, draw in FIGURES:
-            name = f"{kind.replace('_', '-')}-{tp.task}"
-            caption = CAPTIONS[kind].format(t=tp.task)
-            blocks[kind] += f"<h3>{e(tp.task)}</h3>" + figure_block(name, draw(tp), caption)
-    rel_sec = (
-        '<section id="reliability"><h2>Reliability diagrams</h2><p class="note">Calibrated confidence of the '
-        "seed-0 evaluation split in equal-width bins; ECE is that split's (the table averages all splits).</p>"
-        + blocks["reliability"]
-        + "</section>"
-    )
-    rc_sec = (
-        '<section id="risk-coverage"><h2>Risk–coverage curves</h2><p class="note">Estimators: '
-        + e(", ".join(curve_estimators))
-        + ".</p>"
-        + blocks["risk_coverage"]
-        + "</section>"
-    )
-    hist_sec = '<section id="histograms"><h2>Confidence histograms</h2>' + blocks["histogram"] + "</section>"
+    skip = uninformative(run.results, run.tasks)
     payload = example_payload(run, curve_estimators, max_examples)
     ex_sec = examples_section(
         run.tasks, len(payload["ex"]), run.n, curve_estimators[0] if curve_estimators else None, payload["w"]
@@ -288,8 +246,14 @@ def build_html(
     title = f"tracecal report — {run.path.resolve().name}"
     certified = certified_summary(run, estimators)
     stats_sec = statistics_section(run.results, run.tasks, estimators, learning, certified)
-    sections = [_overview_section(run, estimators, figures_dir, inputs), _results_section(run, estimators), stats_sec]
-    sections += [rel_sec, rc_sec, hist_sec, ex_sec]
+    sections = [
+        verdict_section(verdict),
+        overview_section(run.results, run.tasks, estimators, skip, figures_dir, inputs),
+        _results_section(run, estimators),
+        stats_sec,
+        *figure_sections(plots, run.results, estimators, curve_estimators, skip),
+        ex_sec,
+    ]
     return page(title, _meta_lines(run, estimators), sections, json_for_script(payload))
 
 
@@ -299,6 +263,7 @@ def write_report(
     figures_dir: str | os.PathLike[str] | None = None,
     estimators: str | list[str] | None = None,
     max_examples: int | None = None,
+    verdict: dict[str, Any] | None = None,
 ) -> Path:
     """Write the self-contained HTML report of a scored run directory and return its path.
 
@@ -311,6 +276,8 @@ def write_report(
             default: all of the run's, with the risk–coverage charts limited to TRACE, TRACE+ and the six
             others of highest mean AUROC).
         max_examples: at most this many answers per task in the example browser (default: all).
+        verdict: what to use, in plain words, shown first (`tracecal.report.html.verdict_section`; default: the
+            run's own, `tracecal.report.verdict.verdict_of`).
 
     Raises:
         tracecal.evaluation.runstore.NotARunError: ``run_dir`` is not a scored run directory (a `FileNotFoundError`).
@@ -328,7 +295,11 @@ def write_report(
     run = load_run(store, shown)
     curves = shown if estimators is not None else default_curve_estimators(run, shown)
     learning = store.read_artefact("learning_curve")
-    html_text = build_html(run, shown, curves, figures_dir, max_examples, learning, inputs)
+    if verdict is None:
+        from tracecal.report.verdict import verdict_of
+
+        verdict = verdict_of(run, str(store.path)).to_json()
+    html_text = build_html(run, shown, curves, figures_dir, max_examples, learning, inputs, verdict)
     if out is None or Path(out).resolve() == store.artefact_path(REPORT_FILE).resolve():
         return store.write_text(REPORT_FILE, html_text)
     atomic_write(out, lambda tmp: Path(tmp).write_text(html_text, encoding="utf-8"), inputs, "--out")

@@ -23,7 +23,9 @@ body { margin:0; font: 14px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, "
 header.top { padding:16px 24px 8px; border-bottom:1px solid var(--line); background:var(--soft); }
 header.top h1 { margin:0 0 4px; font-size:22px; }
 .meta { color:var(--muted); font-size:13px; margin:2px 0; }
-nav { position:sticky; top:0; z-index:5; background:#fff; border-bottom:1px solid var(--line); padding:6px 24px; }
+nav { position:sticky; top:0; z-index:5; background:#fff; border-bottom:1px solid var(--line); padding:6px 24px;
+  height:34px; white-space:nowrap; overflow-x:auto; overflow-y:hidden; }
+html { scroll-padding-top:46px; }  /* an in-page link lands below the sticky nav (34 px) */
 nav a { margin-right:16px; color:var(--accent); text-decoration:none; font-weight:600; }
 main { padding:0 24px 48px; max-width:1500px; }
 section { margin-top:28px; }
@@ -40,6 +42,14 @@ th[aria-sort=descending]::after { content:" \\25BC"; font-size:9px; }
 td .sd { color:var(--muted); font-size:11px; }
 td.best { font-weight:700; color:var(--accent); }
 tr.avg td { background:#fbfbf2; }
+tr.not-ranked td { color:var(--muted); font-style:italic; }
+td.why { white-space:normal; min-width:120px; max-width:240px; text-align:left; font-size:12px; }
+details.not-ranked, details.more { margin:6px 0 14px; border:1px solid var(--line); border-radius:4px;
+  padding:4px 10px; }
+details.not-ranked > summary { color:var(--muted); cursor:pointer; }
+details.more > summary { color:var(--accent); cursor:pointer; font-size:13px; }
+#verdict .headline { font-size:17px; font-weight:600; margin:6px 0; }
+#verdict ul { margin:4px 0 10px; padding-left:22px; }
 .tablewrap { max-height:640px; overflow:auto; border:1px solid var(--line); margin:8px 0; }
 td.rule { white-space:normal; min-width:260px; max-width:520px; text-align:left; font-size:12px; color:var(--muted); }
 figure { margin:8px 0 20px; }
@@ -161,7 +171,7 @@ MAIN_JS = """
   var F = { TASK: 0, ID: 1, Q: 2, G: 3, GN: 4, A: 5, C: 6, STOP: 7, SPLIT: 8, TOK: 9, S: 10, H: 11, WS: 12,
             WL: 13, P: 14 };
   var ex = D.ex;
-  var PAGE = D.page_size || 50;
+  var PAGE = D.page_size || 20;
   var state = { task: "", correct: "", q: "", sort: "order", mode: "s", page: 0 };
   var hay = null;
   var view = [];

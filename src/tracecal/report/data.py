@@ -19,6 +19,7 @@ import numpy as np
 import pyarrow as pa
 
 from tracecal.evaluation.runstore import TRACES, NotARunError, RunStore, RunStoreError
+from tracecal.report.informative import with_informative
 from tracecal.signals.operators import Segments, TraceConfig
 
 __all__ = [
@@ -57,7 +58,8 @@ class RunData:
 
     Attributes:
         path: the run directory.
-        results: the run's results (`RunStore.read_results`) as a dict.
+        results: the run's results (`RunStore.read_results`) as a dict, every task's ``informative`` and
+            ``informative_reason`` set (`tracecal.report.informative.with_informative`).
         tasks: task names in the results' order (the pseudo-task ``average`` is not one of them).
         estimators: every estimator in the results' order.
         rows: the ``rows`` table's columns as Python lists (task, id, question, golds, answer, correct, ...).
@@ -338,4 +340,5 @@ def load_run(run_dir: str | os.PathLike[str] | RunStore, estimators: list[str] |
     task_arr = np.asarray([str(t) for t in rows["task"]], dtype=object)
     task_rows = {t: np.flatnonzero(task_arr == t) for t in tasks}
     tokens = {t: _task_tokens(store, t, [str(rows["id"][i]) for i in idx]) for t, idx in task_rows.items()}
+    results = with_informative(results, tasks)  # every task marked; an older run's average over the ranked ones
     return RunData(store.path, results, tasks, all_est, rows, correct, split, prob, raw, tokens, task_rows)

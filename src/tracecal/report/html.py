@@ -15,8 +15,19 @@ from html import escape
 from typing import Any
 
 from tracecal.report.assets import CSP, CSS, ERROR_JS, MAIN_JS
+from tracecal.report.informative import uninformative
 
-__all__ = ["METRIC_COLUMNS", "json_for_script", "page", "results_tables", "figure_block", "examples_section", "num"]
+__all__ = [
+    "METRIC_COLUMNS",
+    "json_for_script",
+    "page",
+    "results_tables",
+    "figure_block",
+    "examples_section",
+    "num",
+    "verdict_section",
+    "collapsed",
+]
 
 # (metric key, header, higher is better)
 METRIC_COLUMNS: tuple[tuple[str, str, bool], ...] = (
@@ -58,8 +69,8 @@ def num(v: Any) -> float:
     return f
 
 
-def _fmt(v: float, digits: int = 3) -> str:
-    return f"{v:.{digits}f}" if math.isfinite(v) else "—"
+def _fmt(v: float, digits: int = 3, sign: bool = False) -> str:
+    return (f"{v:+.{digits}f}" if sign else f"{v:.{digits}f}") if math.isfinite(v) else "—"
 
 
 def _dv(v: float) -> str:
@@ -75,9 +86,18 @@ def _metric_cell(m: dict[str, Any] | None, best: bool) -> str:
     return f'<td data-v="{_dv(mean)}"{cls}>{_fmt(mean)}{sd_html}</td>'
 
 
-TEXT_COLUMNS = {"task", "estimator", "family", "entropy", "label rule"}
+TEXT_COLUMNS = {"task", "estimator", "family", "entropy", "label rule", "ranked"}
 """Columns sorted as text (left-aligned); every other column sorts as numbers."""
-TASK_COLUMNS = ["task", "examples", "correct", "base rate", "eval / cal per seed", "mean tokens", "empty answers"]
+TASK_COLUMNS = [
+    "task",
+    "examples",
+    "correct",
+    "ranked",
+    "base rate",
+    "eval / cal per seed",
+    "mean tokens",
+    "empty answers",
+]
 TASK_COLUMNS += ["stopped at length", "entropy", "label rule"]
 RESULT_COLUMNS = ["task", "estimator", "family", "n", "base rate"]
 
@@ -89,8 +109,10 @@ def _table_head(table_id: str, heads: list[str]) -> str:
     return f'<table class="sortable" id="{table_id}"><thead><tr>{cells}</tr></thead><tbody>'
 
 
-def _task_table(tinfo: dict[str, dict[str, Any]], metrics: dict[str, Any], tasks: list[str]) -> list[str]:
-    """The per-task summary table (examples, correct answers, base rate, split sizes, ...)."""
+def _task_table(
+    tinfo: dict[str, dict[str, Any]], metrics: dict[str, Any], tasks: list[str], skip: dict[str, str]
+) -> list[str]:
+    """The per-task summary table (examples, correct answers, ranked or why not, base rate, split sizes, ...)."""
     out: list[str] = []
     out.append('<h3>Tasks</h3><div class="tablewrap">')
     out.append(_table_head("task-table", TASK_COLUMNS))
@@ -107,6 +129,7 @@ def _task_table(tinfo: dict[str, dict[str, Any]], metrics: dict[str, Any], tasks
             f'<tr data-task="{e(task)}"><td class="l">{e(task)}</td>'
             f'<td data-v="{_dv(num(ti.get("n")))}">{e(ti.get("n", "—"))}</td>'
             f'<td data-v="{_dv(num(ti.get("n_correct")))}">{e(ti.get("n_correct", "—"))}</td>'
+            f'<td class="l why">{e("no: " + skip[task] if task in skip else "yes")}</td>'
             f'<td data-v="{_dv(acc)}">{_fmt(acc)}</td>'
             f'<td data-v="{_dv(n_eval)}">{e(split)}</td>'
             f'<td data-v="{_dv(num(ti.get("mean_answer_tokens")))}">{_fmt(num(ti.get("mean_answer_tokens")), 1)}</td>'
@@ -135,8 +158,10 @@ def results_tables(results: dict[str, Any], tasks: list[str], estimators: list[s
     tinfo: dict[str, dict[str, Any]] = results.get("tasks") or {}
     metrics: dict[str, dict[str, dict[str, Any]]] = results.get("metrics") or {}
     n_seeds = (results.get("config") or {}).get("n_seeds", "?")
-    out = _task_table(tinfo, metrics, tasks)
+    skip = uninformative(results, tasks)
+    out = _task_table(tinfo, metrics, tasks, skip)
     rows_tasks = list(tasks) + (["average"] if "average" in metrics else [])
+    ranked = [t for t in tasks if t not in skip]
     out.append(
         f'<h3>Results</h3><p class="note">Mean <span class="sd">± sd</span> over {e(n_seeds)} calibration / '
         "evaluation splits. AUROC, AUPRC, AURC and risk@k rank the raw scores; Brier and (adaptive) ECE use "
@@ -145,23 +170,29 @@ def results_tables(results: dict[str, Any], tasks: list[str], estimators: list[s
         + "".join(f'<option value="{e(t)}">{e(t)}</option>' for t in rows_tasks)
         + "</select></label></p>"
     )
+    if skip:
+        out.append(
+            '<p class="note not-ranked">Not ranked — no best marked, not in the average: '
+            + "; ".join(f"<b>{e(t)}</b>: {e(why)}" for t, why in skip.items())
+            + ".</p>"
+        )
     out.append('<div class="tablewrap">')
     out.append(_table_head("results-table", RESULT_COLUMNS + [h for _, h, _ in METRIC_COLUMNS]))
     est_info: dict[str, dict[str, Any]] = results.get("estimators") or {}
     for task in rows_tasks:
         per = metrics.get(task) or {}
         shown = [x for x in estimators if x in per]
-        best = _best(per, shown)
+        best = _best(per, shown) if task not in skip else {}
         if task == "average":
-            n_all = sum(num(tinfo.get(t, {}).get("n")) for t in tasks)
-            accs = [num(tinfo.get(t, {}).get("accuracy")) for t in tasks]
+            n_all = sum(num(tinfo.get(t, {}).get("n")) for t in ranked)
+            accs = [num(tinfo.get(t, {}).get("accuracy")) for t in ranked]
             accs = [a for a in accs if math.isfinite(a)]
             n_val, base = n_all, (sum(accs) / len(accs) if accs else math.nan)
         else:
             n_val, base = num(tinfo.get(task, {}).get("n")), num(tinfo.get(task, {}).get("accuracy"))
         for est in shown:
             info = est_info.get(est, {})
-            cls = ' class="avg"' if task == "average" else ""
+            cls = ' class="avg"' if task == "average" else (' class="not-ranked"' if task in skip else "")
             cells = [
                 f'<td class="l">{e(task)}</td>',
                 f'<td class="l" title="{e(info.get("description", ""))}">{e(est)}</td>',
@@ -173,6 +204,14 @@ def results_tables(results: dict[str, Any], tasks: list[str], estimators: list[s
             out.append(f'<tr data-task="{e(task)}"{cls}>' + "".join(cells) + "</tr>")
     out.append("</tbody></table></div>")
     return "".join(out)
+
+
+def collapsed(task: str, reason: str, body: str) -> str:
+    """``body`` (a task's figures) in a closed ``<details>`` whose summary names the task and why it is not ranked."""
+    return (
+        f'<details class="not-ranked" data-task="{e(task)}"><summary><b>{e(task)}</b>: not ranked — {e(reason)}'
+        f"</summary>{body}</details>"
+    )
 
 
 def figure_block(name: str, svg: str, caption: str) -> str:
@@ -226,13 +265,48 @@ def examples_section(tasks: Sequence[str], n_examples: int, n_total: int, primar
     )
 
 
+def verdict_section(verdict: dict[str, Any] | None) -> str:
+    """The section the page opens with, ``<section id="verdict">``: which confidence to use, in plain words.
+    ``verdict``: ``headline`` (str), ``lines`` (list of str) and ``table`` (rows with ``estimator``, ``auroc``,
+    ``brier``, ``ece``, ``delta``, ``lo``, ``hi`` — Δ AUROC to the best and its paired interval — and ``level``:
+    level with the best); every key optional, every text escaped. '' when there is no verdict."""
+    if not verdict:
+        return ""
+    lines = "".join(f"<li>{e(x)}</li>" for x in verdict.get("lines") or [])
+    rows = []
+    for r in verdict.get("table") or []:
+        d, lo, hi = (num(r.get(k)) for k in ("delta", "lo", "hi"))
+        cells = "".join(f"<td>{_fmt(num(r.get(k)))}</td>" for k in ("auroc", "brier", "ece"))
+        level = "yes" if r.get("level") else "no"
+        rows.append(
+            f'<tr><td class="l">{e(r.get("estimator", ""))}</td>{cells}<td>{_fmt(d, sign=True)} '
+            f'<span class="sd">[{_fmt(lo, sign=True)}, {_fmt(hi, sign=True)}]</span></td>'
+            f'<td class="l">{level}</td></tr>'
+        )
+    table = (
+        '<table id="verdict-table"><thead><tr><th class="l">estimator</th><th>AUROC ↑</th><th>Brier ↓</th>'
+        '<th>ECE ↓</th><th>Δ AUROC to the best [interval]</th><th class="l">level with the best</th></tr></thead>'
+        f"<tbody>{''.join(rows)}</tbody></table>"
+        if rows
+        else ""
+    )
+    headline = f'<p class="headline">{e(verdict["headline"])}</p>' if verdict.get("headline") else ""
+    cmds = "\n".join(e(c) for c in verdict.get("commands") or [])
+    serve = f"<p>To serve it:</p><pre>{cmds}</pre>" if cmds else ""
+    body = f'{headline}{f"<ul>{lines}</ul>" if lines else ""}{table}{serve}'
+    return f'<section id="verdict"><h2>Verdict</h2>{body}</section>'
+
+
 def page(title: str, meta_lines: list[str], body_sections: list[str], data_json: str) -> str:
     """The whole self-contained document."""
-    stats = [("statistics", "Statistics")] if any('id="statistics"' in b for b in body_sections) else []
-    overview = [("overview", "Overview")] if any('id="overview"' in b for b in body_sections) else []
+    present = {a: any(f'<section id="{a}">' in b for b in body_sections) for a in ("verdict", "overview", "statistics")}
+    verdict = [("verdict", "Verdict")] if present["verdict"] else []
+    stats = [("statistics", "Statistics")] if present["statistics"] else []
+    overview = [("overview", "Overview")] if present["overview"] else []
     nav = "".join(
         f'<a href="#{a}">{e(t)}</a>'
         for a, t in (
+            *verdict,
             *overview,
             ("results", "Results"),
             *stats,

@@ -1,21 +1,33 @@
 """The learning-curve figures: `tracecal.analysis.learning_curve` computes the document, this module draws it.
 
-`run_learning_curve` is the analysis's `tracecal.analysis.learning_curve.run_learning_curve` (``learning_curve.json``
-merged by task, ``learning_curve.csv``) followed by one figure per task computed, ``learning_curve_<task>.svg``
-(`tracecal.report.svg.learning_curve_svg`), all written into the run directory.
+`learning_curve_svg` draws one task's document (AUROC and Brier against the calibration-set size) with the pieces
+of `tracecal.report.svg` (escaped text, no scripts); `run_learning_curve` is the analysis's
+`tracecal.analysis.learning_curve.run_learning_curve` (``learning_curve.json`` merged by task,
+``learning_curve.csv``) followed by one figure per task computed, ``learning_curve_<task>.svg``, all written into
+the run directory.
 """
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Sequence
+from html import escape
 from typing import Any
 
 from tracecal.analysis import learning_curve as analysis
 from tracecal.evaluation.runstore import RunStore
-from tracecal.report.svg import learning_curve_svg, safe_name
+from tracecal.report.svg import PALETTE, TITLE_H, keep_apart, safe_name, svg_document
 
-__all__ = ["run_learning_curve", "write_learning_curve_figures", "figure_file"]
+__all__ = ["run_learning_curve", "write_learning_curve_figures", "figure_file", "learning_curve_svg"]
+
+
+def _t(x: object) -> str:
+    return escape(str(x), quote=True)
+
+
+def _f(v: float) -> str:
+    return f"{v:.1f}"
 
 
 def figure_file(task: str) -> str:
@@ -38,3 +50,75 @@ def run_learning_curve(
     doc = analysis.run_learning_curve(store, tasks, *args, **kw)
     write_learning_curve_figures(store, doc, tasks)
     return doc
+
+
+def _lc_panel(lc: dict, metric: str, label: str, x_off: float) -> list[str]:
+    """One panel of `learning_curve_svg`: mean ± interval of ``metric`` against the size (log scale)."""
+    x0, y0, w, h = x_off + 56, TITLE_H + 30, 330, 250
+    pts = [(p["size"], p[metric]) for e in lc["estimators"].values() for p in e]
+    vals = [v for _, m in pts for v in (m["lo"], m["hi"], m["mean"]) if v is not None and math.isfinite(v)]
+    lo, hi = (min(vals), max(vals)) if vals else (0.0, 1.0)
+    pad = max((hi - lo) * 0.08, 1e-3)
+    lo, hi = lo - pad, hi + pad
+    sizes = sorted({s for s, _ in pts}) or [1]
+    lx0, lx1 = math.log(sizes[0]), math.log(sizes[-1]) if len(sizes) > 1 else math.log(sizes[0]) + 1.0
+
+    def px(s: float) -> float:
+        return x0 + 10 + (math.log(s) - lx0) / (lx1 - lx0) * (w - 20)
+
+    def py(v: float) -> float:
+        return y0 + (1 - (v - lo) / (hi - lo)) * h
+
+    parts = [
+        f'<rect x="{_f(x0)}" y="{y0}" width="{w}" height="{h}" class="frame"/>',
+        f'<text x="{_f(x0 + w / 2)}" y="{y0 - 8}" text-anchor="middle" class="pt">{_t(label)}</text>',
+        f'<text x="{_f(x0 + w / 2)}" y="{y0 + h + 30}" text-anchor="middle" class="ax">'
+        "calibration answers (log scale)</text>",
+    ]
+    for x, size in keep_apart([(px(s), str(s)) for s in sizes], 11):  # class tk2: 11 px
+        parts.append(f'<text x="{_f(x)}" y="{y0 + h + 14}" text-anchor="middle" class="tk2">{size}</text>')
+    for frac in (0.0, 0.5, 1.0):
+        v = lo + frac * (hi - lo)
+        parts.append(f'<line x1="{_f(x0)}" y1="{_f(py(v))}" x2="{_f(x0 + w)}" y2="{_f(py(v))}" class="grid"/>')
+        parts.append(f'<text x="{_f(x0 - 4)}" y="{_f(py(v) + 4)}" text-anchor="end" class="tk2">{v:.3f}</text>')
+    for i, (est, points) in enumerate(lc["estimators"].items()):
+        color = PALETTE[i % len(PALETTE)]
+        ok = [p for p in points if p[metric]["mean"] is not None and math.isfinite(p[metric]["mean"])]
+        line = " ".join(f"{_f(px(p['size']))},{_f(py(p[metric]['mean']))}" for p in ok)
+        parts.append(
+            f'<polyline points="{line}" fill="none" stroke="{color}" stroke-width="1.8"><title>'
+            f"{_t(est)}</title></polyline>"
+        )
+        for p in ok:
+            m, x = p[metric], px(p["size"]) + (i - len(lc["estimators"]) / 2) * 2.5
+            tip = f"{est}, {p['size']} answers: {metric} {m['mean']:.3f}"
+            if m["lo"] is not None and m["hi"] is not None:
+                tip += f" [{m['lo']:.3f}, {m['hi']:.3f}]"
+                parts.append(
+                    f'<line x1="{_f(x)}" y1="{_f(py(m["lo"]))}" x2="{_f(x)}" y2="{_f(py(m["hi"]))}" '
+                    f'stroke="{color}" stroke-width="1"/>'
+                )
+            parts.append(
+                f'<circle cx="{_f(x)}" cy="{_f(py(m["mean"]))}" r="2.5" fill="{color}">'
+                f"<title>{_t(tip)}</title></circle>"
+            )
+    return parts
+
+
+def learning_curve_svg(lc: dict) -> str:
+    """AUROC and Brier against the calibration-set size for each method of one task (a
+    `tracecal.analysis.learning_curve` document: means over splits with their bootstrap intervals as bars), one
+    document with a legend."""
+    parts = _lc_panel(lc, "auroc", "AUROC ↑ (raw scores)", 0) + _lc_panel(lc, "brier", "Brier ↓ (calibrated)", 410)
+    ly = TITLE_H + 40
+    for i, est in enumerate(lc["estimators"]):
+        color = PALETTE[i % len(PALETTE)]
+        parts.append(f'<line x1="820" y1="{ly}" x2="844" y2="{ly}" stroke="{color}" stroke-width="2"/>')
+        parts.append(f'<text x="850" y="{ly + 4}" class="lg">{_t(est)}</text>')
+        ly += 15
+    level = lc.get("level") or 0.95
+    title = (
+        f"{lc['task']}: learning curves ({lc['n']} answers, {lc['n_correct']} correct; mean over "
+        f"{lc['n_splits']} splits, bars: {level:.0%} bootstrap interval)"
+    )
+    return svg_document(1000, max(TITLE_H + 330, ly + 10), f"learning curves {lc['task']}", title, parts)

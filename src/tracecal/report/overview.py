@@ -23,20 +23,25 @@ from html import escape
 from typing import Any
 
 from tracecal.report.html import num
-from tracecal.report.svg import BAD, BAR, OK, TITLE_H, svg_document
+from tracecal.report.svg import BAD, BAR, OK, TITLE_H, axis_ticks, svg_document
 
 __all__ = ["overview_svg", "overview_order", "OVERVIEW_FILE"]
 
 OVERVIEW_FILE = "overview.svg"
 ROW_H, PANEL_W, HEAD_H, FOOT_H, GAP = 16, 170, 34, 52, 14
 NS, BASE = "#8a93a3", "#1d2330"
-COLOURS = {"better": OK, "worse": BAD, "n.s.": NS, "n/a": BAR, "baseline": BASE, "none": BAR}
+TICK_FONT, TICK_GAP = (
+    8.0,
+    6.0,
+)  # the px size of the axis labels (class "tk" of `tracecal.report.svg.SVG_CSS`), px between
+COLOURS = {"better": OK, "worse": BAD, "n.s.": NS, "n/a": BAR, "baseline": BASE, "none": BAR, "unranked": NS}
 NAMES = {
     "better": "better than the baseline",
     "worse": "worse than the baseline",
     "n.s.": "not significantly different",
     "baseline": "the best non-TRACE estimator (baseline)",
     "none": "± 1 sd over splits (no comparisons)",
+    "unranked": "± 1 sd over splits; too few answers to compare or rank",
 }
 
 
@@ -62,10 +67,12 @@ def overview_order(results: dict[str, Any], estimators: list[str], tasks: list[s
     return sorted(estimators, key=key)
 
 
-def _cell(results: dict[str, Any], task: str, est: str) -> tuple[float, float, float, str, str]:
-    """(mean, bar low, bar high, colour kind, tooltip text) of one estimator on one task."""
+def _cell(results: dict[str, Any], task: str, est: str, ranked: bool = True) -> tuple[float, float, float, str, str]:
+    """(mean, bar low, bar high, colour kind, tooltip text) of one estimator on one task (not ``ranked``: ± 1 sd,
+    grey, no comparison)."""
     mean, sd = _auroc(results.get("metrics") or {}, task, est)
-    comp = ((results.get("statistics") or {}).get("comparisons") or {}).get(task) or {}
+    comps = (results.get("statistics") or {}).get("comparisons") or {}
+    comp = (comps.get(task) or {}) if ranked else {}
     base = comp.get("baseline")
     level = num(comp.get("level"))
     tip = f"{est} on {task}: AUROC {mean:.3f}"
@@ -78,8 +85,8 @@ def _cell(results: dict[str, Any], task: str, est: str) -> tuple[float, float, f
         kind = str(c.get("verdict", "n/a"))
         tip += f"; Δ to {base} {num(c.get('diff')):+.3f}, {level:.0%} paired interval [{lo:+.3f}, {hi:+.3f}] ({kind})"
         return mean, base_mean + lo, base_mean + hi, kind if kind in COLOURS else "n/a", tip
-    ok = math.isfinite(sd)
-    return mean, mean - sd if ok else math.nan, mean + sd if ok else math.nan, "none", tip + f" ± {sd:.3f} (sd)"
+    ok, kind = math.isfinite(sd), "none" if ranked else "unranked"
+    return mean, mean - sd if ok else math.nan, mean + sd if ok else math.nan, kind, tip + f" ± {sd:.3f} (sd)"
 
 
 def _scale(cells: list[tuple[float, float, float, str, str]]) -> tuple[float, float]:
@@ -90,8 +97,11 @@ def _scale(cells: list[tuple[float, float, float, str, str]]) -> tuple[float, fl
     return max(0.0, math.floor((lo - pad) * 20) / 20), min(1.0, math.ceil((hi + pad) * 20) / 20)
 
 
-def _panel(x0: float, task: str, rows: list[tuple[str, tuple]], scale: tuple[float, float], n_rows: int) -> list[str]:
-    """One task's panel at horizontal offset ``x0``: grid, baseline line, bars and dots of every row."""
+def _panel(
+    x0: float, task: str, rows: list[tuple[str, tuple]], scale: tuple[float, float], n_rows: int, ranked: bool = True
+) -> list[str]:
+    """One task's panel at horizontal offset ``x0``: grid, baseline line, bars and dots of every row; the best ringed
+    and named unless not ``ranked`` (a task too small to rank: subtitle "not ranked", nothing ringed)."""
     lo, hi = scale
     w = PANEL_W - 2 * GAP
 
@@ -100,21 +110,17 @@ def _panel(x0: float, task: str, rows: list[tuple[str, tuple]], scale: tuple[flo
 
     top, bottom = TITLE_H + HEAD_H, TITLE_H + HEAD_H + n_rows * ROW_H
     fin = [(c[0], est) for est, c in rows if math.isfinite(c[0])]
-    best = max(fin)[0] if fin else math.nan
+    best = max(fin)[0] if fin and ranked else math.nan
     winner = next((est for v, est in sorted(fin, key=lambda p: -p[0]) if v == best), "—")
-    sub = f"best: {winner} {best:.3f}" if fin else "no AUROC"
+    sub = (f"best: {winner} {best:.3f}" if ranked else "not ranked: too few answers") if fin else "no AUROC"
     parts = [
         f'<text x="{x0 + PANEL_W / 2:.1f}" y="{TITLE_H + 12}" text-anchor="middle" class="pt">{_t(task)}</text>',
         f'<text x="{x0 + PANEL_W / 2:.1f}" y="{TITLE_H + 25}" text-anchor="middle" class="ps">{_t(sub)}</text>',
         f'<rect x="{x0 + GAP:.1f}" y="{top}" width="{w}" height="{n_rows * ROW_H}" class="frame"/>',
     ]
-    k = round(lo * 10)
-    while k / 10 <= hi + 1e-9:
-        v = k / 10
-        if v >= lo - 1e-9:
-            parts.append(f'<line x1="{px(v):.1f}" y1="{top}" x2="{px(v):.1f}" y2="{bottom}" class="grid"/>')
-            parts.append(f'<text x="{px(v):.1f}" y="{bottom + 11}" text-anchor="middle" class="tk">{v:.1f}</text>')
-        k += 1
+    for v, label in axis_ticks(lo, hi, w, TICK_FONT, TICK_GAP):
+        parts.append(f'<line x1="{px(v):.1f}" y1="{top}" x2="{px(v):.1f}" y2="{bottom}" class="grid"/>')
+        parts.append(f'<text x="{px(v):.1f}" y="{bottom + 11}" text-anchor="middle" class="tk tick">{label}</text>')
     base = next((c[0] for _, c in rows if c[3] == "baseline"), math.nan)
     if math.isfinite(base):
         parts.append(f'<line x1="{px(base):.1f}" y1="{top}" x2="{px(base):.1f}" y2="{bottom}" class="diag"/>')
@@ -142,7 +148,7 @@ def _panel(x0: float, task: str, rows: list[tuple[str, tuple]], scale: tuple[flo
 
 def _legend(y: float, kinds: set[str], x: float = 8) -> list[str]:
     parts = []
-    for kind in ("better", "n.s.", "worse", "baseline", "none"):
+    for kind in ("better", "n.s.", "worse", "baseline", "none", "unranked"):
         if kind not in kinds:
             continue
         parts.append(f'<circle cx="{x + 4:.1f}" cy="{y - 3.5:.1f}" r="3.5" fill="{COLOURS[kind]}"/>')
@@ -151,13 +157,13 @@ def _legend(y: float, kinds: set[str], x: float = 8) -> list[str]:
     return parts
 
 
-def overview_svg(results: dict[str, Any], tasks: list[str], estimators: list[str]) -> str:
+def overview_svg(results: dict[str, Any], tasks: list[str], estimators: list[str], ranked: bool = True) -> str:
     """The overview figure (module docstring) of a run's results for ``tasks`` × ``estimators``; '' when no
-    estimator has an AUROC on any task."""
+    estimator has an AUROC on any task. Not ``ranked`` (tasks too small to rank): no average panel, no best."""
     metrics = results.get("metrics") or {}
-    panels = list(tasks) + (["average"] if "average" in metrics and len(tasks) > 1 else [])
+    panels = list(tasks) + (["average"] if "average" in metrics and len(tasks) > 1 and ranked else [])
     order = overview_order(results, [e for e in estimators if any(e in (metrics.get(t) or {}) for t in panels)], tasks)
-    grid = {t: [(est, _cell(results, t, est)) for est in order] for t in panels}
+    grid = {t: [(est, _cell(results, t, est, ranked)) for est in order] for t in panels}
     cells = [c for rows in grid.values() for _, c in rows]
     if not order or not any(math.isfinite(c[0]) for c in cells):
         return ""
@@ -172,11 +178,11 @@ def overview_svg(results: dict[str, Any], tasks: list[str], estimators: list[str
             body.append(f'<rect x="4" y="{y}" width="{width - 8:.1f}" height="{ROW_H}" fill="#f4f6f9"/>')
         body.append(f'<text x="{label_w - 4:.1f}" y="{y + 11.5:.1f}" text-anchor="end" class="lg">{_t(est)}</text>')
     for k, t in enumerate(panels):
-        body += _panel(label_w + k * PANEL_W, t, grid[t], scale, len(order))
+        body += _panel(label_w + k * PANEL_W, t, grid[t], scale, len(order), ranked)
     body.append(
         f'<text x="{label_w + PANEL_W * len(panels) / 2:.1f}" y="{height - 28}" text-anchor="middle" class="ax">'
         "AUROC of the raw scores (mean over splits; higher is better)</text>"
     )
     body += _legend(height - 8, {c[3] for c in cells if math.isfinite(c[0])})
-    title = "Which estimator wins where: AUROC per task, best first"
+    title = "Which estimator wins where: AUROC per task, best first" if ranked else "AUROC on tasks too small to rank"
     return svg_document(width, height, "overview: AUROC of every estimator on every task", title, body)

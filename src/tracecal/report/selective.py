@@ -30,6 +30,7 @@ import numpy as np
 
 from tracecal.evaluation.runstore import RunStore
 from tracecal.report.data import RunData, load_run
+from tracecal.report.informative import uninformative
 from tracecal.stats.selective import SelectiveThreshold, ltt_threshold
 
 __all__ = [
@@ -111,7 +112,8 @@ def cell_text(c: SelectiveThreshold | None) -> str:
 
 def certified_tables(run_dir: str | os.PathLike[str] | RunStore, estimators: list[str] | None = None) -> list[Any]:
     """The terminal table (rich) of `certified_summary` of a scored run: estimators × tasks, ``α* · coverage``,
-    the smallest α of each task in bold green; [] when the run stores no predictions."""
+    the smallest α of each task in bold green (none on a task too small to rank, `tracecal.report.informative`,
+    whose column says so); [] when the run stores no predictions."""
     from rich.markup import escape
     from rich.table import Table
 
@@ -128,13 +130,15 @@ def certified_tables(run_dir: str | os.PathLike[str] | RunStore, estimators: lis
         "To deploy, fix α and run `tracecal selective RUN --alpha α`.",
     )
     table.add_column("estimator", style="bold", no_wrap=True)
+    skip = uninformative(run.results, run.tasks)
     for t in run.tasks:
         first = next(iter(summary[t].values()), None)
         wrong = (
             f"{first.n_cal} answers, {1 - run.correct[run.task_rows[t]].mean():.0%} wrong" if first else "no answers"
         )
-        table.add_column(f"{escape(t)}\n[dim]{wrong}[/]", justify="right")
-    best = {t: best_of(summary[t]) for t in run.tasks}
+        apart = "\n[dim]not ranked: too few answers[/]" if t in skip else ""
+        table.add_column(f"{escape(t)}\n[dim]{wrong}[/]{apart}", justify="right")
+    best = {t: best_of(summary[t]) if t not in skip else set() for t in run.tasks}
     for est in names:
         cells = [cell_text(summary[t].get(est)) for t in run.tasks]
         cells = [f"[bold green]{s}[/]" if est in best[t] else s for s, t in zip(cells, run.tasks, strict=True)]

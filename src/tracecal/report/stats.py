@@ -3,8 +3,8 @@
 Everything comes from the run: the comparisons and the held-out selective-answering columns from ``results.json``
 (`tracecal.evaluation.protocol`), the smallest certified error rate per estimator from its seed-0 predictions
 (`tracecal.report.selective`), the learning curves from the run's ``learning_curve`` artefact when
-`tracecal learning-curve` wrote one (drawn by `tracecal.report.svg.learning_curve_svg`, the report's one plotting
-path). All text is escaped.
+`tracecal learning-curve` wrote one (drawn by `tracecal.report.learning_curve.learning_curve_svg` with the pieces of
+the report's one plotting path). All text is escaped.
 """
 
 from __future__ import annotations
@@ -12,9 +12,11 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from tracecal.report.html import e, figure_block, num
+from tracecal.report.html import collapsed, e, figure_block, num
+from tracecal.report.informative import uninformative
+from tracecal.report.learning_curve import learning_curve_svg
 from tracecal.report.selective import best_of, run_delta
-from tracecal.report.svg import learning_curve_svg, safe_name
+from tracecal.report.svg import safe_name
 from tracecal.stats.selective import SelectiveThreshold
 
 __all__ = ["statistics_section"]
@@ -43,24 +45,27 @@ def _diff_cells(c: dict[str, Any] | None) -> str:
     )
 
 
-def _comparison_tables(comp: dict[str, Any], estimators: list[str]) -> str:
+def _comparison_tables(comp: dict[str, Any], estimators: list[str], skip: dict[str, str]) -> str:
+    """One table per task of each estimator's paired difference to the task's baseline; a task not ranked
+    (``skip``: task → why) collapsed with its reason."""
     out: list[str] = []
     for task, c in comp.items():
         if not c.get("baseline"):
             continue
-        out.append(f"<h4>{e(task)}: against {e(c['baseline'])}</h4>")
-        out.append(
+        block = [
+            f"<h4>{e(task)}: against {e(c['baseline'])}</h4>",
             f'<div class="tablewrap"><table class="sortable" id="cmp-{e(safe_name(task))}"><thead><tr>'
             '<th class="l" data-type="str">estimator</th><th data-type="num">Δ AUROC</th>'
             '<th class="l" data-type="str">AUROC</th><th data-type="num">Δ Brier</th>'
-            '<th class="l" data-type="str">Brier</th></tr></thead><tbody>'
-        )
+            '<th class="l" data-type="str">Brier</th></tr></thead><tbody>',
+        ]
         for est in (x for x in estimators if x in c["estimators"]):
             d = c["estimators"][est]
-            out.append(
+            block.append(
                 f'<tr><td class="l">{e(est)}</td>{_diff_cells(d.get("auroc"))}{_diff_cells(d.get("brier"))}</tr>'
             )
-        out.append("</tbody></table></div>")
+        block.append("</tbody></table></div>")
+        out.append(collapsed(task, skip[task], "".join(block)) if task in skip else "".join(block))
     return "".join(out)
 
 
@@ -105,6 +110,29 @@ def _held_out_table(results: dict[str, Any], tasks: list[str], estimators: list[
     return "".join(out)
 
 
+def _certified_table(
+    tasks: list[str], estimators: list[str], certified: dict[str, dict[str, SelectiveThreshold]], table_id: str
+) -> str:
+    """Estimators × ``tasks``: α* and the share answered there, the smallest α* of each task in bold unless the
+    table is of tasks not ranked (``table_id`` ``selective-not-ranked``: nothing marked)."""
+    out = [
+        f'<div class="tablewrap"><table class="sortable" id="{table_id}"><thead><tr>'
+        '<th class="l" data-type="str">estimator</th>'
+    ]
+    for t in tasks:
+        first = next(iter(certified.get(t, {}).values()), None)
+        n = f' <span class="sd">(n={first.n_cal})</span>' if first else ""
+        out.append(f'<th data-type="num">{e(t)}{n}</th>')
+    out.append("</tr></thead><tbody>")
+    ranked = table_id != "selective-not-ranked"
+    best = {t: best_of(certified.get(t, {})) if ranked else set() for t in tasks}
+    for est in estimators:
+        cells = "".join(_certified_cell(certified.get(t, {}).get(est), est in best[t]) for t in tasks)
+        out.append(f'<tr><td class="l">{e(est)}</td>{cells}</tr>')
+    out.append("</tbody></table></div>")
+    return "".join(out)
+
+
 def _selective_table(
     results: dict[str, Any],
     tasks: list[str],
@@ -112,9 +140,11 @@ def _selective_table(
     certified: dict[str, dict[str, SelectiveThreshold]],
 ) -> str:
     """Per estimator and task: α*, the smallest certified error rate, and the share answered there
-    (`tracecal.report.selective`); then the held-out check at the run's α."""
+    (`tracecal.report.selective`), the tasks not ranked (`tracecal.report.informative`) collapsed apart; then the
+    held-out check at the run's α."""
     if not any(certified.get(t) for t in tasks):
         return _held_out_table(results, tasks, estimators)
+    skip = uninformative(results, tasks)
     delta = run_delta(results)
     out = [
         '<h3>Selective answering</h3><p class="note">What each estimator can offer: α*, the smallest error rate '
@@ -123,19 +153,16 @@ def _selective_table(
         "seed-0 evaluation split (fitted estimators: the model fitted on its calibration split). Bold: the "
         "smallest α* of the task. <i>none</i>: no α can be certified. α* is read off these answers; to deploy, "
         "fix α in advance and run <code>tracecal selective RUN --alpha α</code>.</p>",
-        '<div class="tablewrap"><table class="sortable" id="selective-table"><thead><tr>'
-        '<th class="l" data-type="str">estimator</th>',
     ]
-    for t in tasks:
-        first = next(iter(certified.get(t, {}).values()), None)
-        n = f' <span class="sd">(n={first.n_cal})</span>' if first else ""
-        out.append(f'<th data-type="num">{e(t)}{n}</th>')
-    out.append("</tr></thead><tbody>")
-    best = {t: best_of(certified.get(t, {})) for t in tasks}
-    for est in estimators:
-        cells = "".join(_certified_cell(certified.get(t, {}).get(est), est in best[t]) for t in tasks)
-        out.append(f'<tr><td class="l">{e(est)}</td>{cells}</tr>')
-    out.append("</tbody></table></div>")
+    if ranked := [t for t in tasks if t not in skip]:
+        out.append(_certified_table(ranked, estimators, certified, "selective-table"))
+    if skip:
+        why = "; ".join(f"{t}: {r}" for t, r in skip.items())
+        out.append(
+            f'<details class="not-ranked"><summary>Tasks not ranked — {e(why)}</summary>'
+            + _certified_table(list(skip), estimators, certified, "selective-not-ranked")
+            + "</details>"
+        )
     return "".join(out) + _held_out_table(results, tasks, estimators)
 
 
@@ -176,7 +203,7 @@ def statistics_section(
             f"{num(first.get('level')):.0%} percentile interval from {e(first.get('n_boot'))} paired bootstrap "
             "resamples of the questions (one resample applied to every split; the calibrators fitted on each "
             "calibration split held fixed). ▲ / ▼: the interval excludes 0. For Brier, lower is better.</p>"
-            + _comparison_tables(comp, estimators)
+            + _comparison_tables(comp, estimators, uninformative(results, tasks))
         )
     body += _selective_table(results, tasks, estimators, certified or {}) + _learning_curves(learning)
     if not body:

@@ -7,8 +7,7 @@ report inlines it as it is and `export_figures` writes the very same text to ``<
     risk_coverage_<task>.svg   risk–coverage curves of the selected estimators, oracle and random
     histogram_<task>.svg       confidence of correct vs incorrect answers per estimator
 
-and `learning_curve_svg` draws the learning curves `tracecal learning-curve` writes (``RUN/learning_curve_<task>.svg``,
-shown in the report's statistics section).
+and `tracecal.report.learning_curve` draws the learning curves with the same pieces (`svg_document`, `PALETTE`).
 
 Why this path and not matplotlib for both (matplotlib drew the exported figures until now):
 
@@ -52,8 +51,10 @@ __all__ = [
     "PALETTE",
     "SVG_CSS",
     "XML_PROLOG",
-    "learning_curve_svg",
     "svg_document",
+    "text_width",
+    "axis_ticks",
+    "keep_apart",
 ]
 
 # matplotlib's tab10 followed by the light half of tab20 (distinct for up to 20 curves)
@@ -106,6 +107,47 @@ def _t(x: object) -> str:
 
 def _f(v: float) -> str:
     return f"{v:.1f}"
+
+
+def text_width(label: str, font_px: float) -> float:
+    """An upper estimate of the width (px) of ``label`` drawn at ``font_px``: 0.32 em for ``. , : `` and a space,
+    0.64 em for any other character (DejaVu Sans digits are 0.636 em wide, Arial's / Liberation's 0.556 em)."""
+    return font_px * sum(0.32 if c in ".,: " else 0.64 for c in label)
+
+
+def keep_apart(ticks: list[tuple[float, str]], font_px: float, gap_px: float = 4.0) -> list[tuple[float, str]]:
+    """The ``(x position px, label)`` ticks, left to right, that can be drawn centred on their positions with at
+    least ``gap_px`` between neighbours' `text_width` boxes: a tick too close to the last one kept is dropped."""
+    kept: list[tuple[float, str]] = []
+    for x, label in sorted(ticks):
+        half = text_width(label, font_px) / 2
+        if kept and x - half < kept[-1][0] + text_width(kept[-1][1], font_px) / 2 + gap_px:
+            continue
+        kept.append((x, label))
+    return kept
+
+
+def axis_ticks(lo: float, hi: float, width_px: float, font_px: float, gap_px: float = 4.0) -> list[tuple[float, str]]:
+    """``(value, label)`` ticks of an axis from ``lo`` to ``hi`` drawn ``width_px`` wide: the multiples of the finest
+    step m·10^k (m = 1, 2, 2.5, 5) whose labels, centred on their ticks, keep ``gap_px`` apart (`text_width` at
+    ``font_px``); at least one tick (``lo``) even when no two labels fit. Labels have the step's decimals."""
+    span = hi - lo
+    if not (math.isfinite(span) and span > 0 and width_px > 0):
+        return [(lo, f"{lo:g}")]
+    prev: list[tuple[float, str]] = []
+    finest = span * (0.64 * font_px + gap_px) / width_px  # no step below this fits labels of even one character
+    for k in range(math.floor(math.log10(finest)), math.floor(math.log10(span)) + 2):
+        for m in (1.0, 2.0, 2.5, 5.0):
+            step = m * 10.0**k
+            decimals = max(0, -k + (1 if m == 2.5 else 0))
+            first, last = math.ceil(lo / step - 1e-9), math.floor(hi / step + 1e-9)
+            ticks = [(float(t), t) for t in (f"{i * step:.{decimals}f}" for i in range(first, last + 1))]
+            if len(ticks) < 2:  # one label (or none in range: the previous step's first) cannot overlap
+                return ticks or prev[:1] or [(lo, f"{lo:g}")]
+            if step / span * width_px >= max(text_width(t, font_px) for _, t in ticks) + gap_px:
+                return ticks
+            prev = ticks
+    return prev[:1] or [(lo, f"{lo:g}")]
 
 
 def safe_name(s: str) -> str:
@@ -204,7 +246,9 @@ def _histogram_panel(hst: Hist) -> str:
     top = max(1, int(max(hst.correct.max(initial=0), hst.wrong.max(initial=0))))
     parts = _frame(
         hst.estimator,
-        f"{int(hst.correct.sum())} correct · {int(hst.wrong.sum())} incorrect",
+        f"{int(hst.correct.sum())} correct · {int(hst.wrong.sum())} incorrect"
+        if hst.correct.sum() + hst.wrong.sum()
+        else "no evaluation answers",
         ylabel_top=str(top),
         ylabel_mid="",
     )
@@ -305,75 +349,3 @@ def export_figures(plots: list[TaskPlots], directory: str | os.PathLike[str], in
             atomic_write(path, _text_writer(XML_PROLOG + draw(tp)), inputs, "--figures")
             written.append(path)
     return written
-
-
-def _lc_panel(lc: dict, metric: str, label: str, x_off: float) -> list[str]:
-    """One panel of `learning_curve_svg`: mean ± interval of ``metric`` against the size (log scale)."""
-    x0, y0, w, h = x_off + 56, TITLE_H + 30, 330, 250
-    pts = [(p["size"], p[metric]) for e in lc["estimators"].values() for p in e]
-    vals = [v for _, m in pts for v in (m["lo"], m["hi"], m["mean"]) if v is not None and math.isfinite(v)]
-    lo, hi = (min(vals), max(vals)) if vals else (0.0, 1.0)
-    pad = max((hi - lo) * 0.08, 1e-3)
-    lo, hi = lo - pad, hi + pad
-    sizes = sorted({s for s, _ in pts}) or [1]
-    lx0, lx1 = math.log(sizes[0]), math.log(sizes[-1]) if len(sizes) > 1 else math.log(sizes[0]) + 1.0
-
-    def px(s: float) -> float:
-        return x0 + 10 + (math.log(s) - lx0) / (lx1 - lx0) * (w - 20)
-
-    def py(v: float) -> float:
-        return y0 + (1 - (v - lo) / (hi - lo)) * h
-
-    parts = [
-        f'<rect x="{_f(x0)}" y="{y0}" width="{w}" height="{h}" class="frame"/>',
-        f'<text x="{_f(x0 + w / 2)}" y="{y0 - 8}" text-anchor="middle" class="pt">{_t(label)}</text>',
-        f'<text x="{_f(x0 + w / 2)}" y="{y0 + h + 30}" text-anchor="middle" class="ax">'
-        "calibration answers (log scale)</text>",
-    ]
-    for s in sizes:
-        parts.append(f'<text x="{_f(px(s))}" y="{y0 + h + 14}" text-anchor="middle" class="tk2">{s}</text>')
-    for frac in (0.0, 0.5, 1.0):
-        v = lo + frac * (hi - lo)
-        parts.append(f'<line x1="{_f(x0)}" y1="{_f(py(v))}" x2="{_f(x0 + w)}" y2="{_f(py(v))}" class="grid"/>')
-        parts.append(f'<text x="{_f(x0 - 4)}" y="{_f(py(v) + 4)}" text-anchor="end" class="tk2">{v:.3f}</text>')
-    for i, (est, points) in enumerate(lc["estimators"].items()):
-        color = PALETTE[i % len(PALETTE)]
-        ok = [p for p in points if p[metric]["mean"] is not None and math.isfinite(p[metric]["mean"])]
-        line = " ".join(f"{_f(px(p['size']))},{_f(py(p[metric]['mean']))}" for p in ok)
-        parts.append(
-            f'<polyline points="{line}" fill="none" stroke="{color}" stroke-width="1.8"><title>'
-            f"{_t(est)}</title></polyline>"
-        )
-        for p in ok:
-            m, x = p[metric], px(p["size"]) + (i - len(lc["estimators"]) / 2) * 2.5
-            tip = f"{est}, {p['size']} answers: {metric} {m['mean']:.3f}"
-            if m["lo"] is not None and m["hi"] is not None:
-                tip += f" [{m['lo']:.3f}, {m['hi']:.3f}]"
-                parts.append(
-                    f'<line x1="{_f(x)}" y1="{_f(py(m["lo"]))}" x2="{_f(x)}" y2="{_f(py(m["hi"]))}" '
-                    f'stroke="{color}" stroke-width="1"/>'
-                )
-            parts.append(
-                f'<circle cx="{_f(x)}" cy="{_f(py(m["mean"]))}" r="2.5" fill="{color}">'
-                f"<title>{_t(tip)}</title></circle>"
-            )
-    return parts
-
-
-def learning_curve_svg(lc: dict) -> str:
-    """AUROC and Brier against the calibration-set size for each method of one task (a
-    `tracecal.analysis.learning_curve` document: means over splits with their bootstrap intervals as bars), one
-    document with a legend."""
-    parts = _lc_panel(lc, "auroc", "AUROC ↑ (raw scores)", 0) + _lc_panel(lc, "brier", "Brier ↓ (calibrated)", 410)
-    ly = TITLE_H + 40
-    for i, est in enumerate(lc["estimators"]):
-        color = PALETTE[i % len(PALETTE)]
-        parts.append(f'<line x1="820" y1="{ly}" x2="844" y2="{ly}" stroke="{color}" stroke-width="2"/>')
-        parts.append(f'<text x="850" y="{ly + 4}" class="lg">{_t(est)}</text>')
-        ly += 15
-    level = lc.get("level") or 0.95
-    title = (
-        f"{lc['task']}: learning curves ({lc['n']} answers, {lc['n_correct']} correct; mean over "
-        f"{lc['n_splits']} splits, bars: {level:.0%} bootstrap interval)"
-    )
-    return svg_document(1000, max(TITLE_H + 330, ly + 10), f"learning curves {lc['task']}", title, parts)
