@@ -113,7 +113,8 @@ def test_non_finite_scores_are_mapped_to_the_least_confident_and_counted(monkeyp
 
 def test_settings_are_checked_with_one_vocabulary() -> None:
     assert set(SCORE_CONSTRAINTS) == {"n_seeds", "cal_frac", "n_bins", "n_boot", "level", "sel_alpha", "sel_delta"} | {
-        "sel_holdout"
+        "sel_holdout",
+        "min_per_class",
     }
     with pytest.raises(ValueError, match=r"^n_seeds must be a whole number in \[1, 10000\], got 0$"):
         ScoreConfig(["trace"], n_seeds=0).validate()

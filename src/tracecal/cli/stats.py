@@ -33,6 +33,21 @@ def _names(spec: str | None) -> list[str] | None:
     return split_names(spec) or None
 
 
+def _ranked_by_default(run_dir: Path) -> list[str] | None:
+    """The run's ranked tasks (those with enough correct and wrong answers), saying which are left out; None (every
+    task) when the run ranks none or predates the rule."""
+    from tracecal.evaluation.ranking import ranked_tasks
+    from tracecal.evaluation.runstore import RunStore
+
+    info = RunStore(run_dir).read_results().get("tasks", {})
+    ranked = ranked_tasks(info)
+    apart = [t for t in info if t not in ranked]
+    if not ranked or not apart:
+        return None
+    console.print(f"[dim]not ranked, left out (--tasks includes them): {escape(', '.join(apart))}[/]")
+    return ranked
+
+
 def _selective_table(task: str, per: dict[str, Any], alpha: float, delta: float, n_splits: int) -> Table:
     """Per estimator: mean coverage and realised risk over the splits, the share of splits with risk > α, and
     the deployed threshold with its coverage on all answers."""
@@ -72,7 +87,8 @@ def selective_command(
 
     t0 = time.perf_counter()
     check_option("--splits", splits, SPLITS)
-    doc = run_selective(run_dir, alpha, delta, _names(estimators), _names(tasks), splits)
+    chosen = _names(tasks) or _ranked_by_default(run_dir)
+    doc = run_selective(run_dir, alpha, delta, _names(estimators), chosen, splits)
     for task, per in doc["tasks"].items():
         out_console.print(_selective_table(task, per, alpha, delta, doc["n_splits"]))
     path = Path(run_dir) / "selective.json"
