@@ -241,7 +241,9 @@ def evaluate_config(run_dir: Path | None = None, **kw: Any) -> Any:
 
 @user_errors
 def evaluate(
-    tasks: Annotated[str, typer.Option(help="comma-separated task names or data files")] = DEFAULT_TASKS,
+    tasks: Annotated[
+        str, typer.Option(help="comma-separated task names or task files (docs/formats.md)")
+    ] = DEFAULT_TASKS,
     limit: Annotated[int | None, typer.Option(help="first N questions per task")] = 1000,
     run_dir: Annotated[Path, typer.Option("--run-dir", "-r", help="run directory (resumable)")] = Path("runs/main"),
     model: ModelOpt = None,

@@ -75,11 +75,24 @@ def _prompts_and_model(
     return lm, plist, [ex.id for ex in examples], tuple(tk.stop_strings(lm.chat)), tk.max_new_tokens
 
 
+LabelsOutOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--labels-out",
+        help="with --task: the labels CSV to write, id,label (0/1) as fit-calibrator --labels reads it "
+        "(docs/formats.md); default: OUT with the suffix .labels.csv",
+    ),
+]
+
+
 @user_errors
 def generate(
     out: Annotated[Path, typer.Option("--out", "-o", help="traces Parquet file to write")],
-    task: Annotated[str | None, typer.Option("--task", "-t", help="a task name (see `tracecal tasks`)")] = None,
-    prompts: Annotated[Path | None, typer.Option("--prompts", "-p", help="JSONL of prompts")] = None,
+    task: Annotated[
+        str | None,
+        typer.Option("--task", "-t", help="a task name (see `tracecal tasks`) or task file (docs/formats.md)"),
+    ] = None,
+    prompts: Annotated[Path | None, typer.Option("--prompts", "-p", help="JSONL of prompts (docs/formats.md)")] = None,
     model: ModelOpt = None,
     limit: Annotated[int | None, typer.Option(help="first N rows of the task")] = None,
     max_new_tokens: Annotated[int | None, typer.Option(help="≥ 1; default: the task's, else 32")] = None,
@@ -87,14 +100,7 @@ def generate(
     top_logprobs: Annotated[int, typer.Option(help="keep top-k alternatives per step")] = 0,
     jsonl: Annotated[Path | None, typer.Option(help="also export the traces as JSONL")] = None,
     data_dir: DataDirOpt = None,
-    labels_out: Annotated[
-        Path | None,
-        typer.Option(
-            "--labels-out",
-            help="with --task: the labels CSV to write, id,label (0/1) as fit-calibrator --labels reads it "
-            "(docs/formats.md); default: OUT with the suffix .labels.csv",
-        ),
-    ] = None,
+    labels_out: LabelsOutOpt = None,
 ) -> None:
     """Generate answers and record their traces (one decoding pass each) → Parquet; with --task, also each answer's
     label (correct or not under the task's labeller) → a labels CSV for fit-calibrator."""
@@ -110,12 +116,7 @@ def generate(
     ):
         check_option(name, value, Interval(int, lowest, None))  # 0 is refused, never read as "the default"
     inputs = [("prompts file", prompts), ("task file", task), ("model file", model)]
-    out_path(out, "traces", inputs)
-    if jsonl is not None:
-        out_path(jsonl, "JSONL", [*inputs, ("--out file", out)], option="--jsonl")
-        if jsonl.resolve() == out.resolve():
-            fail(f"--jsonl {jsonl} and --out {out} are the same file: give two paths")
-    labels_out = _labels_path(task, out, labels_out, [*inputs, ("--out file", out), ("--jsonl file", jsonl)])
+    labels_out = _outputs(inputs, out, jsonl, task, labels_out)
     lm, plist, ids, stop, task_tokens = _prompts_and_model(task, prompts, model, limit, batch_size, data_dir)
     budget = max_new_tokens if max_new_tokens is not None else task_tokens if task_tokens is not None else 32
     with progress_bar() as pb:
@@ -136,6 +137,17 @@ def generate(
     console.print(f"wrote {len(traces)} traces ({n_tok} answer tokens) to [bold]{escape(str(out))}[/]")
     if labels is not None and labels_out is not None:
         _write_labels(labels_out, traces, labels, out, [*inputs, ("--out file", out), ("--jsonl file", jsonl)])
+
+
+def _outputs(inputs: list[Any], out: Path, jsonl: Path | None, task: str | None, labels: Path | None) -> Path | None:
+    """Check ``generate``'s output paths before anything runs (none an input, no two the same file); return
+    where the labels go (`_labels_path`)."""
+    out_path(out, "traces", inputs)
+    if jsonl is not None:
+        out_path(jsonl, "JSONL", [*inputs, ("--out file", out)], option="--jsonl")
+        if jsonl.resolve() == out.resolve():
+            fail(f"--jsonl {jsonl} and --out {out} are the same file: give two paths")
+    return _labels_path(task, out, labels, [*inputs, ("--out file", out), ("--jsonl file", jsonl)])
 
 
 def _labels_path(task: str | None, out: Path, labels_out: Path | None, inputs: list[Any]) -> Path | None:
@@ -220,7 +232,7 @@ def _write_csv(path: Path, rows: list[dict[str, Any]], inputs: Iterable[tuple[st
 
 @user_errors
 def score(
-    traces_path: Annotated[Path, typer.Argument(help="traces Parquet file (or folder of shards)")],
+    traces_path: Annotated[Path, typer.Argument(help="traces Parquet file (or folder of shards; docs/formats.md)")],
     calibrator: Annotated[Path | None, typer.Option("--calibrator", "-c", help="TRACE+ calibrator JSON")] = None,
     csv: Annotated[Path | None, typer.Option("--csv", help="write all rows as CSV here")] = None,
     show: Annotated[int, typer.Option(help="rows to print in the table")] = 20,
@@ -260,7 +272,7 @@ def score(
 @user_errors
 def fit_calibrator(
     traces_path: Annotated[Path, typer.Argument(help="traces of the calibration split")],
-    labels: Annotated[Path, typer.Option(help="CSV or JSONL with columns id,label (0/1)")],
+    labels: Annotated[Path, typer.Option(help="CSV or JSONL with columns id,label (0/1); docs/formats.md")],
     out: Annotated[Path, typer.Option("--out", "-o", help="calibrator JSON to write")],
     C: Annotated[float, typer.Option("--C", help="inverse L2 strength")] = 1.0,
 ) -> None:
