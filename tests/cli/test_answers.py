@@ -1,5 +1,6 @@
 """`tracecal score-answers` (tracecal.cli.answers): JSONL / CSV / Parquet files of good and malformed rows, the
-output (the traces + line, c_trace, p_correct), ``--on-error raise``, and a calibrator."""
+output (the traces + line, c_trace, p_correct), ``--on-error raise``, a calibrator, task-file keys (``question``)
+put in the task prompt, the keys said on stderr and the scores printed."""
 
 from __future__ import annotations
 
@@ -92,7 +93,10 @@ def test_csv_and_parquet_inputs_and_a_calibrator(tmp_path: Path, shared_model, c
     csv.write_text(f'id,prompt,messages,answer\nx,What is 2+2?,,4\ny,,"{messages}",Blue\nz,,,oops\n', encoding="utf-8")
     rows, bad = read_answer_rows(csv)
     assert [(r.line, r.id) for r in rows] == [(2, "x"), (3, "y")] and rows[1].prompt[0]["role"] == "user"
-    assert bad == [f"{csv}:4: no prompt: give 'prompt' (text) or 'messages' (a list of {{'role', 'content'}})"]
+    assert bad == [
+        f"{csv}:4: no prompt: give 'prompt' (text), 'messages' (a list of {{'role', 'content'}}) or 'question' (as in "
+        "a task file)"
+    ]
     pa_file = tmp_path / "a.parquet"
     pq.write_table(
         pa.Table.from_pylist([{"prompt": "What is 2+2?", "answer": "4"}, {"prompt": "Hi", "answer": None}]), pa_file
@@ -194,3 +198,94 @@ def test_an_id_given_twice_is_refused_before_the_model_loads(tmp_path: Path, mon
     r = runner.invoke(app, ["score-answers", str(src), "--out", str(out)])
     assert r.exit_code == 2 and "Traceback" not in r.output and not out.exists(), r.output
     assert f"error: {src}: 1 ids occur more than once: 'a' (2×); give each answer its own id" in r.output, r.output
+
+
+def test_question_rows_get_the_task_prompt_and_the_keys_read_are_said(tmp_path: Path, shared_model) -> None:  # type: ignore[no-untyped-def]
+    """A task file's keys: ``question`` (with ``context`` / ``choices``) is put in the task prompt ``generate --task``
+    gives the model; the trace equals ``trace_answers`` on that prompt. stderr says which keys were read; the
+    scores are printed (a table of id, answer, c_TRACE) with a summary line."""
+    from tracecal.tasks import get_task
+
+    rows = [
+        {"id": "q1", "question": "What is the capital of France?", "answer": "Paris"},
+        {"id": "q2", "question": "Which is red?", "choices": ["grass", "blood"], "answer": "B"},
+        {"id": "q3", "question": "Who wrote it?", "context": "Tolstoy wrote War and Peace.", "answer": "Tolstoy"},
+    ]
+    src, out = jsonl(tmp_path / "qa.jsonl", [json.dumps(r) for r in rows]), tmp_path / "s.parquet"
+    r = runner.invoke(app, ["score-answers", str(src), "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    text = " ".join(r.output.split())
+    assert f"read 3 rows of {src}: prompt from 'question' (in the task prompt" in text, text
+    assert "answer from 'answer', id from 'id'" in text
+    traces = load_traces(out)
+    task = get_task(str(src))  # the task file's own prompts, as `generate --task qa.jsonl` makes them
+    assert [t.id for t in traces] == ["q1", "q2", "q3"]
+    prompt0 = task.prompt(task.load()[0], chat=shared_model.chat)
+    direct = shared_model.trace_answers([prompt0], ["Paris"])[0]
+    np.testing.assert_allclose(traces[0].surprisal, direct.surprisal, atol=1e-4)
+    assert "A. grass" in traces[1].prompt and "B. blood" in traces[1].prompt  # the choices are in the prompt
+    assert "Tolstoy wrote War and Peace." in traces[2].prompt
+    conf = pq.read_table(out).column("c_trace").to_pylist()
+    for row, c in zip(rows, conf, strict=True):  # the table: id, answer, c_TRACE with 4 decimals
+        assert f"{row['id']} " in r.output and f"{c:.4f}" in r.output
+    assert f"scored 3 answers; mean c_TRACE {np.mean(conf):.3f}; wrote {out}" in text
+
+
+def test_a_plain_text_task_prompt_gets_the_space_after_answer(tmp_path: Path, shared_model, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Without a chat template the task prompt ends in "Answer:": the answer is fed after a space (as the model
+    writes it) and the trace's stop reason knows the task's stop string."""
+    from tracecal.cli.answers import task_prompts
+    from tracecal.tasks.files import parse_answer_row
+
+    row = parse_answer_row(1, {"question": "Capital of France?", "answer": "Paris"})
+    prompts, answers, stops = task_prompts([row], chat=False)
+    assert prompts == ["Question: Capital of France?\nAnswer:"] and answers == [" Paris"] and stops == [("\n",)]
+    kept = parse_answer_row(2, {"prompt": "Q: x\nA:", "answer": "y"})
+    assert task_prompts([kept], chat=False) == (["Q: x\nA:"], ["y"], [()])  # the user's own prompt: as given
+    monkeypatch.setattr(shared_model, "chat", False)
+    src, out = (
+        jsonl(tmp_path / "a.jsonl", [json.dumps({"question": "Capital of France?", "answer": "Paris"})]),
+        (tmp_path / "s.parquet"),
+    )
+    r = runner.invoke(app, ["score-answers", str(src), "--out", str(out), "--show", "0"])
+    assert r.exit_code == 0, r.output
+    (t,) = load_traces(out)
+    assert t.text == " Paris" and t.prompt == prompts[0] and t.decoding["stop_strings"] == ["\n"]
+    assert "c_TRACE ┃" not in r.output and "mean c_TRACE" in r.output  # --show 0: the summary, no table
+
+
+def test_a_row_with_two_prompts_or_two_answers_refuses_the_file(tmp_path: Path, shared_model) -> None:  # type: ignore[no-untyped-def]
+    """``prompt`` and ``question`` (or ``answer`` and ``answer_ids``) in one row: which to use cannot be guessed:
+    the file is refused naming the line, even with ``--on-error skip``; a CSV's empty cells are not given."""
+    out = tmp_path / "s.parquet"
+    for second, keys in (
+        ({"prompt": "P?", "question": "Q?", "answer": "a"}, "'prompt' and 'question'"),
+        ({"prompt": "P?", "answer": "a", "answer_ids": [1, 2]}, "'answer' and 'answer_ids'"),
+    ):
+        src = jsonl(tmp_path / "a.jsonl", [json.dumps(GOOD[0]), json.dumps(second)])
+        r = runner.invoke(app, ["score-answers", str(src), "--out", str(out)])
+        text = " ".join(r.output.split())
+        assert r.exit_code == 2 and f"error: {src}:2: the row gives both {keys}" in text, text
+        assert not out.exists()
+    csv = tmp_path / "a.csv"
+    csv.write_text("id,prompt,question,answer\na,,What is 2+2?,4\nb,Say hi.,,hi\n", encoding="utf-8")
+    r = runner.invoke(app, ["score-answers", str(csv), "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    assert "prompt from 'question' (1), 'prompt' (1)" in " ".join(r.output.split())
+
+
+def test_token_id_answers_and_a_json_list(tmp_path: Path, shared_model) -> None:  # type: ignore[no-untyped-def]
+    """``answer_ids`` (a JSON list; in a CSV cell, its JSON) is scored as those ids; a ``.json`` file holds a list."""
+    ids = shared_model.tokenizer.encode(" Paris", add_special_tokens=False)
+    src = tmp_path / "a.json"
+    src.write_text(json.dumps([{"id": "x", "prompt": "Capital of France?", "answer_ids": ids}]), encoding="utf-8")
+    rows, bad = read_answer_rows(src)
+    assert rows[0].answer == ids and rows[0].answer_key == "answer_ids" and not bad
+    out = tmp_path / "s.parquet"
+    r = runner.invoke(app, ["score-answers", str(src), "--out", str(out)])
+    assert r.exit_code == 0 and "answer from 'answer_ids'" in r.output, r.output
+    assert load_traces(out)[0].token_ids.tolist() == ids
+    csv = tmp_path / "a.csv"
+    csv.write_text(f'prompt,answer_ids\nCapital?,"{json.dumps(ids)}"\nX?,"[1, -2]"\n', encoding="utf-8")
+    rows, bad = read_answer_rows(csv)
+    assert rows[0].answer == ids and bad == [f"{csv}:3: 'answer_ids' must be token ids ≥ 0"]

@@ -411,3 +411,63 @@ def test_generate_refuses_token_ids_outside_the_vocabulary_and_absurd_top_k(tmp_
     assert not out.exists()
     with pytest.raises(ValidationError, match="answer 0: 99999999 is not a token id"):
         shared_model.trace_answers(["q"], [[5, 99999999]])
+
+
+def test_generate_task_writes_the_labels_fit_calibrator_reads(tmp_path: Path, shared_model, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """``generate --task FILE`` labels each answer with the task's labeller into OUT.labels.csv (said on stderr,
+    with the fit-calibrator command) and each trace's meta; ``fit-calibrator OUT --labels that`` fits on it. The
+    tiny random model is never right, so the task's alias rule is replaced by one that reads the row's gold: the
+    labels must follow the golds of the rows, in order."""
+    import csv
+
+    import tracecal.tasks.labellers as labellers
+
+    seen: list[tuple[str, list[str]]] = []
+    monkeypatch.setattr(labellers, "alias_match", lambda a, golds: seen.append((a, golds)) or golds == ["yes"])
+    golds = ["yes", "no", "no", "yes", "yes", "no"]
+    task = tmp_path / "qa.jsonl"
+    rows = [{"id": f"q{i}", "question": f"Question {i}?", "answer": g} for i, g in enumerate(golds)]
+    task.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    out = tmp_path / "t.parquet"
+    r = runner.invoke(app, ["generate", "--task", str(task), "--out", str(out), "--max-new-tokens", "4"])
+    assert r.exit_code == 0, r.output
+    labels_csv = tmp_path / "t.labels.csv"
+    text = " ".join(r.output.split())
+    assert f"wrote the labels (3 of 6 answers correct) to {labels_csv}" in text, text
+    assert f"tracecal fit-calibrator {out} --labels {labels_csv} --out cal.json" in text
+    with open(labels_csv, newline="", encoding="utf-8") as f:
+        got = list(csv.reader(f))
+    expected = [int(g == "yes") for g in golds]
+    assert got == [["id", "label"]] + [[f"q{i}", str(z)] for i, z in enumerate(expected)]
+    traces = load_traces(out)
+    assert [t.meta["correct"] for t in traces] == expected
+    assert seen == [(t.text, [g]) for t, g in zip(traces, golds, strict=True)]  # each answer against its golds
+    cal = tmp_path / "cal.json"
+    r = runner.invoke(app, ["fit-calibrator", str(out), "--labels", str(labels_csv), "--out", str(cal)])
+    assert r.exit_code == 0 and cal.exists(), r.output
+
+
+def test_generate_labels_a_builtin_task_where_asked_and_refuses_labels_without_a_task(
+    tmp_path: Path, shared_model
+) -> None:  # type: ignore[no-untyped-def]
+    """A built-in task (TriviaQA, 3 rows) labelled as ``task.label`` labels them, into ``--labels-out``; with
+    --prompts, ``--labels-out`` is refused (no gold answers), as is a labels path that is the --out file."""
+    from tracecal.tasks import get_task
+    from tracecal.tasks.files import read_labels
+
+    out, labels = tmp_path / "t.parquet", tmp_path / "sub" / "my labels.csv"
+    args = ["generate", "--task", "triviaqa", "--limit", "3", "--out", str(out), "--max-new-tokens", "3"]
+    r = runner.invoke(app, [*args, "--labels-out", str(labels)])
+    assert r.exit_code == 0, r.output
+    task = get_task("triviaqa")
+    expected = {ex.id: task.label(ex, t.text) for ex, t in zip(task.load(limit=3), load_traces(out), strict=True)}
+    assert read_labels(labels) == expected and not (tmp_path / "t.labels.csv").exists()
+    r = runner.invoke(app, [*args, "--labels-out", str(out)])  # the --out file of the run before
+    assert r.exit_code == 2 and f"error: --labels-out {out} is the --out file" in r.output, r.output
+    new = tmp_path / "new.parquet"
+    r = runner.invoke(app, [*args[:-3], str(new), *args[-2:], "--labels-out", str(new)])
+    assert r.exit_code == 2 and "are the same file" in r.output and not new.exists(), r.output
+    prompts = tmp_path / "p.jsonl"
+    prompts.write_text('"Say hi."\n')
+    r = runner.invoke(app, ["generate", "--prompts", str(prompts), "--out", str(out), "--labels-out", str(labels)])
+    assert r.exit_code == 2 and "--labels-out needs --task" in r.output, r.output

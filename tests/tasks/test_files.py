@@ -2,20 +2,25 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
 from tracecal.errors import TracecalError
 from tracecal.tasks.files import (
+    AmbiguousRowError,
     InputFileError,
     InputFileNotFoundError,
     check_unique_ids,
     join_labels,
     jsonl_lines,
+    parse_answer_row,
     parse_label,
+    read_answer_rows,
     read_labels,
     read_prompt_file,
+    write_labels,
 )
 
 
@@ -159,3 +164,52 @@ def test_a_device_or_pipe_is_not_a_prompts_or_labels_file(tmp_path: Path) -> Non
             read_prompt_file(path)
         with pytest.raises(FileNotFoundError, match=f"labels file {path} is not a regular file"):
             read_labels(path)
+
+
+def test_answer_rows_take_the_prompt_from_one_of_prompt_messages_question() -> None:
+    chat = [{"role": "user", "content": "Hi"}]
+    row = parse_answer_row(3, {"prompt": "P?", "answer": "a"})
+    assert (row.id, row.prompt, row.answer, row.prompt_key, row.answer_key, row.id_key) == (
+        "3",
+        "P?",
+        "a",
+        "prompt",
+        "answer",
+        "",
+    )
+    assert parse_answer_row(1, {"messages": json.dumps(chat), "answer": ""}).prompt == chat  # a CSV cell's JSON
+    q = parse_answer_row(1, {"id": 0, "question": " Q? ", "context": "C", "choices": "x; y", "answer": "B"})
+    assert q.id == "0" and q.id_key == "id" and q.prompt_key == "question"
+    assert (q.prompt.question, q.prompt.context, q.prompt.choices) == ("Q?", "C", ["x", "y"])
+    assert parse_answer_row(1, {"prompt": "P", "question": "", "answer": "a"}).prompt_key == "prompt"  # "" is unset
+    with pytest.raises(AmbiguousRowError, match="both 'prompt' and 'question'"):
+        parse_answer_row(1, {"prompt": "P", "question": "Q", "answer": "a"})
+    with pytest.raises(AmbiguousRowError, match="both 'messages' and 'question'"):
+        parse_answer_row(1, {"messages": chat, "question": "Q", "answer": "a"})
+    with pytest.raises(InputFileError, match="'answers' holds a task file's gold answers"):
+        parse_answer_row(1, {"question": "Q", "answers": ["x", "y"]})
+    with pytest.raises(InputFileError, match="'prompt' must be text, got int"):
+        parse_answer_row(1, {"prompt": 5, "answer": "a"})
+
+
+def test_an_ambiguous_row_refuses_the_file_even_when_skipping(tmp_path: Path) -> None:
+    ok = json.dumps({"prompt": "P", "answer": "a"})
+    src = _write(tmp_path, "a.jsonl", ok + "\n" + json.dumps({"prompt": "P", "question": "Q", "answer": "a"}) + "\n")
+    with pytest.raises(AmbiguousRowError, match=f"^{src}:2: the row gives both 'prompt' and 'question'"):
+        read_answer_rows(src, on_error="skip")
+    rows, bad = read_answer_rows(_write(tmp_path, "b.jsonl", ok + "\n{}\n"))
+    assert len(rows) == 1 and bad == [
+        f"{tmp_path / 'b.jsonl'}:2: no prompt: give 'prompt' (text), 'messages' (a list of {{'role', 'content'}}) or "
+        "'question' (as in a task file)"
+    ]
+    with pytest.raises(InputFileNotFoundError, match="answers file not found"):
+        read_answer_rows(tmp_path / "none.jsonl")
+
+
+def test_write_labels_is_what_read_labels_reads(tmp_path: Path) -> None:
+    path = write_labels(tmp_path / "l.csv", ["a", "b,c"], [1, 0])
+    assert path.read_text(encoding="utf-8").splitlines() == ["id,label", "a,1", '"b,c",0']
+    assert read_labels(path) == {"a": 1, "b,c": 0}
+    with pytest.raises(InputFileError, match="label must be 0 or 1, got 2"):
+        write_labels(tmp_path / "m.csv", ["a"], [2])
+    assert not (tmp_path / "m.csv").exists()

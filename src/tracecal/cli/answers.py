@@ -2,27 +2,32 @@
 answers that already exist (logged answers, another model's, a person's), by teacher forcing through the model
 (`Backend.trace_answers`; what such a trace means: `tracecal.backends.answers`).
 
-Input rows - ``.jsonl`` (one JSON object per line), ``.csv`` (a header line) or ``.parquet`` (one row per answer):
-``prompt`` (text) or ``messages`` (a chat, a list of ``{"role", "content"}``; in a CSV cell, its JSON), ``answer``
-(text, may be empty) and optionally ``id`` (default: the row's line number). A malformed row (unreadable JSON, no
-prompt, messages that are not a chat, no answer) is reported on stderr as ``FILE:LINE: why`` and skipped; the
-other rows are scored and the command exits 0. ``--on-error raise`` refuses the file at its first malformed row
-instead (exit 2), as does a file with no row to score.
+Input rows (`tracecal.tasks.files.read_answer_rows`; the format with examples: docs/formats.md) - ``.jsonl``,
+``.json`` (a list), ``.csv`` or ``.parquet``, one row per answer: the prompt from exactly one of ``prompt`` (text),
+``messages`` (a chat) or ``question`` (as in a task file, with its optional ``context`` and ``choices``: the model
+gets the task prompt `tracecal generate --task` would give it, and in a plain-text prompt the answer follows
+"Answer:" after a space), the answer from exactly one of ``answer`` (text) or ``answer_ids`` (token ids), and
+optionally ``id``. The keys read are said on stderr. A malformed row is reported as ``FILE:LINE: why`` and skipped
+(``--on-error raise``: the file is refused at it, exit 2); a row giving two prompts (``prompt`` and ``question``)
+or two answers refuses the file, naming its line.
 
 Output: one Parquet file holding the traces (`tracecal.traces.io.SCHEMA`: ``tracecal score`` and ``load_traces``
 read it) plus, per row, ``line`` (where the row is in FILE), ``c_trace`` (c_TRACE = exp(−R), METHOD §2; NaN for an
 empty answer) and, with ``--calibrator``, ``p_correct`` (the calibrated probability; a TRACE+ file reads the
-trace, a scalar calibrator file - Platt, isotonic, temperature - reads c_TRACE, as in the gateway).
+trace, a scalar calibrator file - Platt, isotonic, temperature - reads c_TRACE, as in the gateway). The first
+``--show`` rows are printed as a table (stdout), then a summary line: rows scored, mean confidence, the file.
 """
 
 from __future__ import annotations
 
-import json
+from collections import Counter
 from pathlib import Path
-from typing import Annotated, Any, NamedTuple
+from typing import Annotated, Any
 
+import numpy as np
 import typer
 from rich.markup import escape
+from rich.table import Table
 
 from tracecal.cli.common import (
     FOREIGN,
@@ -30,14 +35,16 @@ from tracecal.cli.common import (
     check_option,
     check_provenance,
     console,
+    fmt_num,
     note,
+    out_console,
     progress_bar,
     user_errors,
 )
 from tracecal.cli.traces import out_path
-from tracecal.errors import ValidationError
+from tracecal.tasks.files import AnswerRow, read_answer_rows
 
-__all__ = ["AnswerRow", "read_answer_rows", "score_answers"]
+__all__ = ["AnswerRow", "keys_read", "read_answer_rows", "score_answers", "scores_table", "task_prompts"]
 
 ON_ERROR = ("skip", "raise")
 """What ``--on-error`` does with a malformed row: report and skip it, or refuse the file."""
@@ -45,82 +52,8 @@ ON_ERROR = ("skip", "raise")
 SHOWN_ERRORS = 20
 """Malformed rows listed one by one before the rest are counted."""
 
-
-class AnswerRow(NamedTuple):
-    """One good row of an answers file."""
-
-    line: int
-    id: str
-    prompt: Any
-    answer: str
-
-
-def _rows(path: Path) -> list[tuple[int, Any, str | None]]:
-    """(line, record, read error) for each row of a JSONL, CSV or Parquet file (a Parquet row's "line" is its
-    1-based position)."""
-    from tracecal.tasks.sources import iter_csv, iter_jsonl
-
-    suffix = path.suffix.lower()
-    if suffix == ".parquet":
-        import pyarrow.parquet as pq
-
-        return [(i + 1, r, None) for i, r in enumerate(pq.read_table(path).to_pylist())]
-    if suffix not in (".jsonl", ".csv"):
-        kind = suffix or "(no suffix)"
-        raise ValidationError(f"{path}: unsupported answers file {kind}; use .jsonl, .csv or .parquet")
-    reader = iter_jsonl if suffix == ".jsonl" else iter_csv
-    return [(r.line if r.line is not None else r.index + 1, r.record, r.error) for r in reader(path)]
-
-
-def _parse(line: int, rec: Any) -> AnswerRow:
-    """One row → `AnswerRow`; `ValidationError` saying what the row lacks."""
-    from tracecal._validation import check_text
-    from tracecal.backends.base import check_prompts
-
-    if not isinstance(rec, dict):
-        raise ValidationError("expected an object with 'prompt' or 'messages' and 'answer'")
-    messages = rec.get("messages")
-    if isinstance(messages, str) and messages.strip():
-        try:
-            messages = json.loads(messages)
-        except json.JSONDecodeError as e:
-            raise ValidationError(f"'messages' is not JSON ({e.msg})") from None
-    prompt = messages or rec.get("prompt")
-    if not prompt or not isinstance(prompt, str | list):
-        raise ValidationError("no prompt: give 'prompt' (text) or 'messages' (a list of {'role', 'content'})")
-    if isinstance(prompt, str):
-        check_text(prompt, "'prompt'")
-    try:
-        check_prompts([prompt])
-    except ValidationError as e:
-        raise ValidationError(str(e).removeprefix("prompt 0").lstrip(": ,") or "bad prompt") from None
-    answer = rec.get("answer")
-    if not isinstance(answer, str):
-        raise ValidationError(f"'answer' must be text, got {type(answer).__name__ if answer is not None else 'none'}")
-    rid = rec.get("id")
-    rid = str(line) if rid is None or rid == "" else check_text(str(rid), "'id'")
-    return AnswerRow(line, rid, prompt, check_text(answer, "'answer'"))
-
-
-def read_answer_rows(path: Path, on_error: str = "skip") -> tuple[list[AnswerRow], list[str]]:
-    """The good rows of an answers file and one ``FILE:LINE: why`` per malformed row (``on_error="raise"``:
-    `ValidationError` at the first one instead)."""
-    if not path.is_file():
-        raise FileNotFoundError(f"answers file not found: {path}")
-    good, bad = [], []
-    for line, rec, error in _rows(path):
-        try:
-            if error is not None:
-                raise ValidationError(error)
-            good.append(_parse(line, rec))
-        except ValidationError as e:
-            if on_error == "raise":
-                raise ValidationError(f"{path}:{line}: {e}") from None
-            bad.append(f"{path}:{line}: {e}")
-    if not good:
-        first = f" (first: {bad[0]})" if bad else ""
-        raise ValidationError(f"{path}: no answer to score: {len(bad)} malformed rows{first}")
-    return good, bad
+ANSWER_WIDTH = 60
+"""Characters of an answer shown in the table (longer ones end in "…")."""
 
 
 def _write(traces: list[Any], rows: list[AnswerRow], conf: Any, prob: Any, out: Path, inputs: Any) -> None:
@@ -139,7 +72,9 @@ def _write(traces: list[Any], rows: list[AnswerRow], conf: Any, prob: Any, out: 
 
 @user_errors
 def score_answers(
-    answers_path: Annotated[Path, typer.Argument(help="answers file: .jsonl, .csv or .parquet")],
+    answers_path: Annotated[
+        Path, typer.Argument(help="answers file: .jsonl, .json, .csv or .parquet (format: docs/formats.md)")
+    ],
     out: Annotated[Path, typer.Option("--out", "-o", help="Parquet file to write (traces + confidences)")],
     model: ModelOpt = None,
     backend: Annotated[str, typer.Option(help="auto, hf, http (vLLM) or llamacpp")] = "auto",
@@ -149,6 +84,7 @@ def score_answers(
     allow_foreign_calibrator: Annotated[
         bool, typer.Option(FOREIGN, help="use a --calibrator made on another model's or dtype's answers (warns)")
     ] = False,
+    show: Annotated[int, typer.Option(help="rows to print in the table (0: none)")] = 20,
 ) -> None:
     """Score answers you already have: each answer's trace under the model (teacher forcing) and its confidence (a
     calibrator made on another model's or dtype's answers is refused)."""
@@ -157,6 +93,7 @@ def score_answers(
 
     check_option("--on-error", on_error, Options(*ON_ERROR))
     check_option("--batch-size", batch_size, Interval(int, 1, None))
+    check_option("--show", show, Interval(int, 0, None))
     inputs = [("answers file", answers_path), ("calibrator", calibrator), ("model file", model, "**/*")]
     out_path(out, "traces", inputs)
     rows, bad = read_answer_rows(answers_path, on_error)
@@ -165,6 +102,7 @@ def score_answers(
         note(f"skipped {msg}")
     if len(bad) > SHOWN_ERRORS:
         note(f"… and {len(bad) - SHOWN_ERRORS} more malformed rows")
+    note(keys_read(rows, answers_path))
     scorer = _scorer(calibrator)
     from tracecal.backends import load_model
 
@@ -172,14 +110,13 @@ def score_answers(
         lm = load_model(model, backend=backend, batch_size=batch_size)
     if scorer is not None and calibrator is not None:  # before any answer is traced
         check_provenance(calibrator, scorer.calibrator.provenance, _identity(lm), allow_foreign_calibrator, "score")
-    with progress_bar() as pb:
-        job = pb.add_task("scoring answers", total=len(rows))
-        prompts, answers, ids = [r.prompt for r in rows], [r.answer for r in rows], [r.id for r in rows]
-        traces = lm.trace_answers(prompts, answers, ids=ids, progress=lambda n: pb.advance(job, n))
+    traces = _trace_rows(lm, rows)
     conf, prob = _confidences(scorer, traces)
     _write(traces, rows, conf, prob, out, inputs)
-    skipped = f"; {len(bad)} malformed rows skipped" if bad else ""
-    console.print(f"scored {len(traces)} answers{skipped}; wrote [bold]{escape(str(out))}[/]")
+    if show:
+        first = f" (first {show} of {len(traces)})" if show < len(traces) else ""
+        out_console.print(scores_table(f"scores{first}", traces, conf, prob, show))
+    _summary(len(traces), len(bad), conf, prob, out)
 
 
 def _identity(lm: Any) -> tuple[str | None, str | None]:
@@ -205,3 +142,104 @@ def _confidences(scorer: Any, traces: list[Any]) -> tuple[Any, Any]:
 
     conf = trace_confidence(traces)
     return conf, None if scorer is None else scorer.probabilities(TraceBatch.from_traces(traces), conf)
+
+
+def keys_read(rows: list[AnswerRow], path: Path) -> str:
+    """The line that says which keys the rows were read from, e.g. ``read 120 rows of a.jsonl: prompt from
+    'question', answer from 'answer', id from 'id'`` (counts when rows differ: ``'prompt' (3), 'messages' (1)``)."""
+
+    def keys(counts: Counter[str]) -> str:
+        if len(counts) == 1:
+            return repr(next(iter(counts)))
+        return ", ".join(f"{k!r} ({n})" for k, n in counts.most_common())
+
+    ids_given = sum(r.id_key == "id" for r in rows)
+    id_from = "'id'" if ids_given == len(rows) else "the line numbers" if not ids_given else "'id' or the line number"
+    prompt = keys(Counter(r.prompt_key for r in rows))
+    if any(r.prompt_key == "question" for r in rows):
+        prompt += " (in the task prompt, as `tracecal generate --task FILE` gives it)"
+    answer = keys(Counter(r.answer_key for r in rows))
+    return f"read {len(rows)} rows of {path}: prompt from {prompt}, answer from {answer}, id from {id_from}"
+
+
+def task_prompts(rows: list[AnswerRow], chat: bool) -> tuple[list[Any], list[Any], list[tuple[str, ...]]]:
+    """(prompts, answers, stop strings) per row: a ``question`` row's `Example` becomes the task prompt of its
+    kind (``mc`` with ``choices``, else ``qa``: `tracecal.tasks.prompts.render`) with its stop strings, and a text
+    answer to a plain-text prompt ending in ``:`` ("Answer:") gets the space a model writes after it; other rows
+    as they are (no stop strings)."""
+    from tracecal.tasks.prompts import render, stop_strings
+
+    prompts: list[Any] = []
+    answers: list[Any] = []
+    stops: list[tuple[str, ...]] = []
+    for r in rows:
+        if r.prompt_key != "question":
+            prompts.append(r.prompt)
+            answers.append(r.answer)
+            stops.append(())
+            continue
+        kind = "mc" if r.prompt.choices else "qa"
+        prompt = render(kind, r.prompt, chat)
+        answer = r.answer
+        if isinstance(prompt, str) and prompt.endswith(":") and isinstance(answer, str) and answer[:1] not in ("", " "):
+            answer = " " + answer
+        prompts.append(prompt)
+        answers.append(answer)
+        stops.append(stop_strings(kind, chat))
+    return prompts, answers, stops
+
+
+def _trace_rows(lm: Any, rows: list[AnswerRow]) -> list[Any]:
+    """The traces of the rows, in order, one ``trace_answers`` call per set of stop strings (under a progress
+    bar)."""
+    prompts, answers, stops = task_prompts(rows, bool(getattr(lm, "chat", False)))
+    traces: list[Any] = [None] * len(rows)
+    with progress_bar() as pb:
+        job = pb.add_task("scoring answers", total=len(rows))
+        for group in dict.fromkeys(stops):
+            idx = [i for i, s in enumerate(stops) if s == group]
+            kw = {"stop_strings": list(group)} if group else {}
+            got = lm.trace_answers(
+                [prompts[i] for i in idx],
+                [answers[i] for i in idx],
+                ids=[rows[i].id for i in idx],
+                progress=lambda n: pb.advance(job, n),
+                **kw,
+            )
+            for i, t in zip(idx, got, strict=True):
+                traces[i] = t
+    return traces
+
+
+def _short(text: str, width: int = ANSWER_WIDTH) -> str:
+    """``text`` on one line (a line break shown as ⏎), cut to ``width`` characters with "…"."""
+    one = text.replace("\r\n", "⏎").replace("\n", "⏎")
+    return one if len(one) <= width else one[: width - 1] + "…"
+
+
+def scores_table(title: str, traces: list[Any], conf: Any, prob: Any, show: int) -> Table:
+    """The first ``show`` answers: id, answer (escaped, cut to `ANSWER_WIDTH`), c_TRACE and, with a calibrator,
+    p_correct (`MISSING` for an empty answer's NaN)."""
+    table = Table(title=title)
+    table.add_column("id", overflow="fold")
+    table.add_column("answer", no_wrap=True)
+    table.add_column("c_TRACE", justify="right")
+    if prob is not None:
+        table.add_column("p_correct", justify="right")
+    for i, t in enumerate(traces[:show]):
+        cells = [escape(str(t.id)), escape(_short(t.text)), fmt_num(conf[i], 4)]
+        table.add_row(*cells, *([fmt_num(prob[i], 4)] if prob is not None else []))
+    return table
+
+
+def _summary(n: int, n_bad: int, conf: Any, prob: Any, out: Path) -> None:
+    """One line on stderr: answers scored, malformed rows skipped, mean confidence(s), the file written."""
+
+    def mean(x: Any) -> str:
+        finite = np.asarray(x, dtype=float)
+        finite = finite[np.isfinite(finite)]
+        return fmt_num(float(finite.mean()) if finite.size else None, 3)
+
+    skipped = f"; {n_bad} malformed rows skipped" if n_bad else ""
+    means = f"mean c_TRACE {mean(conf)}" + (f", mean p_correct {mean(prob)}" if prob is not None else "")
+    console.print(f"scored {n} answers{skipped}; {means}; wrote [bold]{escape(str(out))}[/]", highlight=False)

@@ -5,7 +5,9 @@ into a validated `EvalConfig` (`evaluate_config`) and shows the progress (`RunVi
 
 from __future__ import annotations
 
+import threading
 import time
+from collections.abc import Callable
 from contextlib import nullcontext
 from pathlib import Path
 from typing import Annotated, Any
@@ -27,7 +29,7 @@ from tracecal.cli.common import (
 )
 from tracecal.errors import ValidationError
 
-__all__ = ["DEFAULT_TASKS", "RunView", "STORED_WITH_SCORE_ONLY", "evaluate", "evaluate_config"]
+__all__ = ["DEFAULT_TASKS", "LOG_EVERY_S", "RunView", "STORED_WITH_SCORE_ONLY", "evaluate", "evaluate_config"]
 
 DEFAULT_TASKS = "triviaqa,svamp,truthfulqa,mlqa"
 
@@ -93,42 +95,125 @@ NoScoreOpt = Annotated[
 ]
 
 
+LOG_EVERY_S = 30.0
+"""Without a terminal (a log file): the longest wall time between two progress lines, in seconds."""
+
+HEARTBEAT_POLL_S = 2.0
+"""How often the log-file heartbeat looks whether `LOG_EVERY_S` has passed since the last line, in seconds."""
+
+SPEED_WINDOW_S = 24 * 3600.0
+"""The window of rich's speed estimate (its default, 30 s, is shorter than one shard of a slow task: no ETA)."""
+
+
+def hms(seconds: float) -> str:
+    """``seconds`` as ``h:mm:ss`` (rounded to the second)."""
+    s = max(0, round(seconds))
+    return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}"
+
+
 class RunView:
     """One progress view of a whole evaluation: the run (all passes × tasks × shards, weighted by each pass's
-    cost per answer, with the overall ETA) and the stage being computed now. Without a terminal (a log file)
-    it prints a line per stage and per 10 % of the run instead of redrawing bars."""
+    cost per answer, with the overall ETA) and the stage being computed now.
 
-    def __init__(self, pb: Progress) -> None:
-        self.pb = pb
+    Without a terminal (a log file) it prints lines instead of redrawing bars: one when the stage changes, one at
+    each 10 % of the run and one at least every ``every_s`` seconds of wall time (a heartbeat thread, started by
+    ``with RunView(pb) as view``, prints it while one long shard computes). Each line reads ``[elapsed] whole run
+    P % (done/total), ETA h:mm:ss · stage done/total``. The ETA is (total − done) / rate, the rate being the work
+    done in this invocation over the time it took: shards already on disk when the run started (a resumed run)
+    count in done, not in the rate; before the first shard of this invocation ends there is no rate ("ETA after
+    the first shard"). ``clock``: seconds, monotonic (a fake one in tests)."""
+
+    def __init__(
+        self,
+        pb: Progress,
+        clock: Callable[[], float] = time.monotonic,
+        every_s: float = LOG_EVERY_S,
+        poll_s: float = HEARTBEAT_POLL_S,
+    ) -> None:
+        self.pb, self.clock, self.every_s, self.poll_s = pb, clock, every_s, poll_s
         self.live = pb.console.is_terminal
+        pb.speed_estimate_period = SPEED_WINDOW_S  # the bars' ETA: the rate of this invocation, as the log's
         self.run = pb.add_task("whole run", total=None, start=False)
         self.stage = pb.add_task("", total=None, visible=False)
-        self.t0 = time.monotonic()
+        self.t0 = self.last_line = clock()
         self.decile = -1
-        self.stage_name = ""
+        self.stage_name, self.stage_done, self.stage_total = "", 0, 0
+        self.done, self.total = 0, 0
+        self.first: tuple[float, int] | None = None  # (time, done) at this invocation's first report of the run
+        self.lock = threading.RLock()
+        self.stopped = threading.Event()
+        self.thread: threading.Thread | None = None
 
-    def _log(self, msg: str) -> None:
-        self.pb.console.print(f"[{time.monotonic() - self.t0:6.0f} s] {msg}", highlight=False, markup=False)
+    def __enter__(self) -> RunView:
+        if not self.live:
+            self.thread = threading.Thread(target=self.beat, name="tracecal-progress", daemon=True)
+            self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stopped.set()
+        if self.thread is not None:
+            self.thread.join()
+
+    def beat(self) -> None:
+        """The heartbeat: `tick` every ``poll_s`` seconds until the view is closed."""
+        while not self.stopped.wait(self.poll_s):
+            self.tick()
+
+    def tick(self) -> None:
+        """Print the status line when ``every_s`` seconds have passed since the last line (no terminal only)."""
+        with self.lock:
+            quiet = self.first is None and not self.stage_name  # nothing to report yet
+            if not self.live and not quiet and self.clock() - self.last_line >= self.every_s:
+                self._log()
+
+    def eta(self) -> float | None:
+        """Seconds left at this invocation's rate (class docstring); None before its first unit of work is done."""
+        if self.first is None or self.done <= self.first[1]:
+            return None
+        rate = (self.done - self.first[1]) / max(self.clock() - self.first[0], 1e-9)
+        return max(self.total - self.done, 0) / rate
+
+    def status(self) -> str:
+        """The status line (without its time prefix): the run, then the stage being computed."""
+        parts = []
+        if self.first is not None:
+            eta = self.eta()
+            left = ", computed" if self.done >= self.total else ", ETA after the first shard" if eta is None else ""
+            run = f"whole run {100 * self.done / max(self.total, 1):3.0f} % ({self.done}/{self.total})"
+            parts.append(run + (left or f", ETA {hms(eta or 0.0)}"))
+        if self.stage_name:
+            parts.append(f"{self.stage_name} {self.stage_done}/{self.stage_total}")
+        return " · ".join(parts)
+
+    def _log(self) -> None:
+        now = self.clock()
+        self.last_line = now
+        self.pb.console.print(f"[{now - self.t0:6.0f} s] {self.status()}", highlight=False, markup=False)
 
     def _run_progress(self, done: int, total: int) -> None:
-        if not self.pb.tasks[self.run].started:
+        if self.first is None:
+            self.first = (self.clock(), done)
             self.pb.start_task(self.run)
             self.pb.update(self.run, completed=done, total=max(total, 1))  # already on disk: no speed sample
+        self.done, self.total = done, total
         self.pb.update(self.run, completed=done, total=max(total, 1))
         decile = int(10 * done / max(total, 1))
         if not self.live and decile != self.decile:
             self.decile = decile
-            eta = self.pb.tasks[self.run].time_remaining
-            self._log(f"whole run {100 * done / max(total, 1):3.0f} %" + (f", ETA {eta:.0f} s" if eta else ""))
+            self._log()
 
     def __call__(self, desc: str, done: int, total: int) -> None:
-        if desc == "run":
-            self._run_progress(done, total)
-            return
-        self.pb.update(self.stage, description=escape(desc), completed=done, total=max(total, 1), visible=True)
-        if not self.live and desc != self.stage_name:
-            self.stage_name = desc
-            self._log(desc)
+        with self.lock:
+            if desc == "run":
+                self._run_progress(done, total)
+            else:
+                self.pb.update(self.stage, description=escape(desc), completed=done, total=max(total, 1), visible=True)
+                changed = desc != self.stage_name
+                self.stage_name, self.stage_done, self.stage_total = desc, done, total
+                if not self.live and changed:
+                    self._log()
+            self.tick()
 
 
 def evaluate_config(run_dir: Path | None = None, **kw: Any) -> Any:
@@ -156,7 +241,9 @@ def evaluate_config(run_dir: Path | None = None, **kw: Any) -> Any:
 
 @user_errors
 def evaluate(
-    tasks: Annotated[str, typer.Option(help="comma-separated task names or data files")] = DEFAULT_TASKS,
+    tasks: Annotated[
+        str, typer.Option(help="comma-separated task names or task files (docs/formats.md)")
+    ] = DEFAULT_TASKS,
     limit: Annotated[int | None, typer.Option(help="first N questions per task")] = 1000,
     run_dir: Annotated[Path, typer.Option("--run-dir", "-r", help="run directory (resumable)")] = Path("runs/main"),
     model: ModelOpt = None,
@@ -231,8 +318,8 @@ def run_evaluate(o: dict[str, Any]) -> None:
 
         torch.set_num_threads(threads)
     t0 = time.perf_counter()
-    with progress_bar() as pb, executor or nullcontext():  # Ray: its actors (and a local Ray) stop after
-        res = run_eval(o["run_dir"], cfg, RunView(pb), o["no_score"], score_only=o["score_only"], executor=executor)
+    with progress_bar() as pb, RunView(pb) as view, executor or nullcontext():  # Ray: its actors stop after
+        res = run_eval(o["run_dir"], cfg, view, o["no_score"], score_only=o["score_only"], executor=executor)
     _print_evaluation(res, o["run_dir"], show, o["report"], t0)
 
 

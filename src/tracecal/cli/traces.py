@@ -75,11 +75,24 @@ def _prompts_and_model(
     return lm, plist, [ex.id for ex in examples], tuple(tk.stop_strings(lm.chat)), tk.max_new_tokens
 
 
+LabelsOutOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--labels-out",
+        help="with --task: the labels CSV to write, id,label (0/1) as fit-calibrator --labels reads it "
+        "(docs/formats.md); default: OUT with the suffix .labels.csv",
+    ),
+]
+
+
 @user_errors
 def generate(
     out: Annotated[Path, typer.Option("--out", "-o", help="traces Parquet file to write")],
-    task: Annotated[str | None, typer.Option("--task", "-t", help="a task name (see `tracecal tasks`)")] = None,
-    prompts: Annotated[Path | None, typer.Option("--prompts", "-p", help="JSONL of prompts")] = None,
+    task: Annotated[
+        str | None,
+        typer.Option("--task", "-t", help="a task name (see `tracecal tasks`) or task file (docs/formats.md)"),
+    ] = None,
+    prompts: Annotated[Path | None, typer.Option("--prompts", "-p", help="JSONL of prompts (docs/formats.md)")] = None,
     model: ModelOpt = None,
     limit: Annotated[int | None, typer.Option(help="first N rows of the task")] = None,
     max_new_tokens: Annotated[int | None, typer.Option(help="≥ 1; default: the task's, else 32")] = None,
@@ -87,8 +100,10 @@ def generate(
     top_logprobs: Annotated[int, typer.Option(help="keep top-k alternatives per step")] = 0,
     jsonl: Annotated[Path | None, typer.Option(help="also export the traces as JSONL")] = None,
     data_dir: DataDirOpt = None,
+    labels_out: LabelsOutOpt = None,
 ) -> None:
-    """Generate answers and record their traces (one decoding pass each) → Parquet."""
+    """Generate answers and record their traces (one decoding pass each) → Parquet; with --task, also each answer's
+    label (correct or not under the task's labeller) → a labels CSV for fit-calibrator."""
     from tracecal.traces.io import export_jsonl, save_traces
 
     if (task is None) == (prompts is None):
@@ -101,11 +116,7 @@ def generate(
     ):
         check_option(name, value, Interval(int, lowest, None))  # 0 is refused, never read as "the default"
     inputs = [("prompts file", prompts), ("task file", task), ("model file", model)]
-    out_path(out, "traces", inputs)
-    if jsonl is not None:
-        out_path(jsonl, "JSONL", [*inputs, ("--out file", out)], option="--jsonl")
-        if jsonl.resolve() == out.resolve():
-            fail(f"--jsonl {jsonl} and --out {out} are the same file: give two paths")
+    labels_out = _outputs(inputs, out, jsonl, task, labels_out)
     lm, plist, ids, stop, task_tokens = _prompts_and_model(task, prompts, model, limit, batch_size, data_dir)
     budget = max_new_tokens if max_new_tokens is not None else task_tokens if task_tokens is not None else 32
     with progress_bar() as pb:
@@ -118,11 +129,69 @@ def generate(
             top_logprobs=top_logprobs,
             progress=lambda n: pb.advance(job, n),
         )
+    labels = None if task is None else _label(task, limit, data_dir, traces)
     save_traces(traces, out, inputs)  # the inputs checked again at the write (`atomic_write`)
     if jsonl is not None:
         export_jsonl(traces, jsonl, [*inputs, ("--out file", out)])
     n_tok = sum(t.length for t in traces)
     console.print(f"wrote {len(traces)} traces ({n_tok} answer tokens) to [bold]{escape(str(out))}[/]")
+    if labels is not None and labels_out is not None:
+        _write_labels(labels_out, traces, labels, out, [*inputs, ("--out file", out), ("--jsonl file", jsonl)])
+
+
+def _outputs(inputs: list[Any], out: Path, jsonl: Path | None, task: str | None, labels: Path | None) -> Path | None:
+    """Check ``generate``'s output paths before anything runs (none an input, no two the same file); return
+    where the labels go (`_labels_path`)."""
+    out_path(out, "traces", inputs)
+    if jsonl is not None:
+        out_path(jsonl, "JSONL", [*inputs, ("--out file", out)], option="--jsonl")
+        if jsonl.resolve() == out.resolve():
+            fail(f"--jsonl {jsonl} and --out {out} are the same file: give two paths")
+    return _labels_path(task, out, labels, [*inputs, ("--out file", out), ("--jsonl file", jsonl)])
+
+
+def _labels_path(task: str | None, out: Path, labels_out: Path | None, inputs: list[Any]) -> Path | None:
+    """Where ``generate`` writes the labels: ``--labels-out``, else (with ``--task``) OUT with the suffix
+    ``.labels.csv``; None without a task (a prompts file has no gold answers). Checked before anything runs."""
+    if task is None:
+        if labels_out is not None:
+            fail("--labels-out needs --task: a prompts file has no gold answers to label the answers against")
+        return None
+    path = labels_out if labels_out is not None else out.with_suffix(".labels.csv")
+    out_path(path, "CSV", inputs, option="--labels-out")
+    for other, option in ((out, "--out"), *((p, "--jsonl") for what, p in inputs if what == "--jsonl file" and p)):
+        if path.resolve() == Path(other).resolve():
+            fail(f"--labels-out {path} and {option} {other} are the same file: give two paths")
+    return path
+
+
+def _label(task: str, limit: int | None, data_dir: Any, traces: list[Any]) -> list[int]:
+    """Each answer's label under the task's own labeller (``task.label``, as ``evaluate`` labels): 1 correct,
+    0 not; the task's examples read again (the same rows ``generate`` prompted with, checked by id). The label
+    is also kept in each trace's ``meta["correct"]``."""
+    from tracecal.tasks import get_task
+
+    tk = get_task(task)
+    examples = tk.load(limit=limit, data_dir=data_dir)
+    if [ex.id for ex in examples] != [t.id for t in traces]:
+        raise ValidationError(f"task {task}: its rows changed while the answers were generated; run again")
+    labels = [tk.label(ex, t.text) for ex, t in zip(examples, traces, strict=True)]
+    for t, z in zip(traces, labels, strict=True):
+        t.meta["correct"] = z
+    return labels
+
+
+def _write_labels(path: Path, traces: list[Any], labels: list[int], out: Path, inputs: list[Any]) -> None:
+    """The labels CSV (`tracecal.tasks.files.write_labels`) and where it went, with the fit-calibrator command."""
+    from tracecal.tasks.files import write_labels
+
+    write_labels(path, [t.id for t in traces], labels, inputs, "--labels-out")
+    where, traces_file = escape(str(path)), escape(str(out))
+    console.print(
+        f"wrote the labels ({sum(labels)} of {len(labels)} answers correct) to [bold]{where}[/]; fit a calibrator: "
+        f"tracecal fit-calibrator {traces_file} --labels {where} --out cal.json",
+        highlight=False,
+    )
 
 
 def _score_rows(traces: list[Any], conf: Any, prob: Any) -> list[dict[str, Any]]:
@@ -163,7 +232,7 @@ def _write_csv(path: Path, rows: list[dict[str, Any]], inputs: Iterable[tuple[st
 
 @user_errors
 def score(
-    traces_path: Annotated[Path, typer.Argument(help="traces Parquet file (or folder of shards)")],
+    traces_path: Annotated[Path, typer.Argument(help="traces Parquet file (or folder of shards; docs/formats.md)")],
     calibrator: Annotated[Path | None, typer.Option("--calibrator", "-c", help="TRACE+ calibrator JSON")] = None,
     csv: Annotated[Path | None, typer.Option("--csv", help="write all rows as CSV here")] = None,
     show: Annotated[int, typer.Option(help="rows to print in the table")] = 20,

@@ -26,6 +26,7 @@ __all__ = [
     "KIND_LABELLER",
     "USER_TASK_PREFIX",
     "file_task_name",
+    "list_field",
     "load_user_file",
     "parse_user_row",
     "task_from_file",
@@ -69,7 +70,7 @@ def _kind(kind: str) -> str:
         raise ValueError(f"unknown kind {kind!r}; use one of {', '.join(sorted(_KIND_ALIASES))}") from None
 
 
-def _listish(value: Any, key: str) -> list[str]:
+def list_field(value: Any, key: str) -> list[str]:
     """A list, a JSON-array string, or a ``;``-separated string -> list of non-empty strings."""
     if value is None or value == "":
         return []
@@ -108,7 +109,7 @@ def _answer_field(answer: Any, kind: str) -> list[Any]:
     if isinstance(answer, str):
         return [answer.strip()] if answer.strip() else []
     if isinstance(answer, list):
-        return _listish(answer, "answer")
+        return list_field(answer, "answer")
     if answer is None:
         return []
     raise RowError(f"field 'answer' must be a string, a number or a list of strings, not {type(answer).__name__}")
@@ -122,14 +123,14 @@ def parse_user_row(rec: Any, index: int, name: str, kind: str) -> Example:
     if not isinstance(question, str) or not question.strip():
         raise RowError("missing or empty field 'question'")
     question = question.strip()
-    answers = _answer_field(rec.get("answer"), kind) + _listish(rec.get("answers"), "answers")
+    answers = _answer_field(rec.get("answer"), kind) + list_field(rec.get("answers"), "answers")
     if not answers:
         raise RowError("missing field 'answer' (or 'answers')")
     context = rec.get("context") or ""
     if not isinstance(context, str):
         raise RowError("field 'context' must be a string")
-    choices = _listish(rec.get("choices"), "choices")
-    incorrect = _listish(rec.get("incorrect_answers"), "incorrect_answers")
+    choices = list_field(rec.get("choices"), "choices")
+    incorrect = list_field(rec.get("incorrect_answers"), "incorrect_answers")
     ex_id = rec.get("id")
     ex_id = f"{name}-{index}" if ex_id in (None, "") else str(ex_id)
     meta = {k: v for k, v in rec.items() if k not in _KNOWN_FIELDS and v not in (None, "")}
