@@ -75,3 +75,11 @@ def test_labels_needed_is_consistent_with_what_the_run_certifies(run: Path) -> N
         assert (s["labels_needed"] is None) or not certified_at_alpha
         if s["labels_needed"]:
             assert s["labels_needed"] > s["n"]  # the run's own size did not certify it
+
+
+def test_a_run_scored_before_verdicts_says_how_to_get_one(tmp_path: Path) -> None:
+    from tracecal.testing import write_synthetic_run
+
+    path = write_synthetic_run(tmp_path / "old", tasks=("triviaqa",), n_per_task=200, accuracy={"triviaqa": 0.5})
+    v = run_verdict(path)
+    assert v.recommended is None and "older tracecal" in v.headline and "--score-only" in v.lines[0]

@@ -235,6 +235,12 @@ def verdict_of(run: RunData, run_dir: str | None = None) -> Verdict:
     info = res.get("tasks", {})
     apart = {t: str(i.get("informative_reason") or "") for t, i in info.items() if not i.get("informative", True)}
     ref, leader = (stats.get("ranked") or {}).get("over"), stats.get("leader")
+    if "ranked" not in stats:  # scored before the rule: its statistics hold no leader to read
+        return Verdict(
+            headline="No verdict yet: this run was scored by an older tracecal.",
+            lines=[f"Score it again (no generation): tracecal evaluate --score-only --run-dir {run_dir or run.path}"],
+            not_ranked=apart,
+        )
     if not ref or not leader:
         return _no_verdict(res, apart)
     ranked = list((stats.get("ranked") or {}).get("tasks") or [])
