@@ -234,8 +234,7 @@ def write_synthetic_run(
         parts, info[task], metrics[task] = _task(store, rng, task, cfg, max_tokens, overrides or {}, acc)
         for name, table in parts.items():
             tables[name].append(table)
-    ranked = [t for t in tasks if info[t]["informative"]]
-    if len(tasks) > 1 and len(ranked) > 1:
+    if len(tasks) > 1 and len(ranked := [t for t in tasks if info[t]["informative"]]) > 1:
         metrics["average"] = _average(metrics, ranked, estimators)
     for name, parts_of in tables.items():
         store.write_table(name, pa.concat_tables(parts_of, promote_options="default"))

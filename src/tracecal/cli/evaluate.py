@@ -58,6 +58,7 @@ CONFIG_OPTIONS = tuple(k for k in STORED_WITH_SCORE_ONLY if k != "data_dir") + (
     "cal_frac",
     "calibrator",
     "batch_size",
+    "min_per_class",
 )
 
 NBootOpt = Annotated[int, typer.Option("--n-boot", help="bootstrap resamples of the paired intervals (0: none)")]
@@ -280,6 +281,12 @@ def evaluate(
     sel_alpha: SelAlphaOpt = 0.1,
     sel_delta: SelDeltaOpt = 0.1,
     sel_holdout: SelHoldoutOpt = 0.5,
+    min_per_class: Annotated[
+        int,
+        typer.Option(
+            help="a task ranks estimators (average, marks, verdict) only with this many correct and as many wrong answers"
+        ),
+    ] = 50,
 ) -> None:
     """Generate once (resumable), score every estimator under the paper's protocol, print the comparison."""
     run_evaluate(dict(locals()))
