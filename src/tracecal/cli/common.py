@@ -45,6 +45,7 @@ __all__ = [
     "error_line",
     "fail",
     "fmt_num",
+    "given_options",
     "note",
     "out_console",
     "progress_bar",
@@ -208,6 +209,21 @@ def check_option(name: str, value: Any, constraint: Constraint) -> None:
     not checked."""
     if value is not None:
         check_param(name, value, constraint)
+
+
+def given_options(ctx: Any) -> set[str]:
+    """The parameters (by name) whose value the user gave (command line or environment) in the command context
+    ``ctx`` (a ``typer.Context``; None, as when called from Python: none). Asked of the context the command
+    receives, never of a global one: typer runs its own copy of click, whose current context the ``click``
+    package cannot see."""
+    if ctx is None:
+        return set()
+    given = set()
+    for name in ctx.params:
+        source = ctx.get_parameter_source(name)
+        if source is not None and source.name not in ("DEFAULT", "DEFAULT_MAP"):
+            given.add(name)
+    return given
 
 
 def split_names(spec: str | None) -> list[str]:

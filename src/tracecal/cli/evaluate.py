@@ -6,6 +6,7 @@ into a validated `EvalConfig` (`evaluate_config`) and shows the progress (`RunVi
 from __future__ import annotations
 
 import time
+from collections.abc import Collection
 from contextlib import nullcontext
 from pathlib import Path
 from typing import Annotated, Any
@@ -14,12 +15,13 @@ import typer
 from rich.markup import escape
 from rich.progress import Progress
 
-from tracecal._validation import Interval
+from tracecal._validation import Interval, check_params
 from tracecal.cli.common import (
     DataDirOpt,
     ModelOpt,
     check_option,
     console,
+    given_options,
     out_console,
     progress_bar,
     split_names,
@@ -131,31 +133,88 @@ class RunView:
             self._log(desc)
 
 
-def evaluate_config(run_dir: Path | None = None, **kw: Any) -> Any:
+#: Stored settings an explicit option replaces under ``--score-only``: how the held answers are read and scored.
+#: ``--tasks`` may name a subset of the run's tasks; every other stored setting says what the run holds, and an
+#: explicit value that differs is refused (the run holds answers made with the stored one).
+SCORED_AS_GIVEN = ("tasks", "data_dir", "on_error", "n_boot", "level", "sel_alpha", "sel_delta", "sel_holdout")
+
+
+def evaluate_config(run_dir: Path | None = None, given: Collection[str] | None = None, **kw: Any) -> Any:
     """The EvalConfig of the command's options, validated (a clear error before anything is written).
 
     ``run_dir`` (``--score-only``): the settings that say *what* the run holds (tasks, limit, model, dtype, ...)
-    and the statistics settings (--n-boot, --level, --sel-*) default to the run's own, read from its config.json;
-    an option given on the command line still wins.
+    and the statistics settings (--n-boot, --level, --sel-*) default to the run's own, read from its config.json
+    (a bad value there is refused naming the file). ``given``: the options the user typed (by parameter name;
+    None: none, as from Python): a given scoring setting (`SCORED_AS_GIVEN`) wins, a given setting of what the
+    run holds must equal the stored one (or it is refused with both values named).
     """
-    import click
-    from click.core import ParameterSource
-
     from tracecal.evaluation.config import EvalConfig
-    from tracecal.evaluation.runstore import RunStore
 
     kw["tasks"] = split_names(kw["tasks"])
     if run_dir is not None:
-        stored = RunStore(run_dir).config()["config"]
-        ctx = click.get_current_context(silent=True)
-        for key in STORED_WITH_SCORE_ONLY:
-            if key in stored and (ctx is None or ctx.get_parameter_source(key) == ParameterSource.DEFAULT):
-                kw[key] = stored[key]
+        kw = stored_settings(run_dir, kw, set(given or ()))
     return EvalConfig(**kw).validate()
+
+
+def stored_settings(run_dir: Path, kw: dict[str, Any], given: set[str]) -> dict[str, Any]:
+    """``kw`` with each `STORED_WITH_SCORE_ONLY` setting not in ``given`` taken from ``run_dir``'s config.json
+    (checked against its constraint, the file named on a bad value); a given one checked by `_check_given`."""
+    from tracecal.evaluation.config import EVAL_CONSTRAINTS, ConfigError, cli_name
+    from tracecal.evaluation.protocol import SCORE_CONSTRAINTS
+    from tracecal.evaluation.runstore import RunStore
+
+    doc = RunStore(run_dir).config()
+    stored, where = doc.get("config") or {}, Path(run_dir) / "config.json"
+    constraints = EVAL_CONSTRAINTS | SCORE_CONSTRAINTS
+    out = dict(kw)
+    for key in STORED_WITH_SCORE_ONLY:
+        if key not in stored:
+            continue
+        if key in given:
+            _check_given(key, kw[key], stored[key], doc.get("identity") or {}, where)
+            continue
+        value = stored[key]
+        try:
+            if key == "tasks" and not (isinstance(value, list) and all(isinstance(t, str) for t in value)):
+                raise ConfigError(f"tasks must be a list of task names, got {value!r}")
+            if key in constraints:
+                check_params({key: value}, {key: constraints[key]}, ConfigError, cli_name)
+        except ValidationError as e:
+            raise ConfigError(
+                f"{where}: {e} (a value read from the run's config.json, which --score-only uses where the option "
+                f"is not given: give --{cli_name(key)}, or repair the file)"
+            ) from None
+        out[key] = value
+    return out
+
+
+def _check_given(key: str, value: Any, stored: Any, identity: dict[str, Any], where: Path) -> None:
+    """Refuse (`ConfigError`, both values named) an option given with ``--score-only`` that would change what the
+    run holds: ``--tasks`` beyond the stored tasks, or another value of a setting outside `SCORED_AS_GIVEN`
+    (compared as resolved: ``--dtype auto`` against the dtype the run's identity records)."""
+    from tracecal.evaluation.config import DEFAULT_MODEL_NAME, ConfigError, cli_name, resolve_dtype
+
+    option = f"--{cli_name(key)}"
+    hint = "--score-only scores what the run holds: leave the option out, or evaluate into a new --run-dir"
+    if key == "tasks":
+        extra = [t for t in value if t not in stored]
+        if extra:
+            raise ConfigError(f"{option} {','.join(value)}: {where} holds only {','.join(map(str, stored))}; {hint}")
+        return
+    if key in SCORED_AS_GIVEN or (key == "embedder_dtype" and value == "auto"):  # auto: the run's own
+        return
+    mine, theirs = value, stored
+    if key == "model":
+        mine, theirs = value or DEFAULT_MODEL_NAME, identity.get("model", stored or DEFAULT_MODEL_NAME)
+    elif key == "dtype" and identity.get("dtype") is not None and value in ("auto", "float32", "bfloat16", "float16"):
+        mine, theirs = resolve_dtype(value), identity["dtype"]
+    if mine != theirs:
+        raise ConfigError(f"{option} {value} conflicts with {key}={stored!r} in {where}; {hint}")
 
 
 @user_errors
 def evaluate(
+    ctx: typer.Context,
     tasks: Annotated[str, typer.Option(help="comma-separated task names or data files")] = DEFAULT_TASKS,
     limit: Annotated[int | None, typer.Option(help="first N questions per task")] = 1000,
     run_dir: Annotated[Path, typer.Option("--run-dir", "-r", help="run directory (resumable)")] = Path("runs/main"),
@@ -210,7 +269,8 @@ def _checked_config(o: dict[str, Any]) -> tuple[Any, list[str]]:
     check_option("--threads", o["threads"], Interval(int, 1, None))
     kw = {k: o[k] for k in CONFIG_OPTIONS}
     kw |= {"n_seeds": o["seeds"], "data_dir": str(o["data_dir"]) if o["data_dir"] else None}
-    cfg = evaluate_config(o["run_dir"] if o["score_only"] else None, **kw)
+    given = given_options(o.get("ctx"))  # typed on the command line: never replaced by config.json's value
+    cfg = evaluate_config(o["run_dir"] if o["score_only"] else None, given, **kw)
     RunStore(o["run_dir"])  # a file where the run directory should be: a clear error now
     return cfg, show
 
