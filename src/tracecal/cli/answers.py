@@ -24,6 +24,7 @@ from typing import Annotated, Any, NamedTuple
 import typer
 from rich.markup import escape
 
+from tracecal._inputs import check_file, open_input
 from tracecal.cli.common import (
     FOREIGN,
     ModelOpt,
@@ -41,6 +42,9 @@ __all__ = ["AnswerRow", "read_answer_rows", "score_answers"]
 
 ON_ERROR = ("skip", "raise")
 """What ``--on-error`` does with a malformed row: report and skip it, or refuse the file."""
+
+ANSWERS = "answers file"
+"""The role an answers file is named by in every error about it (`tracecal._inputs`)."""
 
 SHOWN_ERRORS = 20
 """Malformed rows listed one by one before the rest are counted."""
@@ -64,12 +68,19 @@ def _rows(path: Path) -> list[tuple[int, Any, str | None]]:
     if suffix == ".parquet":
         import pyarrow.parquet as pq
 
-        return [(i + 1, r, None) for i, r in enumerate(pq.read_table(path).to_pylist())]
+        try:
+            with open_input(path, ANSWERS, "parquet", ValidationError) as f:
+                table = pq.read_table(f)
+        except (ValidationError, FileNotFoundError):
+            raise
+        except (OSError, ValueError) as e:
+            raise ValidationError(f"{ANSWERS} {path}: not a readable Parquet file ({e})") from None
+        return [(i + 1, r, None) for i, r in enumerate(table.to_pylist())]
     if suffix not in (".jsonl", ".csv"):
         kind = suffix or "(no suffix)"
         raise ValidationError(f"{path}: unsupported answers file {kind}; use .jsonl, .csv or .parquet")
     reader = iter_jsonl if suffix == ".jsonl" else iter_csv
-    return [(r.line if r.line is not None else r.index + 1, r.record, r.error) for r in reader(path)]
+    return [(r.line if r.line is not None else r.index + 1, r.record, r.error) for r in reader(path, ANSWERS)]
 
 
 def _parse(line: int, rec: Any) -> AnswerRow:
@@ -105,8 +116,7 @@ def _parse(line: int, rec: Any) -> AnswerRow:
 def read_answer_rows(path: Path, on_error: str = "skip") -> tuple[list[AnswerRow], list[str]]:
     """The good rows of an answers file and one ``FILE:LINE: why`` per malformed row (``on_error="raise"``:
     `ValidationError` at the first one instead)."""
-    if not path.is_file():
-        raise FileNotFoundError(f"answers file not found: {path}")
+    check_file(path, ANSWERS, "parquet" if path.suffix.lower() == ".parquet" else "text", ValidationError)
     good, bad = [], []
     for line, rec, error in _rows(path):
         try:

@@ -15,6 +15,7 @@ from typing import Any, TypedDict
 
 from fastapi import Request
 
+from tracecal._inputs import read_bytes
 from tracecal.backends.base import BackendUnsupportedError, PromptTooLongError
 from tracecal.backends.prompting import prompt_ids
 from tracecal.serve.batching import Batcher, Job
@@ -45,7 +46,7 @@ def calibrator_info(calibrator: Any, path: str | Path | None = None) -> dict[str
     info: dict[str, Any] = {"kind": type(calibrator).__name__, "path": None, "sha256": None, "provenance": record}
     if path is not None:
         p = Path(path)
-        info["path"], info["sha256"] = str(p.resolve()), hashlib.sha256(p.read_bytes()).hexdigest()
+        info["path"], info["sha256"] = str(p.resolve()), hashlib.sha256(read_bytes(p, "calibrator file")).hexdigest()
     return info
 
 
