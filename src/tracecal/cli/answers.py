@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import Annotated, Any, NamedTuple
 
 import typer
-from rich.markup import escape
 
 from tracecal._inputs import check_file, open_input
 from tracecal.cli.common import (
@@ -33,6 +32,7 @@ from tracecal.cli.common import (
     console,
     note,
     progress_bar,
+    shown,
     user_errors,
 )
 from tracecal.cli.traces import out_path
@@ -189,7 +189,7 @@ def score_answers(
     conf, prob = _confidences(scorer, traces)
     _write(traces, rows, conf, prob, out, inputs)
     skipped = f"; {len(bad)} malformed rows skipped" if bad else ""
-    console.print(f"scored {len(traces)} answers{skipped}; wrote [bold]{escape(str(out))}[/]")
+    console.print(f"scored {len(traces)} answers{skipped}; wrote [bold]{shown(out)}[/]")
 
 
 def _identity(lm: Any) -> tuple[str | None, str | None]:

@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.markup import escape
 from rich.progress import Progress
 
 from tracecal._validation import Interval, check_params
@@ -24,6 +23,8 @@ from tracecal.cli.common import (
     given_options,
     out_console,
     progress_bar,
+    safe_text,
+    shown,
     split_names,
     user_errors,
 )
@@ -110,7 +111,7 @@ class RunView:
         self.stage_name = ""
 
     def _log(self, msg: str) -> None:
-        self.pb.console.print(f"[{time.monotonic() - self.t0:6.0f} s] {msg}", highlight=False, markup=False)
+        self.pb.console.print(f"[{time.monotonic() - self.t0:6.0f} s] {safe_text(msg)}", highlight=False, markup=False)
 
     def _run_progress(self, done: int, total: int) -> None:
         if not self.pb.tasks[self.run].started:
@@ -127,7 +128,7 @@ class RunView:
         if desc == "run":
             self._run_progress(done, total)
             return
-        self.pb.update(self.stage, description=escape(desc), completed=done, total=max(total, 1), visible=True)
+        self.pb.update(self.stage, description=shown(desc), completed=done, total=max(total, 1), visible=True)
         if not self.live and desc != self.stage_name:
             self.stage_name = desc
             self._log(desc)
@@ -300,7 +301,7 @@ def _print_evaluation(res: Any, run_dir: Path, show: list[str], report: bool, t0
     """The end of `evaluate`: the result tables (or a --no-score note when ``res`` is None) and the report."""
     from tracecal.evaluation.results import results_tables
 
-    where = escape(str(run_dir))
+    where = shown(run_dir)
     if res is None:
         secs = time.perf_counter() - t0
         console.print(f"every shard of {where} is computed ({secs:.0f} s); not scored (--no-score)")
@@ -310,13 +311,13 @@ def _print_evaluation(res: Any, run_dir: Path, show: list[str], report: bool, t0
     for table in results_tables(res, show) + certified_tables(run_dir, list(res.estimators)):
         out_console.print(table)
     if res.substitutes:
-        console.print("[dim]substitutes: " + escape("; ".join(res.substitutes)) + "[/]")
+        console.print("[dim]substitutes: " + shown("; ".join(res.substitutes)) + "[/]")
     why: dict[str, dict[str, None]] = {}  # reason → the estimators not run for it (on some task), in order
     for info in res.tasks.values():
         for est, reason in info.get("not_run_reasons", {}).items():
             why.setdefault(reason, {})[est] = None
     for reason, ests in why.items():
-        console.print(f"[dim]not run: {escape(', '.join(ests))}: {escape(reason)}[/]")
+        console.print(f"[dim]not run: {shown(', '.join(ests))}: {shown(reason)}[/]")
     console.print(
         f"results: [bold]{where}/results.json[/], results.csv, results.md "
         f"({time.perf_counter() - t0:.0f} s this invocation)"
@@ -324,4 +325,4 @@ def _print_evaluation(res: Any, run_dir: Path, show: list[str], report: bool, t0
     if report:
         from tracecal.report import write_report
 
-        console.print(f"report: [bold]{escape(str(write_report(run_dir)))}[/]")
+        console.print(f"report: [bold]{shown(write_report(run_dir))}[/]")
