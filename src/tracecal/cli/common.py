@@ -107,8 +107,8 @@ def safe_text(text: Any, newlines: bool = False) -> str:
     prompts, paths, task names) before it is shown. Printable text is unchanged; ``newlines`` keeps the line
     breaks of a multi-line text (a Markdown table).
 
-    >>> safe_text("ok \x1b]0;owned\x07 done\n")
-    'ok \\x1b]0;owned\\x07 done\\n'
+    >>> safe_text("ok \\x1b]0;owned\\x07 done\\n")
+    'ok \\\\x1b]0;owned\\\\x07 done\\\\n'
     """
     if newlines:
         return "\n".join(safe_text(line) for line in str(text).split("\n"))
