@@ -162,7 +162,14 @@ def test_every_module_imports_on_its_own() -> None:
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-2000:]
 
 
-TOP_LEVEL = {"tracecal", "tracecal.version", "tracecal.errors", "tracecal._validation", "tracecal.testing"}
+TOP_LEVEL = {
+    "tracecal",
+    "tracecal.version",
+    "tracecal.errors",
+    "tracecal._validation",
+    "tracecal._inputs",
+    "tracecal.testing",
+}
 
 
 def test_the_top_level_holds_only_the_core_modules_and_subpackages() -> None:

@@ -114,3 +114,32 @@ def test_run_ablations_writes_its_tables(tmp_path: Path) -> None:
     assert set(doc["transfer"]) == {"triviaqa", "svamp"} and set(doc["transfer"]["svamp"]) == {"triviaqa", "svamp"}
     ladder = doc["variants"]["TRACE, Platt"]["mean"]
     assert ladder["auroc"] == pytest.approx(doc["variants"]["TRACE raw"]["mean"]["auroc"])  # Platt keeps the order
+
+
+def test_a_partial_ablate_merges_or_refuses_and_never_replaces_with_less(tmp_path: Path) -> None:
+    """`ablate R --groups fusion` on a run without MARS wrote a table of dashes (exit 0) and replaced a complete
+    ablations.json / .md: now it is refused with the reason and both files stay byte-identical; a partial run
+    with other settings is refused the same way; one that runs is merged into the earlier output."""
+    from typer.testing import CliRunner
+
+    from tracecal.cli.app import app
+
+    run = write_synthetic_run(tmp_path / "r", tasks=("triviaqa", "svamp"), n_per_task=60)
+    runner = CliRunner()
+    r = runner.invoke(app, ["ablate", str(run), "--seeds", "2"])
+    assert r.exit_code == 0, r.output
+    files = [run / "ablations.json", run / "ablations.md"]
+    before = [f.read_bytes() for f in files]
+    full = json.loads(before[0])
+    for args, msg in (
+        (["--groups", "fusion", "--seeds", "2"], "no ablation of the groups fusion could run on"),
+        (["--groups", "ladder", "--seeds", "3"], "holds results made with n_seeds=2, not 3: a partial run would mix"),
+    ):
+        r = runner.invoke(app, ["ablate", str(run), *args])
+        assert r.exit_code == 2 and msg in r.output and "nothing was written" in r.output, r.output
+        assert [f.read_bytes() for f in files] == before
+    r = runner.invoke(app, ["ablate", str(run), "--groups", "operators", "--seeds", "2"])
+    assert r.exit_code == 0, r.output
+    merged = json.loads(files[0].read_text())
+    assert set(merged["variants"]) == set(full["variants"]) and merged["transfer"] == full["transfer"]
+    assert merged["variants"]["TRACE+"] == full["variants"]["TRACE+"]  # not recomputed: kept as it was

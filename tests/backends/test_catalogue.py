@@ -35,7 +35,7 @@ SHA = hashlib.sha256(WHOLE).hexdigest()
 def test_chunks_are_concatenated_in_order_and_checked(tmp_path: Path) -> None:
     target = assemble_chunks(chunks(tmp_path, PARTS), tmp_path / "cache" / "m.gguf", SHA, len(WHOLE))
     assert target.read_bytes() == WHOLE
-    assert [p.name for p in target.parent.iterdir()] == ["m.gguf"]  # no temporary file left
+    assert sorted(p.name for p in target.parent.iterdir()) == [".m.gguf.sha256", "m.gguf"]  # no temporary file left
 
 
 def test_chunks_in_another_order_fail_the_checksum_and_leave_nothing(tmp_path: Path) -> None:

@@ -30,7 +30,9 @@ def test_oversized_file_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
     p = tmp_path / "big.json"
     p.write_text(json.dumps({"format": "x", "pad": "y" * 4096}))
     monkeypatch.setattr(calfile, "MAX_FILE_BYTES", 1024)
-    with pytest.raises(CalibratorFileError, match="not a calibrator file: larger than"):
+    with pytest.raises(
+        CalibratorFileError, match=r"calibrator file .*big.json: 4,\d{3} bytes, larger than the 1,024 bytes"
+    ):
         read_calibrator_json(p)
 
 

@@ -35,7 +35,7 @@ CASES: dict[str, tuple[list[str], str]] = {
     "selective": (["{bad}"], "{bad} is not a run directory"),
     "learning-curve": (["{bad}"], "{bad} is not a run directory"),
     "secl": (["--stream", MARKUP, "--per-domain", "2"], f"no such file: '{MARKUP}'"),
-    "serve": (["--abstain-from", "{bad}.json"], "cannot read {bad}.json"),
+    "serve": (["--abstain-from", "{bad}.json"], "guarantee file not found: {bad}.json"),
     "ablate": (["{bad}"], "{bad} is not a run directory"),
     "cross-model": (["A={bad}"], "{bad}"),
     "models": (["fetch", MARKUP], f"fetch which model? got '{MARKUP}'"),

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
 import typer
 from typer.testing import CliRunner
 
+from tracecal.cli.app import app
 from tracecal.cli.common import MISSING, fail, fmt_num, one_line, split_names, user_errors
 from tracecal.errors import TracecalError, ValidationError
 
@@ -140,3 +142,48 @@ def test_os_errors_are_one_line_with_what_to_do(error: OSError, line: str) -> No
     r = CliRunner().invoke(_app(error), ["boom"])
     assert r.exit_code == 2 and "Traceback" not in r.output
     assert " ".join(r.output.split()).startswith(line), r.output
+
+
+HOSTILE = "\x1b[2J\x1b[31mred\x1b]0;owned title\x07\x9b1m\u202eevil\r\x00"
+
+
+def test_safe_text_escapes_every_control_a_terminal_acts_on() -> None:
+    from tracecal.cli.common import safe_text, shown
+
+    out = safe_text(HOSTILE)
+    assert out == "\\x1b[2J\\x1b[31mred\\x1b]0;owned title\\x07\\x9b1m\\u202eevil\\r\\x00"
+    assert not any(ord(c) < 0x20 or 0x7F <= ord(c) <= 0x9F for c in out)
+    assert safe_text("ünï — ok [x]") == "ünï — ok [x]" and shown("[red]a\x1b") == "\\[red]a\\x1b"
+    assert safe_text("a\x1b\nb", newlines=True) == "a\\x1b\nb"
+
+
+def test_tracecal_score_shows_hostile_answers_and_ids_escaped(tmp_path: Path) -> None:
+    """Answers and ids holding ESC[2J, a colour and an OSC title were printed raw by `tracecal score` (terminal
+    injection): now each control character is shown as its escape, on the table and on an error line alike."""
+    from tests.traces.test_io import make_traces
+    from tracecal.traces.io import save_traces
+
+    traces = make_traces()
+    traces[0].text, traces[0].id = "4" + HOSTILE, "id" + HOSTILE
+    path = tmp_path / "t.parquet"
+    save_traces(traces, path)
+    r = CliRunner().invoke(app, ["score", str(path)])
+    assert r.exit_code == 0, r.output
+    assert "\x1b" not in r.output and "\x07" not in r.output and "\x9b" not in r.output and "\u202e" not in r.output
+    assert "\\x1b[2J" in r.output and "\\x1b]0;owned" in r.output
+    bad = tmp_path / ("x" + HOSTILE.replace("\x00", "") + ".parquet")  # a path holds no NUL
+    r = CliRunner().invoke(app, ["score", str(bad)])
+    assert r.exit_code == 2 and "\x1b" not in r.output and "traces file not found" in r.output, r.output
+
+
+def test_no_cli_module_prints_user_data_around_the_one_escaping() -> None:
+    """Every CLI module shows user data through `shown` / `safe_text`: none imports rich's markup escape itself."""
+    import ast
+
+    root = Path(__file__).resolve().parents[2] / "src" / "tracecal" / "cli"
+    for path in root.glob("*.py"):
+        if path.name == "common.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module == "rich.markup":
+                raise AssertionError(f"{path.name} imports rich.markup: show user data with cli.common.shown")

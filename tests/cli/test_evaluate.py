@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -38,6 +39,79 @@ def test_score_only_takes_the_runs_settings(tmp_path: Path) -> None:
     (run / "config.json").write_text(json.dumps(doc))
     cfg = evaluate_config(run, tasks="svamp", estimators="trace")  # outside a command: every stored value
     assert cfg.tasks == ["triviaqa"] and cfg.n_boot == 7 and cfg.sel_alpha == 0.4
+
+
+def _score_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *args: str) -> tuple[Any, Any]:
+    """``evaluate --score-only`` on a synthetic run (config: triviaqa, svamp; limit 20; float32) with ``args``;
+    the run itself replaced by one that records the config it is given."""
+    import tracecal.evaluation.run as run_module
+
+    run = tmp_path / "run"
+    if not run.exists():
+        write_synthetic_run(run, tasks=("triviaqa", "svamp"), n_per_task=20, n_seeds=2)
+    seen: dict[str, Any] = {}
+    monkeypatch.setattr(run_module, "evaluate", lambda _run, cfg, *a, **k: seen.setdefault("cfg", cfg) and None)
+    r = CliRunner().invoke(app, ["evaluate", "--score-only", "--run-dir", str(run), "--no-report", *args])
+    return r, seen.get("cfg")
+
+
+def test_score_only_options_given_win_or_are_refused_with_both_values(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every `STORED_WITH_SCORE_ONLY` option typed with --score-only: a scoring one wins over config.json, one of
+    what the run holds is refused naming both values unless it equals the stored one; none is silently replaced."""
+    won = {
+        "tasks": ("svamp", ["svamp"]),
+        "data_dir": (str(tmp_path), str(tmp_path)),
+        "on_error": ("raise", "raise"),
+        "n_boot": ("10", 10),
+        "level": ("0.9", 0.9),
+        "sel_alpha": ("0.3", 0.3),
+        "sel_delta": ("0.2", 0.2),
+        "sel_holdout": ("0.4", 0.4),
+    }
+    held = {
+        "limit": ("100", "limit=20"),
+        "model": ("another", "model='synthetic'"),
+        "dtype": ("bfloat16", "dtype='float32'"),
+        "backend": ("llamacpp", "backend='auto'"),
+        "embedder_dtype": ("bfloat16", "embedder_dtype='auto'"),
+        "max_new_tokens": ("5", "max_new_tokens=None"),
+        "shard_size": ("3", "shard_size=64"),
+    }
+    assert set(won) | set(held) == set(STORED_WITH_SCORE_ONLY)
+    for key, (arg, want) in won.items():
+        r, cfg = _score_only(tmp_path, monkeypatch, f"--{key.replace('_', '-')}", arg)
+        assert r.exit_code == 0, r.output
+        assert getattr(cfg, key) == want, key
+    for key, (arg, stored) in held.items():
+        option = f"--{key.replace('_', '-')}"
+        r, cfg = _score_only(tmp_path, monkeypatch, option, arg)
+        line = _one_line_error(r)
+        assert cfg is None and f"{option} {arg} conflicts with {stored} in {tmp_path / 'run' / 'config.json'}" in line
+        assert "--score-only scores what the run holds" in line
+    for option, same in (("--limit", "20"), ("--dtype", "float32"), ("--model", "synthetic"), ("--shard-size", "64")):
+        r, cfg = _score_only(tmp_path, monkeypatch, option, same)  # the stored value itself: accepted
+        assert r.exit_code == 0 and cfg is not None, r.output
+    r, cfg = _score_only(tmp_path, monkeypatch, "--tasks", "svamp,mlqa")
+    assert "--tasks svamp,mlqa: " in _one_line_error(r) and "holds only triviaqa,svamp" in r.output
+    r, cfg = _score_only(tmp_path, monkeypatch)  # nothing given: the run's own settings
+    assert r.exit_code == 0 and cfg.tasks == ["triviaqa", "svamp"] and cfg.limit == 20 and cfg.n_boot == 1000
+
+
+def test_a_bad_value_in_config_json_names_the_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _score_only(tmp_path, monkeypatch)
+    path = tmp_path / "run" / "config.json"
+    doc = json.loads(path.read_text())
+    for key, value, msg in (("n_boot", -3, "n-boot must be"), ("sel_alpha", 2, "sel-alpha must be")):
+        bad = json.loads(json.dumps(doc))
+        bad["config"][key] = value
+        path.write_text(json.dumps(bad))
+        r, cfg = _score_only(tmp_path, monkeypatch)
+        line = _one_line_error(r)
+        assert line.startswith(f"error: {path}: {msg}") and "read from the run's config.json" in line, line
+        r, cfg = _score_only(tmp_path, monkeypatch, f"--{key.replace('_', '-')}", "5" if key == "n_boot" else "0.2")
+        assert r.exit_code == 0, r.output  # given on the command line: the stored value is not used
 
 
 def test_bad_options_write_nothing(tmp_path: Path) -> None:

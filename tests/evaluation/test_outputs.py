@@ -60,3 +60,18 @@ def test_os_error_message_says_what_to_do() -> None:
     ro = os_error_message(OSError(errno.EROFS, "Read-only file system"), "/r", where="--out")
     assert "read-only or immutable" in ro and "another --out" in ro
     assert "\n" not in full + ro
+
+
+def test_merge_partial_keeps_what_was_not_recomputed_and_refuses_other_settings() -> None:
+    import pytest
+
+    from tracecal.errors import ValidationError
+    from tracecal.evaluation.outputs import merge_partial
+
+    old = {"seed": 0, "variants": {"a": {"mean": 1}, "b": {"mean": 2}}, "transfer": {"x": 1}}
+    new = {"seed": 0, "variants": {"a": {"mean": 5}, "b": {"mean": None}, "c": {"mean": None}}}
+    out = merge_partial(old, new, ("seed",), ("variants", "transfer"), "R/ablations.json")
+    assert out["variants"] == {"a": {"mean": 5}, "b": {"mean": 2}, "c": {"mean": None}} and out["transfer"] == {"x": 1}
+    assert merge_partial(None, new, ("seed",), ("variants",), "w") is new
+    with pytest.raises(ValidationError, match=r"R/ablations.json holds results made with seed=0, not 1"):
+        merge_partial(old, {**new, "seed": 1}, ("seed",), ("variants",), "R/ablations.json")

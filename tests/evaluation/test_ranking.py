@@ -36,7 +36,8 @@ def test_a_task_of_few_correct_answers_is_kept_out_of_the_average_and_the_marks(
     data = [_task("big", 400, 0.4, 0), _task("other", 300, 0.5, 1), _task("few", 300, 0.03, 2)]
     cfg = ScoreConfig(estimators=["trace", "neg_mean_entropy", "mean_prob"], n_seeds=3, n_boot=100)
     res = score_tasks(data, cfg)
-    assert res.tasks["few"]["informative"] is False and "correct answers of 300" in res.tasks["few"]["informative_reason"]
+    few = res.tasks["few"]
+    assert few["informative"] is False and "correct answers of 300" in few["informative_reason"]
     assert ranked_tasks(res.tasks) == ["big", "other"]
     for est in cfg.estimators:  # the average is over the two ranked tasks only
         mean = np.mean([res.metrics[t][est]["auroc"]["mean"] for t in ("big", "other")])

@@ -205,7 +205,7 @@ def _damage_results(store: RunStore, text: str) -> None:
         ("empty folder", "a scored run directory (tracecal evaluate)?"),
         ("unscored run", "has not been scored yet"),
         ("file", "is a file, not a run directory"),
-        ("results not JSON", "is not readable JSON"),
+        ("results not JSON", "not JSON at line"),
         ("results of another shape", "are damaged"),
         ("unknown estimator", "estimator(s) not in this run: nope"),
     ],

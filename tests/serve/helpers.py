@@ -54,11 +54,10 @@ class BlockingModel(FakeModel):
 
 
 def error_messages(r) -> str:  # type: ignore[no-untyped-def]
-    """All messages of a 422 answer, with their field paths, as one string."""
-    detail = r.json()["detail"]
-    if isinstance(detail, str):
-        return detail
-    return " | ".join(f"{'.'.join(map(str, d['loc']))}: {d['msg']}" for d in detail)
+    """The message of an error answer (OpenAI's shape, on every route), its field paths included."""
+    body = r.json()
+    assert set(body) == {"error"} and set(body["error"]) == {"message", "type", "param", "code"}, body
+    return str(body["error"]["message"])
 
 
 PROMPTS = ["What is the capital of France?", "Name a colour.", "hi"]

@@ -123,10 +123,12 @@ def test_summary_of_a_backend_trace_and_the_other_refusals() -> None:
     assert big.status_code == 413 and big.json()["error"]["code"] == "request_too_large"
     with TestClient(create_app(AnswerModel(fail=True))) as c:
         r = c.post("/v1/score-answers", json=_body([{"prompt": "q", "answer": "a"}], model="fake"))
-    assert r.status_code == 501 and r.json()["error"]["code"] == "unsupported"
+    assert r.status_code == 400 and r.json()["error"]["code"] == "unsupported"  # permanent: not a retried 5xx
     assert "cannot score" in r.json()["error"]["message"]
     with TestClient(create_app(None)) as c:
-        assert c.post("/v1/score-answers", json=_body([{"prompt": "q", "answer": "a"}])).status_code == 503
+        assert (
+            c.post("/v1/score-answers", json=_body([{"prompt": "q", "answer": "a"}])).status_code == 404
+        )  # --no-model: permanent, not a retried 503
 
 
 def test_token_limits_name_the_item(tiny_model) -> None:  # type: ignore[no-untyped-def]

@@ -25,15 +25,18 @@ def test_score_matches_library(client: TestClient) -> None:
     [
         ({"surprisal": [[0.1]], "entropy": [[0.1, 0.2]]}, "answer 0: 1 surprisal values but 2 entropy values"),
         ({"surprisal": [[0.1]], "entropy": [[0.1], [0.2]]}, "surprisal has 1 answers but entropy has 2"),
-        ({"surprisal": [[-1.0]], "entropy": [[0.1]]}, "surprisal.0.0: Input should be greater than or equal to 0"),
-        ({"surprisal": [["0.1"]], "entropy": [[0.1]]}, "surprisal.0.0: Input should be a valid number"),
-        ({"surprisal": [[True]], "entropy": [[0.1]]}, "surprisal.0.0: Input should be a valid number"),
+        ({"surprisal": [[-1.0]], "entropy": [[0.1]]}, "surprisal[0][0]: Input should be greater than or equal to 0"),
+        ({"surprisal": [["0.1"]], "entropy": [[0.1]]}, "surprisal[0][0]: Input should be a valid number"),
+        ({"surprisal": [[True]], "entropy": [[0.1]]}, "surprisal[0][0]: Input should be a valid number"),
         ({"surprisal": [], "entropy": []}, "surprisal: List should have at least 1 item"),
         ({"surprisal": "x"}, "surprisal: Input should be a valid list"),
         ({"surprisal": [[0.1]]}, "entropy: Field required"),
         ({"surprisal": [[0.1]], "entropy": [[0.1]], "extra": 1}, "extra: Extra inputs are not permitted"),
-        ({"surprisal": [[1e308]], "entropy": [[0.1]]}, "surprisal.0.0: Input should be less than or equal to 10000"),
-        ({"surprisal": [[0.1]], "entropy": [[0.1, 1e300]]}, "entropy.0.1: Input should be less than or equal to 10000"),
+        ({"surprisal": [[1e308]], "entropy": [[0.1]]}, "surprisal[0][0]: Input should be less than or equal to 10000"),
+        (
+            {"surprisal": [[0.1]], "entropy": [[0.1, 1e300]]},
+            "entropy[0][1]: Input should be less than or equal to 10000",
+        ),
     ],
 )
 def test_score_rejects_bad_input(client: TestClient, body: dict, message: str) -> None:
@@ -65,7 +68,9 @@ def test_score_rejects_non_finite_numbers_as_json(client: TestClient) -> None:
         r = client.post("/score", content=raw, headers={"content-type": "application/json"})
         assert r.status_code == 422 and "finite number" in error_messages(r)
     r = client.post("/score", content='{"surprisal": [[', headers={"content-type": "application/json"})
-    assert r.status_code == 422 and "JSON decode error" in error_messages(r)
+    assert r.status_code == 400 and "the body is not valid JSON: Expecting value at line 1 column 17" in error_messages(
+        r
+    )
 
 
 def test_health_and_metrics(fake: FakeModel, calibrator, tmp_path) -> None:  # type: ignore[no-untyped-def]
@@ -103,7 +108,8 @@ def test_health_and_metrics(fake: FakeModel, calibrator, tmp_path) -> None:  # t
 def test_no_model_serves_score_only() -> None:
     with TestClient(create_app(None)) as c:
         r = c.post("/v1/chat/completions", json=CHAT)
-        assert r.status_code == 503 and r.json()["error"]["code"] == "no_model"
+        assert r.status_code == 404 and r.json()["error"]["code"] == "no_model"  # permanent: never a retried 503
+        assert "started without a model (--no-model)" in r.json()["error"]["message"]
         assert c.get("/v1/models").json()["data"] == []
         assert c.post("/score", json={"surprisal": [[0.1]], "entropy": [[0.1]]}).status_code == 200
 

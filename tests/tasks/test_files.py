@@ -157,12 +157,10 @@ def test_a_device_or_pipe_is_not_a_prompts_or_labels_file(tmp_path: Path) -> Non
 
     fifo = tmp_path / "pipe"
     os.mkfifo(fifo)
-    for path in (Path("/dev/null"), fifo):
-        with pytest.raises(
-            FileNotFoundError, match=f"prompts file {path} is not a regular file \\(a device or a pipe\\)"
-        ):
+    for path, kind in ((Path("/dev/null"), "a character device"), (fifo, r"a FIFO \(named pipe\)")):
+        with pytest.raises(FileNotFoundError, match=f"prompts file {path} is {kind}: give the path of a file"):
             read_prompt_file(path)
-        with pytest.raises(FileNotFoundError, match=f"labels file {path} is not a regular file"):
+        with pytest.raises(FileNotFoundError, match=f"labels file {path} is {kind}"):
             read_labels(path)
 
 

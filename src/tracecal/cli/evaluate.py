@@ -7,23 +7,25 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from contextlib import nullcontext
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.markup import escape
 from rich.progress import Progress
 
-from tracecal._validation import Interval
+from tracecal._validation import Interval, check_params
 from tracecal.cli.common import (
     DataDirOpt,
     ModelOpt,
     check_option,
     console,
+    given_options,
     out_console,
     progress_bar,
+    safe_text,
+    shown,
     split_names,
     user_errors,
 )
@@ -190,7 +192,7 @@ class RunView:
     def _log(self) -> None:
         now = self.clock()
         self.last_line = now
-        self.pb.console.print(f"[{now - self.t0:6.0f} s] {self.status()}", highlight=False, markup=False)
+        self.pb.console.print(f"[{now - self.t0:6.0f} s] {safe_text(self.status())}", highlight=False, markup=False)
 
     def _run_progress(self, done: int, total: int) -> None:
         if self.first is None:
@@ -209,7 +211,7 @@ class RunView:
             if desc == "run":
                 self._run_progress(done, total)
             else:
-                self.pb.update(self.stage, description=escape(desc), completed=done, total=max(total, 1), visible=True)
+                self.pb.update(self.stage, description=shown(desc), completed=done, total=max(total, 1), visible=True)
                 changed = desc != self.stage_name
                 self.stage_name, self.stage_done, self.stage_total = desc, done, total
                 if not self.live and changed:
@@ -217,31 +219,88 @@ class RunView:
             self.tick()
 
 
-def evaluate_config(run_dir: Path | None = None, **kw: Any) -> Any:
+#: Stored settings an explicit option replaces under ``--score-only``: how the held answers are read and scored.
+#: ``--tasks`` may name a subset of the run's tasks; every other stored setting says what the run holds, and an
+#: explicit value that differs is refused (the run holds answers made with the stored one).
+SCORED_AS_GIVEN = ("tasks", "data_dir", "on_error", "n_boot", "level", "sel_alpha", "sel_delta", "sel_holdout")
+
+
+def evaluate_config(run_dir: Path | None = None, given: Collection[str] | None = None, **kw: Any) -> Any:
     """The EvalConfig of the command's options, validated (a clear error before anything is written).
 
     ``run_dir`` (``--score-only``): the settings that say *what* the run holds (tasks, limit, model, dtype, ...)
-    and the statistics settings (--n-boot, --level, --sel-*) default to the run's own, read from its config.json;
-    an option given on the command line still wins.
+    and the statistics settings (--n-boot, --level, --sel-*) default to the run's own, read from its config.json
+    (a bad value there is refused naming the file). ``given``: the options the user typed (by parameter name;
+    None: none, as from Python): a given scoring setting (`SCORED_AS_GIVEN`) wins, a given setting of what the
+    run holds must equal the stored one (or it is refused with both values named).
     """
-    import click
-    from click.core import ParameterSource
-
     from tracecal.evaluation.config import EvalConfig
-    from tracecal.evaluation.runstore import RunStore
 
     kw["tasks"] = split_names(kw["tasks"])
     if run_dir is not None:
-        stored = RunStore(run_dir).config()["config"]
-        ctx = click.get_current_context(silent=True)
-        for key in STORED_WITH_SCORE_ONLY:
-            if key in stored and (ctx is None or ctx.get_parameter_source(key) == ParameterSource.DEFAULT):
-                kw[key] = stored[key]
+        kw = stored_settings(run_dir, kw, set(given or ()))
     return EvalConfig(**kw).validate()
+
+
+def stored_settings(run_dir: Path, kw: dict[str, Any], given: set[str]) -> dict[str, Any]:
+    """``kw`` with each `STORED_WITH_SCORE_ONLY` setting not in ``given`` taken from ``run_dir``'s config.json
+    (checked against its constraint, the file named on a bad value); a given one checked by `_check_given`."""
+    from tracecal.evaluation.config import EVAL_CONSTRAINTS, ConfigError, cli_name
+    from tracecal.evaluation.protocol import SCORE_CONSTRAINTS
+    from tracecal.evaluation.runstore import RunStore
+
+    doc = RunStore(run_dir).config()
+    stored, where = doc.get("config") or {}, Path(run_dir) / "config.json"
+    constraints = EVAL_CONSTRAINTS | SCORE_CONSTRAINTS
+    out = dict(kw)
+    for key in STORED_WITH_SCORE_ONLY:
+        if key not in stored:
+            continue
+        if key in given:
+            _check_given(key, kw[key], stored[key], doc.get("identity") or {}, where)
+            continue
+        value = stored[key]
+        try:
+            if key == "tasks" and not (isinstance(value, list) and all(isinstance(t, str) for t in value)):
+                raise ConfigError(f"tasks must be a list of task names, got {value!r}")
+            if key in constraints:
+                check_params({key: value}, {key: constraints[key]}, ConfigError, cli_name)
+        except ValidationError as e:
+            raise ConfigError(
+                f"{where}: {e} (a value read from the run's config.json, which --score-only uses where the option "
+                f"is not given: give --{cli_name(key)}, or repair the file)"
+            ) from None
+        out[key] = value
+    return out
+
+
+def _check_given(key: str, value: Any, stored: Any, identity: dict[str, Any], where: Path) -> None:
+    """Refuse (`ConfigError`, both values named) an option given with ``--score-only`` that would change what the
+    run holds: ``--tasks`` beyond the stored tasks, or another value of a setting outside `SCORED_AS_GIVEN`
+    (compared as resolved: ``--dtype auto`` against the dtype the run's identity records)."""
+    from tracecal.evaluation.config import DEFAULT_MODEL_NAME, ConfigError, cli_name, resolve_dtype
+
+    option = f"--{cli_name(key)}"
+    hint = "--score-only scores what the run holds: leave the option out, or evaluate into a new --run-dir"
+    if key == "tasks":
+        extra = [t for t in value if t not in stored]
+        if extra:
+            raise ConfigError(f"{option} {','.join(value)}: {where} holds only {','.join(map(str, stored))}; {hint}")
+        return
+    if key in SCORED_AS_GIVEN or (key == "embedder_dtype" and value == "auto"):  # auto: the run's own
+        return
+    mine, theirs = value, stored
+    if key == "model":
+        mine, theirs = value or DEFAULT_MODEL_NAME, identity.get("model", stored or DEFAULT_MODEL_NAME)
+    elif key == "dtype" and identity.get("dtype") is not None and value in ("auto", "float32", "bfloat16", "float16"):
+        mine, theirs = resolve_dtype(value), identity["dtype"]
+    if mine != theirs:
+        raise ConfigError(f"{option} {value} conflicts with {key}={stored!r} in {where}; {hint}")
 
 
 @user_errors
 def evaluate(
+    ctx: typer.Context,
     tasks: Annotated[
         str, typer.Option(help="comma-separated task names or task files (docs/formats.md)")
     ] = DEFAULT_TASKS,
@@ -284,7 +343,8 @@ def evaluate(
     min_per_class: Annotated[
         int,
         typer.Option(
-            help="a task ranks estimators (average, marks, verdict) only with this many correct and as many wrong answers"
+            help="a task ranks estimators (average, marks, verdict) only with this many correct and this many "
+            "wrong answers"
         ),
     ] = 50,
 ) -> None:
@@ -304,7 +364,8 @@ def _checked_config(o: dict[str, Any]) -> tuple[Any, list[str]]:
     check_option("--threads", o["threads"], Interval(int, 1, None))
     kw = {k: o[k] for k in CONFIG_OPTIONS}
     kw |= {"n_seeds": o["seeds"], "data_dir": str(o["data_dir"]) if o["data_dir"] else None}
-    cfg = evaluate_config(o["run_dir"] if o["score_only"] else None, **kw)
+    given = given_options(o.get("ctx"))  # typed on the command line: never replaced by config.json's value
+    cfg = evaluate_config(o["run_dir"] if o["score_only"] else None, given, **kw)
     RunStore(o["run_dir"])  # a file where the run directory should be: a clear error now
     return cfg, show
 
@@ -334,7 +395,7 @@ def _print_evaluation(res: Any, run_dir: Path, show: list[str], report: bool, t0
     """The end of `evaluate`: the result tables (or a --no-score note when ``res`` is None) and the report."""
     from tracecal.evaluation.results import results_tables
 
-    where = escape(str(run_dir))
+    where = shown(run_dir)
     if res is None:
         secs = time.perf_counter() - t0
         console.print(f"every shard of {where} is computed ({secs:.0f} s); not scored (--no-score)")
@@ -344,13 +405,13 @@ def _print_evaluation(res: Any, run_dir: Path, show: list[str], report: bool, t0
     for table in results_tables(res, show) + certified_tables(run_dir, list(res.estimators)):
         out_console.print(table)
     if res.substitutes:
-        console.print("[dim]substitutes: " + escape("; ".join(res.substitutes)) + "[/]")
+        console.print("[dim]substitutes: " + shown("; ".join(res.substitutes)) + "[/]")
     why: dict[str, dict[str, None]] = {}  # reason → the estimators not run for it (on some task), in order
     for info in res.tasks.values():
         for est, reason in info.get("not_run_reasons", {}).items():
             why.setdefault(reason, {})[est] = None
     for reason, ests in why.items():
-        console.print(f"[dim]not run: {escape(', '.join(ests))}: {escape(reason)}[/]")
+        console.print(f"[dim]not run: {shown(', '.join(ests))}: {shown(reason)}[/]")
     console.print(
         f"results: [bold]{where}/results.json[/], results.csv, results.md "
         f"({time.perf_counter() - t0:.0f} s this invocation)"
@@ -359,7 +420,7 @@ def _print_evaluation(res: Any, run_dir: Path, show: list[str], report: bool, t0
     if report:
         from tracecal.report import write_report
 
-        console.print(f"report: [bold]{escape(str(write_report(run_dir)))}[/]")
+        console.print(f"report: [bold]{shown(write_report(run_dir))}[/]")
 
 
 def print_verdict(run_dir: Path) -> None:
@@ -376,13 +437,13 @@ def print_verdict(run_dir: Path) -> None:
         t.add_column(c, justify="left" if c == "estimator" else "right")
     for r in v.table:
         ci = "leader" if r["estimator"] == v.leader else f"{r['delta']:+.3f} [{r['lo']:+.3f}, {r['hi']:+.3f}]"
-        name = escape(r["estimator"]) + (" ✓" if r["estimator"] == v.recommended else "")
+        name = shown(r["estimator"]) + (" ✓" if r["estimator"] == v.recommended else "")
         style = "bold green" if r["estimator"] == v.recommended else ("" if r["level"] else "dim")
         t.add_row(name, f"{r['auroc']:.3f}", ci, f"{r['brier']:.3f}", f"{r['ece']:.3f}", style=style)
-    body: list[Any] = [f"[bold]{escape(v.headline)}[/]", ""]
-    body += [f"• {escape(line)}" for line in v.lines]
+    body: list[Any] = [f"[bold]{shown(v.headline)}[/]", ""]
+    body += [f"• {shown(line)}" for line in v.lines]
     if v.commands:
-        body += ["", "To serve it:"] + [f"  [cyan]{escape(c)}[/]" for c in v.commands]
+        body += ["", "To serve it:"] + [f"  [cyan]{shown(c)}[/]" for c in v.commands]
     from rich.console import Group
 
     parts: list[Any] = ["\n".join(body)] + ([t] if v.table else [])

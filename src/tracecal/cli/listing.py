@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from rich.markup import escape
 from rich.table import Table
 
-from tracecal.cli.common import out_console, user_errors
+from tracecal.cli.common import out_console, shown, user_errors
 
 __all__ = ["list_estimators", "list_passes", "list_tasks"]
 
@@ -18,7 +17,7 @@ def _table(title: str, columns: Sequence[str], rows: Iterable[Sequence[str]]) ->
     for c in columns:
         table.add_column(c, overflow="fold")
     for row in rows:
-        table.add_row(*[escape(cell) for cell in row])
+        table.add_row(*[shown(cell) for cell in row])
     return table
 
 

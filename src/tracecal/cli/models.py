@@ -7,11 +7,10 @@ from __future__ import annotations
 from typing import Annotated
 
 import typer
-from rich.markup import escape
 from rich.table import Table
 
 from tracecal.backends.catalogue import CATALOGUE, named_models_hint
-from tracecal.cli.common import note, out_console, user_errors
+from tracecal.cli.common import note, out_console, shown, user_errors
 from tracecal.errors import ValidationError
 
 __all__ = ["models_command"]
@@ -26,14 +25,14 @@ def _table() -> Table:
     for m in CATALOGUE.values():
         present = m.present()
         table.add_row(
-            escape(m.name),
-            escape(m.title),
+            shown(m.name),
+            shown(m.title),
             m.family,
             m.parameters,
             f"{m.size_bytes / 1e6:,.0f} MB",
             m.licence,
             "yes" if present else "no",
-            escape(str(m.path())) if present else f"tracecal models fetch {escape(m.name)}",
+            shown(m.path()) if present else f"tracecal models fetch {shown(m.name)}",
         )
     return table
 

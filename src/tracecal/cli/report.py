@@ -13,9 +13,8 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.markup import escape
 
-from tracecal.cli.common import console, user_errors
+from tracecal.cli.common import console, shown, user_errors
 
 __all__ = ["report_command"]
 
@@ -44,6 +43,6 @@ def report_command(
     path = write_report(run_dir, out=out, figures_dir=figures, estimators=estimators, max_examples=max_examples)
     size = path.stat().st_size / 1e6
     secs = time.perf_counter() - t0
-    console.print(f"report: [bold]{escape(str(path))}[/] ({size:.1f} MB, {secs:.1f} s)", highlight=False)
+    console.print(f"report: [bold]{shown(path)}[/] ({size:.1f} MB, {secs:.1f} s)", highlight=False)
     if figures is not None:
-        console.print(f"figures: [bold]{escape(str(figures))}[/] (SVG)", highlight=False)
+        console.print(f"figures: [bold]{shown(figures)}[/] (SVG)", highlight=False)

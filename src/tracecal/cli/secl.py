@@ -21,10 +21,20 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 
-from tracecal.cli.common import DataDirOpt, ModelOpt, console, fmt_num, note, out_console, split_names, user_errors
+from tracecal.cli.common import (
+    DataDirOpt,
+    ModelOpt,
+    console,
+    fmt_num,
+    note,
+    out_console,
+    safe_text,
+    shown,
+    split_names,
+    user_errors,
+)
 from tracecal.errors import ValidationError
 
 __all__ = ["secl_command", "print_result", "parse_overrides"]
@@ -128,7 +138,7 @@ def _result_table(result: Any) -> Table:
     names = METHOD_NAMES | {"tau": f"τ ({TARGET_NAMES.get(cfg.target, cfg.target)})"}
     weights = "accumulate" if cfg.accumulate else f"reset at each {cfg.reset_at}"
     table = Table(
-        title=escape(
+        title=shown(
             f"SECL on {result.model_id} — gate={cfg.gate}, target={cfg.target}, {weights}, "
             f"loss={cfg.loss}, LoRA {','.join(cfg.lora_targets)} × top-{cfg.lora_layers or 'all'} layers, "
             f"scope={cfg.scope}, seed={cfg.seed}"
@@ -139,7 +149,7 @@ def _result_table(result: Any) -> Table:
     for dom, per in result.metrics().items():
         for k, (method, m) in enumerate(per.items()):
             table.add_row(
-                escape(dom) if k == 0 else "",
+                shown(dom) if k == 0 else "",
                 names[method],
                 str(m["n"]),
                 *[fmt_num(m[key], 4) for key in ("ece", "brier", "auroc", "acc", "mean_conf")],
@@ -178,7 +188,7 @@ def print_result(result: Any, console: Console | None = None) -> None:
         console = out_console if sys.stdout.isatty() else Console(width=160)
     console.print(_result_table(result))
     for line in _summary_lines(result.summary()):
-        console.print(line, soft_wrap=True, markup=False)
+        console.print(safe_text(line), soft_wrap=True, markup=False)
 
 
 def _progress(stage: str, done: int, total: int) -> None:

@@ -15,10 +15,9 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.markup import escape
 from rich.table import Table
 
-from tracecal.cli.common import check_option, console, fmt_num, out_console, split_names, user_errors
+from tracecal.cli.common import check_option, console, fmt_num, out_console, shown, split_names, user_errors
 from tracecal.errors import ValidationError
 from tracecal.stats.splits import SPLITS
 
@@ -44,7 +43,7 @@ def _ranked_by_default(run_dir: Path) -> list[str] | None:
     apart = [t for t in info if t not in ranked]
     if not ranked or not apart:
         return None
-    console.print(f"[dim]not ranked, left out (--tasks includes them): {escape(', '.join(apart))}[/]")
+    console.print(f"[dim]not ranked, left out (--tasks includes them): {shown(', '.join(apart))}[/]")
     return ranked
 
 
@@ -54,7 +53,7 @@ def _selective_table(task: str, per: dict[str, Any], alpha: float, delta: float,
     first: dict[str, Any] = next(iter(per.values()), {})
     base = first.get("base_rate", math.nan)
     table = Table(
-        title=f"{escape(task)}: answer iff confidence ≥ t, risk ≤ {alpha:g} with probability ≥ {1 - delta:g} "
+        title=f"{shown(task)}: answer iff confidence ≥ t, risk ≤ {alpha:g} with probability ≥ {1 - delta:g} "
         f"(base error rate {fmt_num(1 - base)}; mean over {n_splits} splits)"
     )
     for c in ("estimator", "coverage", "realised risk", "splits with risk > α", "deploy: t", "coverage (all)"):
@@ -62,7 +61,7 @@ def _selective_table(task: str, per: dict[str, Any], alpha: float, delta: float,
     for est, v in per.items():
         dep = v["deploy"] or {}
         table.add_row(
-            escape(est),
+            shown(est),
             fmt_num(v["coverage"]["mean"]),
             fmt_num(v["risk"]["mean"]),
             fmt_num(v["violation_share"], 2),
@@ -92,7 +91,7 @@ def selective_command(
     for task, per in doc["tasks"].items():
         out_console.print(_selective_table(task, per, alpha, delta, doc["n_splits"]))
     path = Path(run_dir) / "selective.json"
-    console.print(f"selective: [bold]{escape(str(path))}[/] ({time.perf_counter() - t0:.1f} s)", highlight=False)
+    console.print(f"selective: [bold]{shown(path)}[/] ({time.perf_counter() - t0:.1f} s)", highlight=False)
 
 
 MARK = {"better": "▲", "worse": "▼", "n.s.": "", "n/a": ""}
@@ -102,7 +101,7 @@ def _focus_table(task: str, focus: str, lc: dict[str, Any]) -> Table:
     """``focus`` − each other method per size: AUROC and Brier differences with their paired intervals."""
     level = f"{lc['level']:.0%}"
     table = Table(
-        title=f"{escape(task)}: {escape(focus)} − other, AUROC / Brier [{level} paired interval] (▲ better, ▼ worse)"
+        title=f"{shown(task)}: {shown(focus)} − other, AUROC / Brier [{level} paired interval] (▲ better, ▼ worse)"
     )
     table.add_column("against")
     for s in lc["sizes"]:
@@ -118,14 +117,14 @@ def _focus_table(task: str, focus: str, lc: dict[str, Any]) -> Table:
                 f"{a['diff']:+.3f} [{fmt_num(a['lo'])}, {fmt_num(a['hi'])}]{MARK[a['verdict']]}\n"
                 f"{b['diff']:+.4f} [{fmt_num(b['lo'], 4)}, {fmt_num(b['hi'], 4)}]{MARK[b['verdict']]}"
             )
-        table.add_row(escape(other), *cells)
+        table.add_row(shown(other), *cells)
     return table
 
 
 def _curve_table(task: str, lc: dict[str, Any]) -> Table:
     """Per estimator and calibration-set size: mean AUROC [bootstrap interval] and mean Brier over the splits."""
     table = Table(
-        title=f"{escape(task)}: {lc['n']} answers, {lc['n_correct']} correct — AUROC / Brier, mean over "
+        title=f"{shown(task)}: {lc['n']} answers, {lc['n_correct']} correct — AUROC / Brier, mean over "
         f"{lc['n_splits']} splits [{lc['level']:.0%} bootstrap interval]"
     )
     table.add_column("estimator")
@@ -133,7 +132,7 @@ def _curve_table(task: str, lc: dict[str, Any]) -> Table:
         table.add_column(f"{s}", justify="right")
     for est, pts in lc["estimators"].items():
         table.add_row(
-            escape(est),
+            shown(est),
             *[
                 f"{fmt_num(p['auroc']['mean'])} [{fmt_num(p['auroc']['lo'])}, {fmt_num(p['auroc']['hi'])}]\n"
                 f"{fmt_num(p['brier']['mean'], 4)}"
@@ -178,7 +177,7 @@ def learning_curve_command(
         for f in split_names(focus):
             out_console.print(_focus_table(task, f, lc))
     console.print(
-        f"learning curves: [bold]{escape(str(Path(run_dir) / 'learning_curve.json'))}[/], .csv, "
+        f"learning curves: [bold]{shown(Path(run_dir) / 'learning_curve.json')}[/], .csv, "
         f"learning_curve_<task>.svg ({time.perf_counter() - t0:.1f} s)",
         highlight=False,
     )

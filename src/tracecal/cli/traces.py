@@ -14,7 +14,6 @@ from typing import Annotated, Any
 
 import numpy as np
 import typer
-from rich.markup import escape
 from rich.table import Table
 
 from tracecal._validation import Interval
@@ -30,6 +29,7 @@ from tracecal.cli.common import (
     out_console,
     progress_bar,
     refuse_input_as_output,
+    shown,
     user_errors,
 )
 from tracecal.errors import ValidationError
@@ -134,7 +134,7 @@ def generate(
     if jsonl is not None:
         export_jsonl(traces, jsonl, [*inputs, ("--out file", out)])
     n_tok = sum(t.length for t in traces)
-    console.print(f"wrote {len(traces)} traces ({n_tok} answer tokens) to [bold]{escape(str(out))}[/]")
+    console.print(f"wrote {len(traces)} traces ({n_tok} answer tokens) to [bold]{shown(out)}[/]")
     if labels is not None and labels_out is not None:
         _write_labels(labels_out, traces, labels, out, [*inputs, ("--out file", out), ("--jsonl file", jsonl)])
 
@@ -186,7 +186,7 @@ def _write_labels(path: Path, traces: list[Any], labels: list[int], out: Path, i
     from tracecal.tasks.files import write_labels
 
     write_labels(path, [t.id for t in traces], labels, inputs, "--labels-out")
-    where, traces_file = escape(str(path)), escape(str(out))
+    where, traces_file = shown(path), shown(out)
     console.print(
         f"wrote the labels ({sum(labels)} of {len(labels)} answers correct) to [bold]{where}[/]; fit a calibrator: "
         f"tracecal fit-calibrator {traces_file} --labels {where} --out cal.json",
@@ -212,7 +212,7 @@ def _score_table(title: str, rows: list[dict[str, Any]], show: int) -> Table:
     for col in rows[0].keys() if rows else ["id"]:
         table.add_column(col, overflow="fold", max_width=60 if col == "answer" else None)
     for r in rows[:show]:
-        table.add_row(*[fmt_num(v, 4) if isinstance(v, float) else escape(str(v)) for v in r.values()])
+        table.add_row(*[fmt_num(v, 4) if isinstance(v, float) else shown(v) for v in r.values()])
     return table
 
 
@@ -260,9 +260,9 @@ def score(
     rows = _score_rows(traces, conf, prob)
     if csv is not None:
         _write_csv(csv, rows, inputs)
-        console.print(f"wrote {len(rows)} rows to [bold]{escape(str(csv))}[/]")
+        console.print(f"wrote {len(rows)} rows to [bold]{shown(csv)}[/]")
     kind = traces[0].entropy_kind if traces else "-"
-    title = f"{escape(str(traces_path))} — {len(traces)} answers (entropy: {kind})"
+    title = f"{shown(traces_path)} — {len(traces)} answers (entropy: {kind})"
     out_console.print(_score_table(title, rows, show))
     n_empty = sum(t.is_empty for t in traces)
     if n_empty:
@@ -308,9 +308,7 @@ def fit_calibrator(
     cal = TracePlus(C=C).fit(traces, y)
     cal.provenance = traces_provenance(traces, traces_path)  # the model and dtype its answers record
     cal.save(out, inputs)
-    console.print(
-        f"fitted TRACE+ on {len(traces)} answers (base rate {y.mean():.3f}); wrote [bold]{escape(str(out))}[/]"
-    )
+    console.print(f"fitted TRACE+ on {len(traces)} answers (base rate {y.mean():.3f}); wrote [bold]{shown(out)}[/]")
 
 
 def _fit_from_run(run: Path, out: Path, estimator: str | None, tasks: str | None, inputs: list[Any]) -> None:
@@ -324,4 +322,4 @@ def _fit_from_run(run: Path, out: Path, estimator: str | None, tasks: str | None
     names = [t for t in (tasks or "").split(",") if t.strip()] or None
     cal = fit_from_run(run, estimator, names)
     cal.save(out, inputs)
-    console.print(f"fitted the calibrator of {estimator} on {escape(str(run))}; wrote [bold]{escape(str(out))}[/]")
+    console.print(f"fitted the calibrator of {estimator} on {shown(run)}; wrote [bold]{shown(out)}[/]")

@@ -21,7 +21,7 @@ from typing import Any
 
 from tracecal import errors
 
-__all__ = ["plain_json", "nan_for_null", "os_error_message", "INTERVAL_KEYS"]
+__all__ = ["plain_json", "nan_for_null", "os_error_message", "merge_partial", "INTERVAL_KEYS"]
 
 #: The number-valued keys of a paired comparison in ``results.json`` (``statistics.comparisons``).
 INTERVAL_KEYS = frozenset({"diff", "lo", "hi"})
@@ -76,3 +76,32 @@ def os_error_message(e: OSError, what: str | os.PathLike[str], where: str = "--r
     """One line for an ``OSError`` of a write to ``what``: the reason and what to do (``where``: the option or
     variable that chooses another place); `tracecal.errors.os_error_message` for a run, which resumes."""
     return errors.os_error_message(e, what, f"another {where}", resumes=True)
+
+
+def merge_partial(
+    old: Any, new: dict[str, Any], same: tuple[str, ...], sections: tuple[str, ...], where: str
+) -> dict[str, Any]:
+    """The document to write when a command computed only part of an output: ``new`` merged into the ``old``
+    document already there (its entries of ``sections`` kept unless ``new`` recomputed them; an entry ``new``
+    holds only as ``{"mean": None}``, not run, never replaces one that ran), so an output is never replaced with
+    less. `errors.ValidationError` naming ``where`` and both values when ``old`` was made with other settings
+    (a key of ``same``): mixing them would be silently wrong. ``old`` None (or not a document): ``new`` itself."""
+    if not isinstance(old, dict):
+        return new
+    for key in same:
+        if key in old and old[key] != new.get(key):
+            raise errors.ValidationError(
+                f"{where} holds results made with {key}={old[key]!r}, not {new.get(key)!r}: a partial run would "
+                "mix them; give the same settings, or run every group to replace it (nothing was written)"
+            )
+    out = dict(old)
+    for section in sections:
+        if section not in new:
+            continue
+        merged = dict(old.get(section) or {})
+        for name, entry in new[section].items():
+            ran = not (isinstance(entry, dict) and "mean" in entry and entry["mean"] is None)
+            if ran or name not in merged:
+                merged[name] = entry
+        out[section] = merged
+    return out

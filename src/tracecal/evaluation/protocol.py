@@ -23,7 +23,6 @@ it, the estimator refitted on the rest: `selective_threshold`) with its coverage
 
 from __future__ import annotations
 
-import math
 import warnings
 import zlib
 from collections.abc import Callable, Sequence
@@ -53,7 +52,6 @@ from tracecal.evaluation.splitscore import (
     selective_threshold,
 )
 from tracecal.stats.bootstrap import (
-    BOOT_METRICS,
     LEVEL,
     N_BOOT,
     bootstrap_counts,
@@ -86,6 +84,7 @@ NOT_RUN_KEYS = (*METRICS, "base_rate", "n", "n_correct", "n_correct_cal", "n_cal
 Progress = Callable[[str, int, int], None]  # (stage description, done, total); "run" = the whole run, weighted
 
 T = TypeVar("T")
+
 
 def setting(default: T, constraint: Constraint) -> T:
     """A dataclass field with its default and its constraint (`tracecal._validation`), declared once, beside the
@@ -296,9 +295,7 @@ def task_parts(frame: TaskFrame, cfg: ScoreConfig, sp: SplitSet, blocks: dict[st
     return info, metrics, tables, draws
 
 
-def _statistics(
-    metrics: dict[str, Any], draws: dict[str, dict], cfg: ScoreConfig, ranked: list[str]
-) -> dict[str, Any]:
+def _statistics(metrics: dict[str, Any], draws: dict[str, dict], cfg: ScoreConfig, ranked: list[str]) -> dict[str, Any]:
     """`ranking_statistics` (paired comparisons over the ranked tasks, the leader) and the selective settings."""
     fam = {n: REGISTRY[n].family for n in cfg.estimators}
     selective = {

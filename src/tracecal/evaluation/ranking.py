@@ -23,7 +23,6 @@ import numpy as np
 from tracecal.evaluation.results import METRICS
 from tracecal.stats.bootstrap import BOOT_METRICS, LOWER_IS_BETTER_BOOT, compare, comparisons
 
-
 __all__ = [
     "MIN_PER_CLASS_RANKED",
     "informative",

@@ -237,7 +237,8 @@ def _metric_table(d: dict[str, Any], metric: str, tasks: list[str], ranked: bool
     from rich.table import Table
 
     lower = metric in LOWER_IS_BETTER
-    what = f"{metric.upper()} ({'lower' if lower else 'higher'} is better; mean±sd over {d['config']['n_seeds']} splits)"
+    better = "lower" if lower else "higher"
+    what = f"{metric.upper()} ({better} is better; mean±sd over {d['config']['n_seeds']} splits)"
     table = Table(title=what if ranked else f"{what}: NOT RANKED (too few correct or wrong answers)")
     table.add_column("estimator", style="bold", no_wrap=True, min_width=max(map(len, d["estimators"]), default=9))
     best: dict[str, float] = {}

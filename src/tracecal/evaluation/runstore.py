@@ -41,6 +41,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from tracecal._inputs import read_json
 from tracecal.errors import TracecalError
 from tracecal.evaluation.outputs import nan_for_null, os_error_message, plain_json
 from tracecal.traces.io import FILE_MODE, atomic_write, load_traces, traces_to_table
@@ -161,12 +162,10 @@ class RunStore:
         self._atomic(path, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
 
     def _read_json(self, path: Path) -> Any:
-        if not path.is_file():
-            return None
         try:
-            return json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as e:
-            raise RunStoreError(f"{path} is not readable JSON ({e}); was the run directory edited by hand?") from e
+            return read_json(path, "run file", RunStoreError) if path.exists() else None
+        except RunStoreError as e:  # the one checked opener (tracecal._inputs): no FIFO is waited on
+            raise RunStoreError(f"{e}; was the run directory edited by hand?") from None
 
     # ----------------------------------------------------------------------------------- identity
     def exists(self) -> bool:

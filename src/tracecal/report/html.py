@@ -293,7 +293,7 @@ def verdict_section(verdict: dict[str, Any] | None) -> str:
     headline = f'<p class="headline">{e(verdict["headline"])}</p>' if verdict.get("headline") else ""
     cmds = "\n".join(e(c) for c in verdict.get("commands") or [])
     serve = f"<p>To serve it:</p><pre>{cmds}</pre>" if cmds else ""
-    body = f'{headline}{f"<ul>{lines}</ul>" if lines else ""}{table}{serve}'
+    body = f"{headline}{f'<ul>{lines}</ul>' if lines else ''}{table}{serve}"
     return f'<section id="verdict"><h2>Verdict</h2>{body}</section>'
 
 

@@ -253,7 +253,8 @@ def verdict_of(run: RunData, run_dir: str | None = None) -> Verdict:
     if rec == lead:
         why = "the highest AUROC" + (f"; level with it: {', '.join(level)}" if level else ", significantly")
     else:
-        why = f"level with the leader {lead} ({_fmt_ci(leader['estimators'][rec]['auroc'])}), which the gateway cannot serve"
+        ci = _fmt_ci(leader["estimators"][rec]["auroc"])
+        why = f"level with the leader {lead} ({ci}), which the gateway cannot serve"
     cal = "its own fit" if res["estimators"].get(rec, {}).get("self_calibrated") else "Platt scaling"
     lines = [
         f"Calibration: ECE {m['ece']['mean']:.3f} and Brier {m['brier']['mean']:.3f} after {cal} on the "

@@ -99,7 +99,7 @@ async def _encode(gw: Gateway, i: int, item: AnswerItem) -> tuple[Any, int, int,
 
 def answers_router(gw: Gateway) -> APIRouter:
     """``POST /v1/score-answers`` bound to one gateway."""
-    router = APIRouter(prefix="/v1", responses={**ERRORS, 501: {"description": "the backend cannot score answers"}})
+    router = APIRouter(prefix="/v1", responses=ERRORS)  # 400 unsupported: cannot score answers
 
     @router.post("/score-answers", summary="Trace summary and confidence of answers you already have")
     async def score_answers(req: ScoreAnswersRequest, request: Request) -> dict[str, Any]:

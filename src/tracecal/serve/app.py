@@ -25,12 +25,12 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any, Unpack
 
-from fastapi import FastAPI, HTTPException, Request, Response
+from fastapi import FastAPI, Request, Response
 from fastapi.openapi.utils import get_openapi
 
 from tracecal.serve.answers import answers_router
 from tracecal.serve.config import ServeConfig
-from tracecal.serve.errors import install_error_handlers
+from tracecal.serve.errors import APIError, install_error_handlers
 from tracecal.serve.gateway import Gateway, GatewayOptions
 from tracecal.serve.limits import BodyLimitMiddleware
 from tracecal.serve.metrics import CONTENT_TYPE_LATEST, MetricsMiddleware
@@ -85,7 +85,7 @@ def create_app(
         try:
             batch = TraceBatch.from_lists(req.surprisal, req.entropy)
         except ValueError as e:
-            raise HTTPException(status_code=422, detail=str(e)) from e
+            raise APIError(422, str(e), code="invalid_value") from e
         return gw.scorer.score_batch(batch)
 
     narrow_openapi(app, gw)

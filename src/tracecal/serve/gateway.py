@@ -15,6 +15,7 @@ from typing import Any, TypedDict
 
 from fastapi import Request
 
+from tracecal._inputs import read_bytes
 from tracecal.backends.base import BackendUnsupportedError, PromptTooLongError
 from tracecal.backends.prompting import prompt_ids
 from tracecal.serve.batching import Batcher, Job
@@ -45,13 +46,13 @@ def calibrator_info(calibrator: Any, path: str | Path | None = None) -> dict[str
     info: dict[str, Any] = {"kind": type(calibrator).__name__, "path": None, "sha256": None, "provenance": record}
     if path is not None:
         p = Path(path)
-        info["path"], info["sha256"] = str(p.resolve()), hashlib.sha256(p.read_bytes()).hexdigest()
+        info["path"], info["sha256"] = str(p.resolve()), hashlib.sha256(read_bytes(p, "calibrator file")).hexdigest()
     return info
 
 
 def job_error(e: BaseException) -> APIError:
     """What a failed generation means for the client: its fault (400), the upstream's (502), something the backend
-    cannot do (501), or ours (500)."""
+    will never do (400 ``unsupported``: permanent, so not a 5xx the openai clients retry), or ours (500)."""
     from tracecal.backends.http import HTTPBackendError
 
     if isinstance(e, APIError):
@@ -59,7 +60,7 @@ def job_error(e: BaseException) -> APIError:
     if isinstance(e, HTTPBackendError):  # also an upstream without log-probs: a setting to fix there
         return APIError(502, f"the upstream server failed: {e}", code="upstream_error")
     if isinstance(e, BackendUnsupportedError):  # e.g. an upstream that cannot score given answers (not vLLM)
-        return APIError(501, str(e), code="unsupported")
+        return APIError(400, str(e), code="unsupported")
     if isinstance(e, PromptTooLongError):
         return APIError(400, str(e), param="messages", code="context_length_exceeded")
     if isinstance(e, ValueError):
@@ -113,8 +114,11 @@ class Gateway:
         """Auth, a model to serve, and the right model name (404 ``model_not_found`` otherwise)."""
         self.auth.check(request)
         if self.model is None:
-            raise APIError(
-                503, "this server was started without a model (--no-model): only /score works", code="no_model"
+            raise APIError(  # permanent: a 4xx, never a 503 the openai clients would retry
+                404,
+                "this server was started without a model (--no-model): it serves no model, only /score works",
+                param="model",
+                code="no_model",
             )
         if model != self.model_id:
             raise APIError(

@@ -28,8 +28,9 @@ ERRORS: dict[int | str, dict[str, Any]] = {
     for code, what in (
         (400, "invalid request (OpenAI error object)"),
         (401, "missing or wrong bearer token"),
-        (404, "unknown model"),
+        (404, "unknown model, or a server without one (--no-model)"),
         (413, "request body too large"),
+        (415, "body not sent as JSON (Content-Type: application/json)"),
         (503, "queue full (Retry-After)"),
         (504, "request timeout"),
     )

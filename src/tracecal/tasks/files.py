@@ -17,6 +17,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from tracecal._inputs import check_file
 from tracecal._validation import check_text
 from tracecal.errors import TracecalError
 from tracecal.tasks.example import Example, RowError
@@ -52,14 +53,9 @@ class InputFileNotFoundError(TracecalError, FileNotFoundError):
 
 
 def _existing(path: Path, what: str) -> Path:
-    if path.is_dir():
-        raise InputFileNotFoundError(f"{what} file {path} is a folder: give the path of a file")
-    if path.exists() and not path.is_file():  # /dev/null, /dev/stdin, a pipe: read once, not a file to name
-        raise InputFileNotFoundError(
-            f"{what} file {path} is not a regular file (a device or a pipe): save it to a file"
-        )
-    if not path.is_file():
-        raise InputFileNotFoundError(f"{what} file not found: {path}")
+    """``path`` if it is a regular file of a bounded size (`tracecal._inputs.check_file`): a missing file, a
+    folder, a FIFO or a device (``/dev/null``: read once, not a file to name) is `InputFileNotFoundError`."""
+    check_file(path, f"{what} file", "text", InputFileNotFoundError)
     return path
 
 
@@ -73,9 +69,9 @@ def check_unique_ids(ids: Sequence[str], what: str) -> None:
         raise InputFileError(f"{what}: {len(repeated)} ids occur more than once: {shown}; give each answer its own id")
 
 
-def jsonl_lines(path: Path) -> Iterator[tuple[int, Any]]:
+def jsonl_lines(path: Path, role: str = "prompts file") -> Iterator[tuple[int, Any]]:
     """``(line number, parsed JSON)`` for each non-blank line of a JSONL file; `InputFileError` on bad JSON."""
-    for row in iter_jsonl(path):
+    for row in iter_jsonl(path, role):
         if row.error is not None:
             raise InputFileError(f"{path}:{row.line}: {row.error}")
         yield (row.line if row.line is not None else row.index + 1), row.record
@@ -131,7 +127,7 @@ def _add_label(out: dict[str, int], key: str, label: int, where: str) -> None:
 
 def _csv_labels(path: Path) -> dict[str, int]:
     out: dict[str, int] = {}
-    for row in iter_csv(path):
+    for row in iter_csv(path, "labels file"):
         where = f"{path}:{row.line}"
         if row.error is not None:
             raise InputFileError(f"{where}: {row.error}")
@@ -148,7 +144,7 @@ def _csv_labels(path: Path) -> dict[str, int]:
 
 def _jsonl_labels(path: Path) -> dict[str, int]:
     out: dict[str, int] = {}
-    for lineno, obj in jsonl_lines(path):
+    for lineno, obj in jsonl_lines(path, "labels file"):
         if not isinstance(obj, dict) or "id" not in obj or "label" not in obj:
             raise InputFileError(f'{path}:{lineno}: each line must be an object {{"id": ..., "label": 0 or 1}}')
         where = f"{path}:{lineno}"

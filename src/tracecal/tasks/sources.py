@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from tracecal._inputs import read_text as read_input_text
 from tracecal.tasks.example import MalformedRowError, RawRow, TaskDataError, TaskFileNotFoundError
 
 __all__ = [
@@ -84,21 +85,19 @@ def data_dir(override: str | Path | None = None) -> Path:
 # ------------------------------------------------------------------------------------------- readers
 
 
-def read_text(path: Path) -> str:
+def read_text(path: Path, role: str = "task file") -> str:
     """A file's text as UTF-8 (a byte-order mark, as Excel writes one, is dropped): every row reader of this
-    module reads through it. :class:`TaskDataError` if it is not UTF-8; an ``OSError`` (unreadable file,
-    folder) passes through (the CLI prints it as one line)."""
-    try:
-        return path.read_text(encoding="utf-8-sig")
-    except UnicodeDecodeError as e:
-        raise TaskDataError(f"{path}: not UTF-8 text ({e})") from None
+    module reads through it, by the one checked opener (`tracecal._inputs.read_text`: a folder, FIFO or device
+    refused before opening, the size bounded). :class:`TaskDataError` naming ``role`` and the path if it is not
+    a regular file or not UTF-8; a missing file is a ``FileNotFoundError``."""
+    return read_input_text(path, role, "text", TaskDataError)
 
 
-def iter_jsonl(path: Path) -> Iterator[RawRow]:
+def iter_jsonl(path: Path, role: str = "task file") -> Iterator[RawRow]:
     """Rows of a JSON-lines file; blank lines are skipped, line numbers are 1-based."""
     index = 0
     # split on "\n" only: str.splitlines() would also break at U+0085 etc., which occur inside strings
-    for lineno, line in enumerate(read_text(path).split("\n"), start=1):
+    for lineno, line in enumerate(read_text(path, role).split("\n"), start=1):
         line = line.removesuffix("\r")
         if not line.strip():
             continue
@@ -111,13 +110,13 @@ def iter_jsonl(path: Path) -> Iterator[RawRow]:
         index += 1
 
 
-def iter_json_list(path: Path) -> Iterator[RawRow]:
+def iter_json_list(path: Path, role: str = "task file") -> Iterator[RawRow]:
     """Items of a file holding one JSON list, with their list index and starting line.
 
     A syntax error inside the list cannot be skipped (the rest is unreadable): it always raises
     :class:`MalformedRowError` with the line of the error.
     """
-    text = read_text(path)
+    text = read_text(path, role)
     dec = json.JSONDecoder()
     n = len(text)
 
@@ -165,9 +164,9 @@ def iter_json_list(path: Path) -> Iterator[RawRow]:
         )
 
 
-def iter_csv(path: Path) -> Iterator[RawRow]:
+def iter_csv(path: Path, role: str = "task file") -> Iterator[RawRow]:
     """Rows of a CSV file with a header, as ``{column: cell}``; ``line`` is where the record starts."""
-    text = read_text(path)
+    text = read_text(path, role)
     reader = csv.reader(io.StringIO(text, newline=""))  # \n, \r\n, \r only (not U+0085 etc.)
     try:
         header = next(reader)

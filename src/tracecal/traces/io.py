@@ -38,6 +38,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from tracecal._inputs import open_input, read_text
 from tracecal.errors import TracecalError, ValidationError
 from tracecal.traces.segments import check_token_values
 from tracecal.traces.trace import Trace, TraceBatch, describe_trace, offsets_of
@@ -288,11 +289,12 @@ def save_traces(traces: Iterable[Trace], path: str | os.PathLike[str], inputs: I
 
 
 def _read_table(path: Path) -> pa.Table:
-    if not path.exists():
-        raise FileNotFoundError(f"traces file not found: {path}")
-    try:
-        table = pq.read_table(path)
+    try:  # the one checked opener (tracecal._inputs): a folder, FIFO or device is refused before opening
+        with open_input(path, "traces file", "parquet", TraceFileError) as f:
+            table = pq.read_table(f)
     except (pa.ArrowInvalid, OSError) as e:
+        if isinstance(e, FileNotFoundError):
+            raise
         raise TraceFileError(f"{path} is not a readable Parquet traces file ({e})") from e
     missing = [n for n in ("text", "token_ids", "surprisal", "entropy") if n not in table.column_names]
     if missing:
@@ -384,15 +386,15 @@ def import_jsonl(path: str | os.PathLike[str]) -> list[Trace]:
     / entropy that is negative, not finite or above `MAX_TOKEN_NATS`, raises `TraceFileError` naming
     ``path:line`` (and the trace id)."""
     out, lines = [], []
-    with open(path, encoding="utf-8-sig") as f:
-        for lineno, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                out.append(_from_json(json.loads(line)))
-            except (ValueError, KeyError, TypeError, RecursionError) as e:
-                why = "nested too deeply" if isinstance(e, RecursionError) else e
-                raise TraceFileError(f"{path}:{lineno}: not a trace ({why})") from e
-            lines.append(lineno)
+    text = read_text(path, "traces file", "text", TraceFileError)
+    for lineno, line in enumerate(text.split("\n"), 1):
+        if not line.strip():
+            continue
+        try:
+            out.append(_from_json(json.loads(line)))
+        except (ValueError, KeyError, TypeError, RecursionError) as e:
+            why = "nested too deeply" if isinstance(e, RecursionError) else e
+            raise TraceFileError(f"{path}:{lineno}: not a trace ({why})") from e
+        lines.append(lineno)
     _check_traces(out, lambda i: describe_trace(out[i], f"{path}:{lines[i]}"))
     return out
