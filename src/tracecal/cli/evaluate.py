@@ -15,6 +15,7 @@ from rich.markup import escape
 from rich.progress import Progress
 
 from tracecal._validation import Interval
+from tracecal.backends.registry import IN_PROCESS, backend_names, get_backend
 from tracecal.cli.common import (
     DataDirOpt,
     ModelOpt,
@@ -81,8 +82,8 @@ EmbedderDtypeOpt = Annotated[
 BackendOpt = Annotated[
     str,
     typer.Option(
-        help="auto (HF; a .gguf dequantised into an HF checkpoint; a URL: its server) | hf | llamacpp (a .gguf or "
-        "named model in llama.cpp, in-process; no beam pass)"
+        help="auto (HF; a .gguf dequantised into an HF checkpoint; a URL: its server) | "
+        + " | ".join(f"{n} ({get_backend(n).help})" if get_backend(n).help else n for n in backend_names(IN_PROCESS))
     ),
 ]
 ScoreOnlyOpt = Annotated[
