@@ -68,16 +68,17 @@ IN_PROCESS = "in_process"
 DTYPE = "dtype"
 CAPABILITIES: dict[str, str] = {
     BEAMS: "beam search scores (beam_scores)",
-    EXACT_ENTROPY: "the exact entropy over the whole vocabulary",
-    GRADIENTS: "gradient steps through the weights (LoRA training)",
-    HIDDEN_STATES: "the network's hidden states",
-    BATCHING: "several prompts decoded at once",
+    EXACT_ENTROPY: "exact entropy over the whole vocabulary",
+    GRADIENTS: "gradient steps through its weights (LoRA training)",
+    HIDDEN_STATES: "hidden states of the network",
+    BATCHING: "batched decoding of several prompts at once",
     TEACHER_FORCED: "traces of given answers (trace_answers)",
     NEXT_TOKEN_LOGPROBS: "log-probs of given next tokens (next_token_logprobs)",
-    IN_PROCESS: "its weights in this process",
-    DTYPE: "a chosen weight dtype (--dtype)",
+    IN_PROCESS: "weights in this process",
+    DTYPE: "choice of weight dtype (--dtype)",
 }
-"""Every capability a backend may declare, with what it means (the module docstring)."""
+"""Every capability a backend may declare, with what it means (the module docstring): ``the <name> backend has no
+<meaning>`` says why a backend cannot do one it does not declare (`BackendSpec.why_not`)."""
 DEFAULT_BACKEND = "hf"
 """The backend ``backend="auto"`` picks for a reference no registered backend claims."""
 

@@ -20,7 +20,7 @@ file and what to fix. The older layouts (TracePlus ``"format": "tracecal.TracePl
 Every calibrator declares what it reads (``reads``, one of `READS`): ``"traces"`` (the decoding traces: TRACE+ and
 its variants) or ``"score"`` (one confidence score per answer: Platt, isotonic, temperature). `Calibrator.confidence`
 is the one way a fitted calibrator is applied — by ``tracecal score``, ``tracecal score-answers``, the gateway, the
-estimators that wrap a calibrator and the Python API — and `Calibrator.input_of` gives what ``fit`` reads, so a
+estimators that wrap a calibrator and the Python API — and `Calibrator.fit_answers` fits on what it reads, so a
 class registered with `tracecal.calibrators.register_calibrator` is usable everywhere without touching any of them.
 
 Hyper-parameters are declared once per class in ``_parameter_constraints`` (`tracecal._validation`'s
@@ -59,7 +59,7 @@ from tracecal.calibrators.values import (
 from tracecal.errors import ValidationError
 from tracecal.signals.operators import trace_confidence
 from tracecal.traces.io import Inputs, atomic_write
-from tracecal.traces.provenance import provenance, read_provenance
+from tracecal.traces.provenance import provenance, read_provenance, traces_provenance
 from tracecal.traces.trace import Trace, TraceBatch
 from tracecal.version import __version__
 
@@ -264,6 +264,18 @@ class Calibrator(BaseEstimator):
             want = "(n,)" if traces is None else f"({len(traces)},)"
             raise ValidationError(f"score must hold one number per answer, shape {want}, got shape {s.shape}")
         return s
+
+    def fit_answers(self, traces: Sequence[Trace] | TraceBatch | None, y: Any, score: Any = None) -> Calibrator:
+        """Fit on labelled answers (``y`` ∈ {0, 1}): ``fit(input_of(traces, score), y)``, recording whose answers they
+        are (``provenance``: model and dtype) when given as `Trace` objects. Returns ``self``."""
+        self.fit(self.input_of(traces, score), y)
+        if isinstance(traces, list | tuple) and traces:
+            self.provenance = traces_provenance(traces, None)
+        return self
+
+    def fit(self, X: Any, y: Any) -> Calibrator:
+        """Fit on what the calibrator reads (`reads`) and labels ``y``; subclasses implement it."""
+        raise NotImplementedError
 
     def confidence(self, traces: Sequence[Trace] | TraceBatch | None = None, score: Any = None) -> np.ndarray:
         """P(correct) ∈ [0, 1] per answer from this fitted calibrator, what it reads taken by `input_of`: NaN for a
