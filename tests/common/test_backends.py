@@ -14,23 +14,9 @@ import numpy as np
 import pytest
 
 from tests.common.toys import ToyBackend
+from tracecal.backends import registry as caps
 from tracecal.backends.base import Backend, BackendUnsupportedError, LocalBackend
-from tracecal.backends.registry import (
-    BATCHING,
-    BEAMS,
-    CAPABILITIES,
-    DTYPE,
-    EXACT_ENTROPY,
-    GRADIENTS,
-    HIDDEN_STATES,
-    IN_PROCESS,
-    NEXT_TOKEN_LOGPROBS,
-    REGISTRY,
-    TEACHER_FORCED,
-    backend_of,
-    get_backend,
-    register_backend,
-)
+from tracecal.backends.registry import CAPABILITIES, REGISTRY, backend_of, get_backend, register_backend
 from tracecal.evaluation.config import ConfigError, EvalConfig
 
 LOAD_OPTIONS = {"batch_size", "dtype", "n_threads"}
@@ -89,20 +75,20 @@ def _dtype(m: Any) -> None:
 
 
 HONOURED: dict[str, Callable[[Any], None]] = {
-    BEAMS: _beams,
-    EXACT_ENTROPY: _exact,
-    GRADIENTS: _gradients,
-    HIDDEN_STATES: _hidden,
-    BATCHING: _batching,
-    TEACHER_FORCED: _forced,
-    NEXT_TOKEN_LOGPROBS: _next_token,
-    IN_PROCESS: _in_process,
-    DTYPE: _dtype,
+    caps.BEAMS: _beams,
+    caps.EXACT_ENTROPY: _exact,
+    caps.GRADIENTS: _gradients,
+    caps.HIDDEN_STATES: _hidden,
+    caps.BATCHING: _batching,
+    caps.TEACHER_FORCED: _forced,
+    caps.NEXT_TOKEN_LOGPROBS: _next_token,
+    caps.IN_PROCESS: _in_process,
+    caps.DTYPE: _dtype,
 }
 """How each capability is seen to hold on a loaded model (every capability has one)."""
 REFUSED: dict[str, Callable[[Any], Any]] = {
-    BEAMS: lambda m: m.beam_scores(PROMPTS[:1], num_beams=2, max_new_tokens=2),
-    NEXT_TOKEN_LOGPROBS: lambda m: m.next_token_logprobs([[1, 2]], [1]),
+    caps.BEAMS: lambda m: m.beam_scores(PROMPTS[:1], num_beams=2, max_new_tokens=2),
+    caps.NEXT_TOKEN_LOGPROBS: lambda m: m.next_token_logprobs([[1, 2]], [1]),
 }
 """How a backend that does not claim a capability refuses it (where a method stands for it)."""
 
@@ -117,7 +103,7 @@ def test_a_backend_declares_a_loader_and_known_capabilities(name: str) -> None:
     assert spec.name == name and callable(spec.loader) and spec.label
     assert spec.capabilities <= set(CAPABILITIES) and not (set(spec.lacks) & spec.capabilities)
     assert spec.options <= LOAD_OPTIONS and "batch_size" in spec.options
-    assert spec.can(IN_PROCESS) or spec.claims is not None, "a server must be reachable through backend='auto'"
+    assert spec.can(caps.IN_PROCESS) or spec.claims is not None, "a server must be reachable through backend='auto'"
     for cap in set(CAPABILITIES) - spec.capabilities:
         assert spec.why_not(cap)
 
@@ -149,7 +135,7 @@ def test_a_claimed_capability_is_honoured_and_another_refused(name: str, capabil
     model = loaded[name]
     assert isinstance(model, Backend) and backend_of(model) == name
     if spec.can(capability):
-        if name == "http" and capability in (BATCHING, TEACHER_FORCED):
+        if name == "http" and capability in (caps.BATCHING, caps.TEACHER_FORCED):
             pytest.skip("needs a server")
         HONOURED[capability](model)
     elif capability in REFUSED:
@@ -166,7 +152,7 @@ def toy() -> Iterator[list[ToyBackend]]:
         made.append(ToyBackend(str(ref), batch_size))
         return made[-1]
 
-    register_backend("toy", load, {BATCHING, IN_PROCESS}, "a toy backend", options={"batch_size"})
+    register_backend("toy", load, {caps.BATCHING, caps.IN_PROCESS}, "a toy backend", options={"batch_size"})
     yield made
     del REGISTRY["toy"]
 
