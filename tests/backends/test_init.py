@@ -52,10 +52,10 @@ def test_load_model_http_backend() -> None:
 
 def test_load_model_refuses_an_unknown_backend_and_a_dtype_for_a_server() -> None:
     import tracecal
-    from tracecal.backends import BACKENDS, load_model
+    from tracecal.backends import backend_choices, load_model
     from tracecal.errors import ValidationError
 
-    assert tracecal.load_model is load_model and BACKENDS == ("auto", "hf", "http", "llamacpp")
+    assert tracecal.load_model is load_model and backend_choices() == ("auto", "hf", "http", "llamacpp")
     with pytest.raises(ValidationError, match="unknown backend 'onnx'; choose auto, hf, http or llamacpp"):
         load_model("x", backend="onnx")
     with pytest.raises(ValidationError, match="device='cuda' does not apply to an HTTP backend"):

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import tracecal.calibrators.base as calfile
+import tracecal.calibrators.values as calvalues
 from tracecal.calibrators.base import Calibrator, CalibratorFileError, check_number, read_calibrator_json
 from tracecal.calibrators.scalar import PlattCalibrator, ScalarCalibrator
 
@@ -29,7 +29,7 @@ def test_check_number_messages() -> None:
 def test_oversized_file_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     p = tmp_path / "big.json"
     p.write_text(json.dumps({"format": "x", "pad": "y" * 4096}))
-    monkeypatch.setattr(calfile, "MAX_FILE_BYTES", 1024)
+    monkeypatch.setattr(calvalues, "MAX_FILE_BYTES", 1024)
     with pytest.raises(
         CalibratorFileError, match=r"calibrator file .*big.json: 4,\d{3} bytes, larger than the 1,024 bytes"
     ):

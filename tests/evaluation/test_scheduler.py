@@ -93,11 +93,16 @@ def test_the_backend_decides_the_model_options_and_the_passes_it_cannot_compute(
     lc = EvalConfig(["triviaqa"], estimators=every, backend="llamacpp", batch_size=3)
     monkeypatch.setattr(torch, "get_num_threads", lambda: 3)
     assert model_options(lc) == {"backend": "llamacpp", "batch_size": 3, "n_threads": 3}  # no dtype: the GGUF's
-    assert unsupported_passes(lc) == {"beam": PASSES["beam"].unsupported["llamacpp"]}  # P(True), TokenSAR run
+    assert unsupported_passes(lc) == {
+        "beam": "llama.cpp has no beam search (llama-cpp-python decodes one sequence): use --backend hf"
+    }  # P(True), TokenSAR run
     sched = Scheduler(RunStore(tmp_path / "run"), lc, Resources(lc), lambda *_: None)
     assert [p.name for p in sched.passes] == ["traces", "extra", "semantic"] and set(sched.skipped) == {"beam"}
     url = EvalConfig(["triviaqa"], estimators=every, model="http://127.0.0.1:9/v1")
-    assert set(unsupported_passes(url)) == {"beam", "extra"}  # a server: neither beams nor given tokens' log-probs
+    assert unsupported_passes(url) == {  # a server: neither beams nor given tokens' log-probs
+        "beam": "an OpenAI-compatible server returns no beam scores: use --backend hf",
+        "extra": "a server returns no next-token log-probs of given tokens (use --backend hf or llamacpp)",
+    }
 
 
 def test_resources_load_the_backend_the_settings_name() -> None:

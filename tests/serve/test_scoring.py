@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from tracecal.errors import TracecalError
 from tracecal.serve.scoring import first_risky, prefix_risks, truncate
 from tracecal.signals.operators import trace_risk
 from tracecal.traces.trace import Trace, TraceBatch
@@ -56,5 +57,5 @@ def test_the_confidence_object_and_the_abstain_policy() -> None:
     assert scored["trace_confidence"] == [pytest.approx(c), None] and scored["trace_plus"] is None
     with pytest.raises(ValueError, match="needs a calibrator"):
         Scorer(abstain_on="probability")
-    with pytest.raises(ValueError, match="calibrator must be a TracePlus or a scalar calibrator"):
+    with pytest.raises(TracecalError, match="calibrator must be a fitted tracecal calibrator"):
         Scorer(calibrator=object())

@@ -13,7 +13,7 @@ import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
@@ -110,6 +110,8 @@ class HFModel(HFForwardPasses):
         system_prompt: optional system message for chat prompts.
         batch_size: prompts per generation batch.
     """
+
+    backend_name: ClassVar[str] = "hf"  # its registered backend (`tracecal.backends.registry`)
 
     def __init__(
         self,

@@ -30,7 +30,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
-from typing import Any, NoReturn
+from typing import Any, ClassVar, NoReturn
 
 import numpy as np
 
@@ -105,6 +105,8 @@ class HTTPModel:
         sleep, clock, rng: injectable `time.sleep`, `time.time` and `random.Random` (tests).
         api_key: refused - API keys come from the environment only (module docstring).
     """
+
+    backend_name: ClassVar[str] = "http"  # its registered backend (`tracecal.backends.registry`)
 
     def __init__(
         self,

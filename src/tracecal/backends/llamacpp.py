@@ -25,7 +25,7 @@ import importlib.metadata
 import os
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -111,6 +111,8 @@ class LlamaCppModel(TokenizerBackend):
         reuse_prefix: keep the KV cache of the prefix shared with the previous sequence (as llama.cpp's
             server does; changes no number unless the model was loaded with ``extra_buffers``).
     """
+
+    backend_name: ClassVar[str] = "llamacpp"  # its registered backend (`tracecal.backends.registry`)
 
     # The same constructor keywords as HFModel's, on purpose (`load_model` passes one set to either backend);
     # what they set is shared in `TokenizerBackend.__init__`, only the signatures repeat (`duplicates` lists them).

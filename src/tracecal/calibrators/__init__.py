@@ -1,10 +1,14 @@
 """Calibrators: map a confidence (or a decoding trace) to P(correct), fitted on labelled answers (METHOD §3, §5).
 
-The registry of every calibrator class, and the two ways in:
+The registry of every calibrator class, and the ways in:
 
 * `make_calibrator` (name → a new scalar calibrator: ``"platt"``, ``"isotonic"``, ``"temperature"``);
 * `load_calibrator` (a file written by ``cal.save(path)`` → the fitted calibrator, whatever its class), which
-  dispatches on the class name through the fixed registry `CALIBRATOR_CLASSES` (never an import by name).
+  dispatches on the class name through the registry `CALIBRATOR_CLASSES` (never an import by name);
+* ``cal.confidence(traces)`` (`Calibrator.confidence`): P(correct) per answer from a fitted calibrator of any class,
+  what it reads (``cal.reads``: the traces, or one score per answer, c_TRACE by default) taken from the traces;
+* `register_calibrator` (a new `Calibrator` subclass → the registry): its files then load, and ``tracecal score``,
+  ``tracecal score-answers``, the gateway and the Python API apply it, none of them touched.
 
 Modules: `tracecal.calibrators.base` (the sklearn base class `Calibrator`, the one JSON envelope, parameter
 constraints), `tracecal.calibrators.scalar` (Platt, isotonic, temperature), `tracecal.calibrators.features_base`
@@ -18,7 +22,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from tracecal.calibrators.base import Calibrator, CalibratorFileError
+from tracecal.calibrators.base import READS, Calibrator, CalibratorFileError
 from tracecal.calibrators.scalar import (
     CALIBRATORS,
     SCALAR_CLASSES,
@@ -30,6 +34,7 @@ from tracecal.calibrators.scalar import (
 from tracecal.calibrators.traceplus import TracePlus
 from tracecal.calibrators.traceplus_cv import TracePlusCV
 from tracecal.calibrators.traceplus_prior import TracePlusPrior
+from tracecal.errors import ValidationError
 
 __all__ = [
     "CALIBRATORS",
@@ -37,6 +42,7 @@ __all__ = [
     "Calibrator",
     "CalibratorFileError",
     "IsotonicCalibrator",
+    "READS",
     "PlattCalibrator",
     "ScalarCalibrator",
     "TemperatureCalibrator",
@@ -45,6 +51,7 @@ __all__ = [
     "TracePlusPrior",
     "load_calibrator",
     "make_calibrator",
+    "register_calibrator",
 ]
 
 CALIBRATOR_CLASSES: dict[str, type[Calibrator]] = {
@@ -53,7 +60,25 @@ CALIBRATOR_CLASSES: dict[str, type[Calibrator]] = {
     "TracePlusPrior": TracePlusPrior,
     "TracePlusCV": TracePlusCV,
 }
-"""Every calibrator class a file may hold, by class name: the fixed registry `load_calibrator` dispatches on."""
+"""Every calibrator class a file may hold, by class name: the registry `load_calibrator` dispatches on
+(`register_calibrator` adds to it)."""
+
+
+def register_calibrator(cls: type[Calibrator]) -> type[Calibrator]:
+    """Add a calibrator class to `CALIBRATOR_CLASSES` under its class name (usable as a class decorator); returns it.
+
+    The class must be a `Calibrator` subclass that declares what it reads (``reads`` in `READS`) and whose name no
+    registered class has; else `ValidationError` saying which. Its fitted files then load with `load_calibrator` and
+    apply everywhere a calibrator is applied (`Calibrator.confidence`).
+    """
+    if not (isinstance(cls, type) and issubclass(cls, Calibrator)):
+        raise ValidationError(f"a calibrator class must subclass tracecal.calibrators.Calibrator, got {cls!r}")
+    if cls.reads not in READS:
+        raise ValidationError(f"{cls.__name__}.reads must declare what it reads, one of {READS}; got {cls.reads!r}")
+    if cls.__name__ in CALIBRATOR_CLASSES and CALIBRATOR_CLASSES[cls.__name__] is not cls:
+        raise ValidationError(f"a calibrator class named {cls.__name__!r} is already registered: rename the class")
+    CALIBRATOR_CLASSES[cls.__name__] = cls
+    return cls
 
 
 def make_calibrator(name: str, **kw: Any) -> ScalarCalibrator:
@@ -67,18 +92,19 @@ def make_calibrator(name: str, **kw: Any) -> ScalarCalibrator:
     >>> make_calibrator("beta")
     Traceback (most recent call last):
         ...
-    ValueError: unknown calibrator 'beta'; valid names: 'platt', 'isotonic', 'temperature'
+    tracecal.errors.ValidationError: unknown calibrator 'beta'; valid names: 'platt', 'isotonic', 'temperature'
     """
     try:
         cls = CALIBRATORS[name]
     except (KeyError, TypeError):
         valid = ", ".join(repr(k) for k in CALIBRATORS)
-        raise ValueError(f"unknown calibrator {name!r}; valid names: {valid}") from None
+        raise ValidationError(f"unknown calibrator {name!r}; valid names: {valid}") from None
     return cls(**kw)
 
 
 def load_calibrator(path: str | os.PathLike[str]) -> Calibrator:
-    """Read a calibrator file of any class in `CALIBRATOR_CLASSES` (TRACE+, Platt, isotonic, temperature).
+    """Read a calibrator file of any class in `CALIBRATOR_CLASSES` (TRACE+ and its variants, Platt, isotonic,
+    temperature, and any class added by `register_calibrator`); apply it with ``cal.confidence(traces)``.
 
     Raises `CalibratorFileError` naming the file and what to fix; ``FileNotFoundError`` for a missing file.
 
@@ -90,5 +116,8 @@ def load_calibrator(path: str | os.PathLike[str]) -> Calibrator:
     ...     back = load_calibrator(cal.save(Path(tmp) / "platt.json"))
     >>> type(back).__name__, bool(back.predict_proba([0.5])[0] == cal.predict_proba([0.5])[0])
     ('PlattCalibrator', True)
+    >>> from tracecal.traces.trace import TraceBatch
+    >>> back.reads, back.confidence(TraceBatch.from_lists([[0.1, 0.2], []], [[0.5, 0.4], []])).round(3).tolist()
+    ('score', [0.747, nan])
     """
     return Calibrator.load(path, registry=CALIBRATOR_CLASSES)

@@ -17,6 +17,12 @@ bounded file size and nesting — and anything else raises `CalibratorFileError`
 file and what to fix. The older layouts (TracePlus ``"format": "tracecal.TracePlus"`` version 1; scalar
 ``{"kind", "format_version": 1}``) still load.
 
+Every calibrator declares what it reads (``reads``, one of `READS`): ``"traces"`` (the decoding traces: TRACE+ and
+its variants) or ``"score"`` (one confidence score per answer: Platt, isotonic, temperature). `Calibrator.confidence`
+is the one way a fitted calibrator is applied — by ``tracecal score``, ``tracecal score-answers``, the gateway, the
+estimators that wrap a calibrator and the Python API — and `Calibrator.fit_answers` fits on what it reads, so a
+class registered with `tracecal.calibrators.register_calibrator` is usable everywhere without touching any of them.
+
 Hyper-parameters are declared once per class in ``_parameter_constraints`` (`tracecal._validation`'s
 `Interval` / `Options`, plus `Flag` and `ListOf` for booleans and lists) and checked by one call,
 `check_constraints`, in ``fit`` and on load; a bad value raises `tracecal.errors.ValidationError` (a
@@ -29,7 +35,7 @@ import json
 import math
 import numbers
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
@@ -38,19 +44,23 @@ import numpy as np
 from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted
 
-from tracecal._inputs import read_json
 from tracecal._validation import Constraint, Interval, Options, check_param
 from tracecal.calibrators.values import (
     MAX_ABS_STATE,
+    MAX_DEPTH,
+    MAX_FILE_BYTES,
     Z_CLIP,
     CalibratorFileError,
     check_number,
     json_array,
     json_float,
+    read_calibrator_json,
 )
 from tracecal.errors import ValidationError
+from tracecal.signals.operators import trace_confidence
 from tracecal.traces.io import Inputs, atomic_write
-from tracecal.traces.provenance import provenance, read_provenance
+from tracecal.traces.provenance import provenance, read_provenance, traces_provenance
+from tracecal.traces.trace import Trace, TraceBatch
 from tracecal.version import __version__
 
 __all__ = [
@@ -72,14 +82,15 @@ __all__ = [
     "MAX_DEPTH",
     "Z_CLIP",
     "MAX_FILE_BYTES",
+    "READS",
 ]
 
 FORMAT = "tracecal.calibrator"
 FORMAT_VERSION = 2
 """Version of the envelope layout (1 was the per-class layouts that `upgrade_legacy` still reads)."""
-MAX_FILE_BYTES = 256 << 20
-MAX_DEPTH = 8
-"""Deepest JSON nesting a calibrator file may have (the envelope needs 4: envelope → state → list)."""
+READS = ("traces", "score")
+"""What a calibrator reads (`Calibrator.reads`): ``"traces"`` — the answers' decoding traces (a `TraceBatch` or a list
+of `Trace`); ``"score"`` — one finite confidence score per answer (c_TRACE unless the caller gives another)."""
 _LEGACY_KINDS = {"platt": "PlattCalibrator", "isotonic": "IsotonicCalibrator", "temperature": "TemperatureCalibrator"}
 _REFIT = "refit the calibrator and save it again (the file was edited or corrupted)"
 
@@ -91,27 +102,13 @@ def versions() -> dict[str, str]:
     return {"tracecal": __version__, "numpy": np.__version__, "sklearn": sklearn.__version__}
 
 
-def _too_deep(obj: Any, limit: int) -> bool:
-    stack = [(obj, 1)]
-    while stack:
-        x, depth = stack.pop()
-        children = x.values() if isinstance(x, dict) else x
-        if depth > limit:
-            return True
-        stack.extend((c, depth + 1) for c in children if isinstance(c, dict | list))
-    return False
+def _is_traces(x: Any) -> bool:
+    return isinstance(x, TraceBatch) or (isinstance(x, list | tuple) and all(isinstance(t, Trace) for t in x))
 
 
-def read_calibrator_json(path: str | os.PathLike[str], role: str = "calibrator file") -> Any:
-    """Parse a calibrator file: `CalibratorFileError` (naming ``role`` and the path: `tracecal._inputs`) for a
-    folder, FIFO or device, an unreadable, oversized, non-JSON or too deeply nested file (a missing file: a
-    ``FileNotFoundError``). Only plain JSON is read: never pickle."""
-    path = Path(path)
-    # the one checked opener: a folder, FIFO or device refused before opening, at most MAX_FILE_BYTES read
-    d = read_json(path, role, CalibratorFileError, MAX_FILE_BYTES)
-    if isinstance(d, dict | list) and _too_deep(d, MAX_DEPTH):
-        raise CalibratorFileError(f"{path}: not a calibrator file: nested too deeply (more than {MAX_DEPTH} levels)")
-    return d
+def _lengths(x: Sequence[Trace] | TraceBatch) -> np.ndarray:
+    """Tokens per answer (no value check: the calibrator's own ``predict_proba`` checks the values)."""
+    return x.lengths if isinstance(x, TraceBatch) else np.array([t.length for t in x], dtype=np.int64)
 
 
 def _jsonable(params: Mapping[str, Any]) -> dict[str, Any]:
@@ -232,15 +229,73 @@ def check_constraints(params: Mapping[str, Any], constraints: Mapping[str, Param
 class Calibrator(BaseEstimator):
     """Base of every tracecal calibrator: the sklearn conventions and the one JSON artefact format.
 
-    Subclasses implement ``fit`` / ``predict_proba`` and the persistence hooks ``_get_state`` (plain JSON
+    Subclasses declare ``reads`` (`READS`: what ``fit`` and ``predict_proba`` take, traces or one score per
+    answer), implement ``fit`` / ``predict_proba`` and the persistence hooks ``_get_state`` (plain JSON
     of the learned state) and ``_set_state`` (the inverse, checking every value and raising
     `CalibratorFileError`); ``_parameter_constraints`` declares each hyper-parameter's constraint (checked by
     ``_check_params``: ``ValueError`` naming the parameter) and ``_params_from_json`` undoes JSON's type
     changes (a tuple comes back as a list).
     """
 
+    reads: ClassVar[str] = ""
     _parameter_constraints: ClassVar[dict[str, ParamConstraint]] = {}
     provenance: dict[str, str | None] | None = None  # the answers it was fitted on (`tracecal.traces.provenance`)
+
+    # ---- the one way in: what it reads, and P(correct) --------------------------------------------
+    def input_of(self, traces: Sequence[Trace] | TraceBatch | None = None, score: Any = None) -> Any:
+        """What ``fit`` / ``predict_proba`` read for these answers: the traces as given (``reads == "traces"``), or
+        one score per answer as a float array (``"score"``): ``score`` when given, else c_TRACE = exp(−R) of the
+        traces (METHOD §2; NaN for a zero-token answer). `ValidationError` when what it reads is missing or the
+        score has not one value per answer."""
+        if self.reads not in READS:
+            raise ValidationError(f"{type(self).__name__}.reads must be one of {READS}, got {self.reads!r}")
+        if traces is not None and not _is_traces(traces):
+            raise ValidationError(f"traces must be a TraceBatch or a list of Trace, got {type(traces).__name__}")
+        if self.reads == "traces":
+            if traces is None:
+                raise ValidationError(f"{type(self).__name__} reads the answers' traces: pass traces")
+            return traces
+        if score is None:
+            if traces is None:
+                raise ValidationError(f"{type(self).__name__} reads one score per answer: pass score (or traces)")
+            return trace_confidence(traces)
+        s = np.asarray(score, dtype=np.float64)
+        if s.ndim != 1 or (traces is not None and len(s) != len(traces)):
+            want = "(n,)" if traces is None else f"({len(traces)},)"
+            raise ValidationError(f"score must hold one number per answer, shape {want}, got shape {s.shape}")
+        return s
+
+    def fit_answers(self, traces: Sequence[Trace] | TraceBatch | None, y: Any, score: Any = None) -> Calibrator:
+        """Fit on labelled answers (``y`` ∈ {0, 1}): ``fit(input_of(traces, score), y)``, recording whose answers they
+        are (``provenance``: model and dtype) when given as `Trace` objects. Returns ``self``."""
+        self.fit(self.input_of(traces, score), y)
+        if isinstance(traces, list | tuple) and traces:
+            self.provenance = traces_provenance(traces, None)
+        return self
+
+    def fit(self, X: Any, y: Any) -> Calibrator:
+        """Fit on what the calibrator reads (`reads`) and labels ``y``; subclasses implement it."""
+        raise NotImplementedError
+
+    def confidence(self, traces: Sequence[Trace] | TraceBatch | None = None, score: Any = None) -> np.ndarray:
+        """P(correct) ∈ [0, 1] per answer from this fitted calibrator, what it reads taken by `input_of`: NaN for a
+        zero-token answer (and, for a score reader, a non-finite score). The one entry ``tracecal score``,
+        ``score-answers``, the gateway, the estimators and the Python API apply a calibrator through."""
+        x = self.input_of(traces, score)
+        if self.reads == "traces":
+            p = np.asarray(self.predict_proba(x), dtype=np.float64)
+            if p.shape != (len(x),):
+                raise ValidationError(f"{type(self).__name__}.predict_proba gave shape {p.shape} for {len(x)} answers")
+            return np.where(_lengths(x) == 0, np.nan, p)
+        p = np.full(len(x), np.nan)
+        ok = np.isfinite(x)
+        if ok.any():
+            p[ok] = self.predict_proba(x[ok])
+        return p
+
+    def predict_proba(self, X: Any) -> np.ndarray:
+        """P(correct) per answer of what the calibrator reads (`reads`); subclasses implement it."""
+        raise NotImplementedError
 
     def _check_params(self) -> None:
         """Raise ``ValueError`` saying which hyper-parameter is invalid (called by ``fit`` and on load)."""

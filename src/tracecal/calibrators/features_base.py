@@ -40,6 +40,7 @@ from tracecal.calibrators.base import (
     json_array,
     json_float,
 )
+from tracecal.errors import ValidationError
 from tracecal.signals.features import feature_names, trace_plus_features
 from tracecal.signals.operators import KERNELS
 from tracecal.stats.metrics import SingleClassWarning
@@ -93,12 +94,12 @@ def is_traces(X: Any) -> TypeGuard[Traces]:
 def fit_labels(y: Any, n: int, who: str) -> np.ndarray:
     """``y`` checked as n labels in {0, 1} (int64); ValueError naming ``who`` (the calibrator class) otherwise."""
     if y is None:
-        raise ValueError(f"{who} requires y to be passed, but the target y is None")
+        raise ValidationError(f"{who} requires y to be passed, but the target y is None")
     y = np.asarray(y)
     if y.shape != (n,):
-        raise ValueError(f"labels y must have shape ({n},) — one per answer — got {y.shape}")
+        raise ValidationError(f"labels y must have shape ({n},) — one per answer — got {y.shape}")
     if not np.all(np.isin(y, (0, 1))):
-        raise ValueError("labels y must be 0 (incorrect) or 1 (correct)")
+        raise ValidationError("labels y must be 0 (incorrect) or 1 (correct)")
     return y.astype(np.int64)
 
 
@@ -114,7 +115,7 @@ def finite_fit_rows(M: np.ndarray, y: np.ndarray, who: str, stacklevel: int = 3)
         )
         M, y = M[ok], y[ok]
     if len(y) == 0:
-        raise ValueError(f"{who}.fit: every answer has zero tokens (NaN features): nothing to fit on")
+        raise ValidationError(f"{who}.fit: every answer has zero tokens (NaN features): nothing to fit on")
     return M, y
 
 
@@ -138,6 +139,7 @@ class TraceFeatureCalibrator(Calibrator):
     ``scale_``, ``kept_``, ``n_train_``, ``base_rate_``, ``constant_`` (None until a subclass sets it).
     """
 
+    reads: ClassVar[str] = "traces"
     _MODEL_KEYS: ClassVar[tuple[str, ...]] = ()
     """The state keys of the model part (``_model_state``), between the standardisation and the tail."""
     _TUPLE_PARAMS: ClassVar[tuple[str, ...]] = ()
@@ -188,7 +190,7 @@ class TraceFeatureCalibrator(Calibrator):
             if reset:
                 self.n_features_in_ = M.shape[1]
             elif list(self.feature_names_) != self.trace_feature_names():
-                raise ValueError(self._mismatch_message())
+                raise ValidationError(self._mismatch_message())
             return M
         kw = {"ensure_min_samples": 1 if reset else 0}
         return validate_data(self, X, reset=reset, dtype=np.float64, ensure_all_finite="allow-nan", **kw)
@@ -204,7 +206,7 @@ class TraceFeatureCalibrator(Calibrator):
             self.provenance = traces_provenance(X, None)
         yy = fit_labels(y, len(M), who)
         if len(M) == 0:
-            raise ValueError(f"{who}.fit got no answers")
+            raise ValidationError(f"{who}.fit got no answers")
         M, yy = finite_fit_rows(M, yy, who, stacklevel=4)
         names = self.trace_feature_names()
         self.feature_names_ = names if M.shape[1] == len(names) else [f"x{i}" for i in range(M.shape[1])]

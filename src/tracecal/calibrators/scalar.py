@@ -54,6 +54,7 @@ from tracecal.calibrators.base import (
     json_float,
 )
 from tracecal.calibrators.logistic import PLATT_C, PLATT_MAX_ITER, platt_rows
+from tracecal.errors import ValidationError
 from tracecal.stats.metrics import SingleClassWarning, check_labels, check_scores
 
 __all__ = [
@@ -87,6 +88,7 @@ class ScalarCalibrator(Calibrator):
     and ``constant_`` (the base rate when y had a single class, else ``None``).
     """
 
+    reads: ClassVar[str] = "score"
     kind: ClassVar[str] = ""
     _STATE_KEYS: ClassVar[tuple[str, ...]] = ()
 
@@ -130,12 +132,12 @@ class ScalarCalibrator(Calibrator):
         """
         self._check_params()
         if y is None:
-            raise ValueError(f"{type(self).__name__} requires y to be passed, but the target y is None")
+            raise ValidationError(f"{type(self).__name__} requires y to be passed, but the target y is None")
         yy = check_labels(y)
         s = check_scores(scores, yy.size, name="scores")
         self._validate_scores(s)
         if s.size and np.abs(s).max() > MAX_ABS_SCORE:
-            raise ValueError(
+            raise ValidationError(
                 f"{type(self).__name__}.fit: scores must lie in [-{MAX_ABS_SCORE:g}, {MAX_ABS_SCORE:g}] (a saved "
                 f"calibrator holds them), got {float(s[np.argmax(np.abs(s))])!r}; rescale the scores"
             )
@@ -303,7 +305,7 @@ class TemperatureCalibrator(ScalarCalibrator):
     def _validate_scores(self, s: NDArray[np.float64]) -> None:
         out = (s < 0.0) | (s > 1.0)
         if out.any():
-            raise ValueError(
+            raise ValidationError(
                 f"TemperatureCalibrator expects scores in [0, 1]; {int(out.sum())} of {s.size} lie outside "
                 f"(min={s.min():.6g}, max={s.max():.6g}); use 'platt' or 'isotonic' for unbounded scores"
             )

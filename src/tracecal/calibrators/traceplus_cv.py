@@ -44,6 +44,7 @@ from tracecal._validation import Interval, Options
 from tracecal.calibrators.base import CalibratorFileError, Flag, ListOf, ParamConstraint, json_array, json_float
 from tracecal.calibrators.features_base import PARAMS, PENALTIES, TraceFeatureCalibrator, Traces, logit, penalty_json
 from tracecal.calibrators.logistic import DEFAULT_PENALTIES, batched_platt, log_loss, one_se_index, penalised_logistic
+from tracecal.errors import ValidationError
 from tracecal.signals.features import feature_names, trace_and_features
 from tracecal.signals.operators import as_batch
 from tracecal.signals.statistics import TRACE_STATISTICS, trace_statistic
@@ -135,7 +136,7 @@ class TracePlusCV(TraceFeatureCalibrator):
         super()._check_params()
         allowed = [*self.statistics, CONSENSUS] if self.consensus else list(self.statistics)
         if self.default_anchor not in allowed:
-            raise ValueError(f"default_anchor must be one of {allowed}, got {self.default_anchor!r}")
+            raise ValidationError(f"default_anchor must be one of {allowed}, got {self.default_anchor!r}")
 
     def trace_feature_names(self) -> list[str]:
         """Column names of `matrix`: the candidate statistics, then TRACE+'s 8 features."""

@@ -1,5 +1,6 @@
-"""The checks of the numbers in a calibrator file (`tracecal.calibrators.base`'s envelope): each a finite JSON
-number, within a documented range, refused with `CalibratorFileError` naming the field and the value.
+"""The checks of a calibrator file (`tracecal.calibrators.base`'s envelope): the file itself (`read_calibrator_json`:
+bounded size and nesting, plain JSON) and its numbers, each a finite JSON number within a documented range, refused
+with `CalibratorFileError` naming the field and the value.
 
 Bounds (our choice, documented once here): |x| ≤ `MAX_ABS_STATE` for every number of a saved state unless its
 reader states another range (`json_float` / `json_array`); where a calibrator standardises its input, z is clipped
@@ -15,13 +16,26 @@ tracecal.calibrators.values.CalibratorFileError: state.bias must lie in [-1e+06,
 from __future__ import annotations
 
 import math
+import os
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from tracecal._inputs import read_json
 from tracecal.errors import TracecalError
 
-__all__ = ["CalibratorFileError", "MAX_ABS_STATE", "Z_CLIP", "check_number", "json_array", "json_float"]
+__all__ = [
+    "CalibratorFileError",
+    "MAX_ABS_STATE",
+    "MAX_DEPTH",
+    "MAX_FILE_BYTES",
+    "Z_CLIP",
+    "check_number",
+    "json_array",
+    "json_float",
+    "read_calibrator_json",
+]
 
 MAX_ABS_STATE = 1e6
 """Our choice: the largest magnitude of a number in a calibrator's saved state (a weight, bias, mean, scale,
@@ -32,6 +46,10 @@ Z_CLIP = 1e150
 """Where a calibrator standardises its input, z = (x − mean) / scale, z is clipped to ±Z_CLIP before the weights
 apply: b + wᵀ·z stays a finite number for any finite input (|w| ≤ `MAX_ABS_STATE`), so an absurd input gives a
 probability of 0 or 1, never an overflow."""
+
+MAX_FILE_BYTES = 256 << 20
+MAX_DEPTH = 8
+"""Deepest JSON nesting a calibrator file may have (the envelope needs 4: envelope → state → list)."""
 
 
 class CalibratorFileError(TracecalError, ValueError):
@@ -94,3 +112,26 @@ def json_array(
     if n is not None and arr.size != n:
         raise CalibratorFileError(f"{what} must have {n} entries (one per feature), got {arr.size}")
     return arr
+
+
+def _too_deep(obj: Any, limit: int) -> bool:
+    stack = [(obj, 1)]
+    while stack:
+        x, depth = stack.pop()
+        children = x.values() if isinstance(x, dict) else x
+        if depth > limit:
+            return True
+        stack.extend((c, depth + 1) for c in children if isinstance(c, dict | list))
+    return False
+
+
+def read_calibrator_json(path: str | os.PathLike[str], role: str = "calibrator file") -> Any:
+    """Parse a calibrator file: `CalibratorFileError` (naming ``role`` and the path: `tracecal._inputs`) for a
+    folder, FIFO or device, an unreadable, oversized, non-JSON or too deeply nested file (a missing file: a
+    ``FileNotFoundError``). Only plain JSON is read: never pickle."""
+    path = Path(path)
+    # the one checked opener: a folder, FIFO or device refused before opening, at most MAX_FILE_BYTES read
+    d = read_json(path, role, CalibratorFileError, MAX_FILE_BYTES)
+    if isinstance(d, dict | list) and _too_deep(d, MAX_DEPTH):
+        raise CalibratorFileError(f"{path}: not a calibrator file: nested too deeply (more than {MAX_DEPTH} levels)")
+    return d

@@ -16,6 +16,7 @@ import typer
 from rich.progress import Progress
 
 from tracecal._validation import Interval, check_params
+from tracecal.backends.registry import IN_PROCESS, backend_names, get_backend
 from tracecal.cli.common import (
     DataDirOpt,
     ModelOpt,
@@ -86,8 +87,8 @@ EmbedderDtypeOpt = Annotated[
 BackendOpt = Annotated[
     str,
     typer.Option(
-        help="auto (HF; a .gguf dequantised into an HF checkpoint; a URL: its server) | hf | llamacpp (a .gguf or "
-        "named model in llama.cpp, in-process; no beam pass)"
+        help="auto (HF; a .gguf dequantised into an HF checkpoint; a URL: its server) | "
+        + " | ".join(f"{n} ({get_backend(n).help})" if get_backend(n).help else n for n in backend_names(IN_PROCESS))
     ),
 ]
 ScoreOnlyOpt = Annotated[

@@ -40,7 +40,6 @@ from tracecal.errors import ValidationError
 __all__ = ["secl_command", "print_result", "parse_overrides"]
 
 _TRUE, _FALSE = ("true", "1", "yes"), ("false", "0", "no")
-BACKENDS = ("auto", "hf", "llamacpp")  # as `tracecal evaluate --backend`; llamacpp is refused (`check_backend`)
 
 
 def _typed(key: str, raw: str, default: Any) -> Any:
@@ -197,14 +196,19 @@ def _progress(stage: str, done: int, total: int) -> None:
 
 
 def check_backend(backend: str) -> None:
-    """Refuse a ``--backend`` SECL cannot train on (before the stream is read or a model loaded): llama.cpp has no
-    gradients (`tracecal.secl.adapter.hf_only_error` says how to get the HF checkpoint of the same model)."""
-    if backend not in BACKENDS:
-        raise ValidationError(f"--backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
-    if backend == "llamacpp":
+    """Refuse a ``--backend`` SECL cannot train on (before the stream is read or a model loaded): one of ``auto`` and
+    the in-process backends (as `tracecal evaluate --backend`), and of those one that declares gradients and hidden
+    states (`tracecal.backends.registry`); llama.cpp has none (`tracecal.secl.adapter.hf_only_error` says how to get
+    the HF checkpoint of the same model)."""
+    from tracecal.backends.registry import GRADIENTS, HIDDEN_STATES, IN_PROCESS, backend_choices, get_backend
+
+    choices = backend_choices(IN_PROCESS)
+    if backend not in choices:
+        raise ValidationError(f"--backend must be one of {', '.join(choices)}, got {backend!r}")
+    if backend != "auto" and not get_backend(backend).can(GRADIENTS, HIDDEN_STATES):
         from tracecal.secl.adapter import hf_only_error
 
-        raise hf_only_error("llama.cpp (the GGUF run by llama-cpp-python)")
+        raise hf_only_error(get_backend(backend).label)
 
 
 def check_outputs(

@@ -25,6 +25,7 @@ from typing import Annotated, Any
 import typer
 
 from tracecal._validation import Interval
+from tracecal.backends.registry import DTYPE, IN_PROCESS, backend_names, get_backend
 from tracecal.cli.common import FOREIGN, check_option, user_errors
 from tracecal.cli.common import check_provenance as common_check_provenance
 from tracecal.errors import ValidationError
@@ -73,7 +74,7 @@ def serve_command(
     host: Annotated[str, typer.Option(help="bind address")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="port")] = 8000,
     no_model: Annotated[bool, typer.Option("--no-model", help="serve /score only")] = False,
-    backend: Annotated[str, typer.Option(help="in-process backend: hf | llamacpp")] = "hf",
+    backend: Annotated[str, typer.Option(help=f"in-process backend: {' | '.join(backend_names(IN_PROCESS))}")] = "hf",
     upstream: Annotated[
         str | None, typer.Option(help="proxy an OpenAI-compatible server, e.g. http://h:8080/v1")
     ] = None,
@@ -135,11 +136,12 @@ def _check_backend_options(o: dict[str, Any]) -> None:
         raise ValidationError("--upstream proxies a server: leave out --model and --no-model")
     if o["tokenizer"] is not None and not o["upstream"]:
         raise ValidationError("--tokenizer goes with --upstream (in process, the model's own tokenizer is used)")
-    if o["backend"] not in ("hf", "llamacpp"):
-        raise ValidationError(f"--backend must be hf or llamacpp, got {o['backend']!r}")
+    names = backend_names(IN_PROCESS)
+    if o["backend"] not in names:
+        raise ValidationError(f"--backend must be {', '.join(names[:-1])} or {names[-1]}, got {o['backend']!r}")
     if o["dtype"] not in DTYPES:
         raise ValidationError(f"--dtype must be auto, float32, bfloat16 or float16, got {o['dtype']!r}")
-    if o["dtype"] != "auto" and (o["upstream"] or o["backend"] != "hf"):
+    if o["dtype"] != "auto" and (o["upstream"] or not get_backend(o["backend"]).can(DTYPE)):
         raise ValidationError("--dtype applies to the in-process HF backend only")
 
 
@@ -170,7 +172,7 @@ def _served(o: dict[str, Any]) -> tuple[str | None, str | None] | None:
     from tracecal.backends.defaults import DEFAULT_MODEL
     from tracecal.evaluation.config import resolve_dtype
 
-    return o["model"] or DEFAULT_MODEL, resolve_dtype(o["dtype"]) if o["backend"] == "hf" else None
+    return o["model"] or DEFAULT_MODEL, resolve_dtype(o["dtype"]) if get_backend(o["backend"]).can(DTYPE) else None
 
 
 def check_provenance(

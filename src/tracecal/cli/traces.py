@@ -233,16 +233,18 @@ def _write_csv(path: Path, rows: list[dict[str, Any]], inputs: Iterable[tuple[st
 @user_errors
 def score(
     traces_path: Annotated[Path, typer.Argument(help="traces Parquet file (or folder of shards; docs/formats.md)")],
-    calibrator: Annotated[Path | None, typer.Option("--calibrator", "-c", help="TRACE+ calibrator JSON")] = None,
+    calibrator: Annotated[
+        Path | None, typer.Option("--calibrator", "-c", help="calibrator JSON (any kind: TRACE+, its variants, Platt…)")
+    ] = None,
     csv: Annotated[Path | None, typer.Option("--csv", help="write all rows as CSV here")] = None,
     show: Annotated[int, typer.Option(help="rows to print in the table")] = 20,
     allow_foreign_calibrator: Annotated[
         bool, typer.Option(FOREIGN, help="use a --calibrator made on another model's or dtype's answers (warns)")
     ] = False,
 ) -> None:
-    """Score traces: TRACE confidence and, with a calibrator, the TRACE+ probability (a calibrator made on another
-    model's or dtype's answers than the traces record is refused)."""
-    from tracecal.calibrators.traceplus import TracePlus
+    """Score traces: TRACE confidence and, with a calibrator of any kind, its calibrated probability (a calibrator made
+    on another model's or dtype's answers than the traces record is refused)."""
+    from tracecal.calibrators import load_calibrator
     from tracecal.signals.operators import trace_confidence
     from tracecal.traces.io import load_traces
     from tracecal.traces.provenance import traces_provenance
@@ -251,12 +253,12 @@ def score(
     if csv is not None:
         out_path(csv, "CSV", inputs, option="--csv")
     traces = load_traces(traces_path)
-    cal = TracePlus.load(calibrator) if calibrator else None
+    cal = load_calibrator(calibrator) if calibrator else None
     if calibrator is not None and cal is not None:
         made = traces_provenance(traces, None)
         check_provenance(calibrator, cal.provenance, (made["model"], made["dtype"]), allow_foreign_calibrator, "score")
     conf = trace_confidence(traces)
-    prob = cal.predict_proba(traces) if cal is not None else None
+    prob = cal.confidence(traces, score=conf) if cal is not None else None  # a score reader reads c_TRACE
     rows = _score_rows(traces, conf, prob)
     if csv is not None:
         _write_csv(csv, rows, inputs)

@@ -117,9 +117,11 @@ class Estimator:
 class FittedModelEstimator(Estimator):
     """An estimator that is a model fitted on the calibration split, its probability the confidence (TRACE+).
 
-    Subclasses set ``model_class``: built as ``model_class(**get_params())``, fitted with
-    ``fit(inputs.batch, y)``, scored with ``predict_proba(inputs.batch)``; the fitted model is ``model_``.
-    They are self-calibrated (not passed through the Platt calibrator).
+    Subclasses set ``model_class``, a calibrator class (`tracecal.calibrators.Calibrator`): built as
+    ``model_class(**get_params())``, fitted on what it reads of the traces (``fit(model.input_of(inputs.batch), y)``:
+    the traces, or c_TRACE for one that reads a score), scored with ``model.confidence(inputs.batch)`` (the one way a
+    calibrator is applied); the fitted model is ``model_``. They are self-calibrated (not passed through the Platt
+    calibrator).
     """
 
     self_calibrated = True
@@ -129,11 +131,12 @@ class FittedModelEstimator(Estimator):
     def fit(self, inputs: Inputs, y: np.ndarray) -> FittedModelEstimator:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)  # zero-token answers / single class: reported by harness
-            self.model_ = self.model_class(**self.get_params()).fit(inputs.batch, y)
+            model = self.model_class(**self.get_params())
+            self.model_ = model.fit(model.input_of(inputs.batch), y)
         return self
 
     def score(self, inputs: Inputs) -> np.ndarray:
-        return np.asarray(self.model_.predict_proba(inputs.batch))
+        return np.asarray(self.model_.confidence(inputs.batch))
 
 
 REGISTRY: dict[str, type[Estimator]] = {}

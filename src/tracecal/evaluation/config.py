@@ -19,6 +19,14 @@ from typing import Any
 import numpy as np
 
 from tracecal._validation import Interval, Options, check_params
+from tracecal.backends.registry import (
+    DEFAULT_BACKEND,
+    DTYPE,
+    IN_PROCESS,
+    RegisteredBackends,
+    get_backend,
+    resolve_backend,
+)
 from tracecal.errors import ValidationError
 from tracecal.estimators import REGISTRY, resolve_estimators
 from tracecal.evaluation.protocol import SCORE_CONSTRAINTS, ScoreConfig, constraints_of, setting
@@ -43,19 +51,20 @@ __all__ = [
 ]
 
 DTYPES = ("auto", "float32", "bfloat16", "float16")
-BACKENDS = ("auto", "hf", "llamacpp")
-"""The values of ``--backend``: ``auto`` is the Hugging Face backend (a ``.gguf`` file included: dequantised,
-as before this option existed), or the HTTP backend for an ``http(s)://`` URL; ``llamacpp`` runs a ``.gguf`` file
-(or a named model's) in-process in llama.cpp."""
+BACKENDS = RegisteredBackends(IN_PROCESS)
+"""The values of ``--backend``, read from the backend registry (`tracecal.backends.registry`): ``auto`` is the
+Hugging Face backend (a ``.gguf`` file included: dequantised, as before this option existed), or the backend that
+claims ``--model`` (the HTTP backend for an ``http(s)://`` URL); or a registered backend that runs its weights in this
+process (``hf``; ``llamacpp`` runs a ``.gguf`` file, or a named model's, in llama.cpp)."""
 EMBEDDER_DTYPES = ("auto", *_EMBEDDER_DTYPES)
 """The values of ``--embedder-dtype`` (the sentence embedder of TokenSAR / MARS): ``bfloat16`` runs its matrix
 products in bf16 (`tracecal.passes.semantic.Autocast`); ``auto`` is the run directory's own (`resolve_embedder_dtype`),
 and for a new run bfloat16 on a CPU with bf16 matrix units (`cpu_has_bf16`), else float32."""
-IDENTITY_DEFAULTS = {"backend": "hf", "embedder_dtype": "float32"}
-"""The value an identity key takes where an identity lacks it. Only a llama.cpp run writes ``backend`` into its
-identity, so every run directory made without the option (and every new HF or HTTP run) keeps the identity it had,
-and a llama.cpp run never resumes one of them, nor they it. Likewise only a bf16 embedder writes ``embedder_dtype``:
-a run made before the option (a float32 embedder) keeps its identity."""
+IDENTITY_DEFAULTS = {"backend": DEFAULT_BACKEND, "embedder_dtype": "float32"}
+"""The value an identity key takes where an identity lacks it. Only a backend declared ``in_identity`` (llama.cpp)
+writes ``backend`` into its identity, so every run directory made without the option (and every new HF or HTTP run)
+keeps the identity it had, and a llama.cpp run never resumes one of them, nor they it. Likewise only a bf16 embedder
+writes ``embedder_dtype``: a run made before the option (a float32 embedder) keeps its identity."""
 DEFAULT_MODEL_NAME = "smollm2-135m-instruct"
 SCORE_FIELDS = tuple(f.name for f in fields(ScoreConfig))
 _POSITIVE = Interval(int, 1, None)
@@ -112,7 +121,7 @@ class EvalConfig:
     limit: int | None = setting(None, (_POSITIVE, None))
     model: str | None = None
     dtype: str = setting("auto", Options(*DTYPES))
-    backend: str = setting("auto", Options(*BACKENDS))
+    backend: str = setting("auto", BACKENDS)
     embedder_dtype: str = setting("auto", Options(*EMBEDDER_DTYPES))
     batch_size: int = setting(16, _POSITIVE)
     max_new_tokens: int | None = setting(None, (_POSITIVE, None))
@@ -192,33 +201,31 @@ class EvalConfig:
         return self
 
     def _check_backend(self) -> None:
-        """`ConfigError` for a ``--backend`` that cannot run ``--model`` / ``--dtype`` (before any model loads)."""
-        url = is_url(self.model)
-        if self.backend == "hf" and url:
-            raise ConfigError(f"backend: hf runs weights in this process, {self.model} is a server: use --backend auto")
-        if self.backend != "llamacpp":
+        """`ConfigError` for a ``--backend`` that cannot run ``--model`` / ``--dtype`` (before any model loads), as
+        the backend declares (`tracecal.backends.registry.BackendSpec`: ``dtype``, ``check_model``)."""
+        if self.backend == "auto":
             return
-        from tracecal.backends.catalogue import NAMED_MODELS
-
-        if self.dtype != "auto":
-            raise ConfigError("dtype: --dtype applies to the HF backend; llama.cpp runs the GGUF's own weights")
-        if url or not (self.model is None or self.model in NAMED_MODELS or self.model.endswith(".gguf")):
+        spec = get_backend(self.backend)
+        if self.dtype != "auto" and not spec.can(DTYPE):
+            raise ConfigError(f"dtype: {spec.why_not(DTYPE)}")
+        if spec.check_model is not None and (problem := spec.check_model(self.model)):
+            raise ConfigError(f"model: {problem}")
+        if is_url(self.model):
             raise ConfigError(
-                f"model: --backend llamacpp runs a .gguf file or a named model ({', '.join(NAMED_MODELS)}) in this "
-                f"process, got {self.model!r}: give one, or leave out --backend"
+                f"backend: {self.backend} runs weights in this process, {self.model} is a server: use --backend auto"
             )
 
     def backend_kind(self) -> str:
-        """The backend that computes the run: ``llamacpp``, ``http`` (``--model`` is a URL) or ``hf``."""
-        if self.backend == "llamacpp":
-            return "llamacpp"
-        return "http" if is_url(self.model) else "hf"
+        """The backend that computes the run: ``--backend``, or for ``auto`` the one that claims ``--model`` (``http``
+        for a URL) else ``hf`` (`tracecal.backends.registry.resolve_backend`)."""
+        return resolve_backend(self.backend, self.model)
 
     def identity(self) -> dict[str, Any]:
         """What the stored outputs depend on; the dtype resolved (``auto`` → float32 on CPU, bfloat16 on GPU).
 
-        A llama.cpp run adds ``backend: llamacpp`` (its answers differ from the HF backend's) and has dtype None
-        (the GGUF's quantisation decides); every other run's identity has no ``backend`` (`IDENTITY_DEFAULTS`).
+        A run on a backend declared ``in_identity`` adds ``backend: <name>`` (a llama.cpp run: its answers differ from
+        the HF backend's), its dtype None where the backend takes no ``--dtype`` (the GGUF's quantisation decides);
+        every other run's identity has no ``backend`` (`IDENTITY_DEFAULTS`).
         A bf16 embedder adds ``embedder_dtype: bfloat16`` (the semantic pass's similarities differ); a float32 one
         adds nothing (`IDENTITY_DEFAULTS`). ``embedder_dtype=auto`` is resolved for a new run (`evaluate` resolves
         it against the run directory first: `resolve_embedder_dtype`)."""
@@ -226,9 +233,11 @@ class EvalConfig:
         ident["model"] = self.model or DEFAULT_MODEL_NAME
         if (emb := resolve_embedder_dtype(self.embedder_dtype)) != IDENTITY_DEFAULTS["embedder_dtype"]:
             ident["embedder_dtype"] = emb
-        if self.backend == "llamacpp":
-            return {"backend": "llamacpp"} | ident | {"dtype": None}
-        ident["dtype"] = resolve_dtype(self.dtype)
+        spec = get_backend(self.backend_kind())
+        dtype = resolve_dtype(self.dtype) if spec.can(DTYPE) or not spec.in_identity else None
+        if spec.in_identity:
+            return {"backend": spec.name} | ident | {"dtype": dtype}
+        ident["dtype"] = dtype
         return ident
 
 

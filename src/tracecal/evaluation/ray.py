@@ -34,6 +34,7 @@ from typing import Any
 import pyarrow as pa
 
 from tracecal._validation import Interval, check_params
+from tracecal.backends.registry import DTYPE, get_backend
 from tracecal.evaluation.config import ConfigError, EvalConfig, is_url, resolve_dtype
 from tracecal.evaluation.protocol import constraints_of, setting
 from tracecal.evaluation.scheduler import Resources, Scheduler, Unit, compute_unit
@@ -278,7 +279,7 @@ class RayExecutor:
                     f"an actor needs {need:g} {what}s but the Ray cluster has {total.get(what, 0):g}: "
                     f"lower --threads / --ray-gpus or add machines (ray start --address …)"
                 )
-        if cfg.dtype == "auto" and cfg.backend_kind() == "hf":
+        if cfg.dtype == "auto" and get_backend(cfg.backend_kind()).can(DTYPE):
             cfg.dtype = resolve_dtype("auto", cuda=self.opts.num_gpus > 0)
 
     def prepare(self, sched: Scheduler, tasks: Sequence[tuple[Any, list[Any]]]) -> None:

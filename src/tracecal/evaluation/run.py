@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from tracecal.backends.registry import backend_of, get_backend
 from tracecal.estimators import Inputs, needs_of
 from tracecal.evaluation.blocks import Runner, answered, check_pass, read_frames, rows_of, score_frames, stat_array
 from tracecal.evaluation.config import (
@@ -136,15 +137,17 @@ def _explain_not_run(res: Results, data: Sequence[TaskFrame], skipped: dict[str,
 
 
 def _adopt(cfg: EvalConfig, model: Any) -> None:
-    """Settings a loaded ``model`` decides: the run's model (when not given) and, for llama.cpp, its backend."""
-    from tracecal.backends.llamacpp import LlamaCppModel
-
+    """Settings a loaded ``model`` decides: the run's model (when not given) and, where its backend or the one named is
+    part of a run's identity (``in_identity``: llama.cpp), the backend (`tracecal.backends.registry.backend_of`)."""
     if cfg.model is None:
         cfg.model = model.model_id
-    if isinstance(model, LlamaCppModel) != (cfg.backend == "llamacpp"):
-        if cfg.backend != "auto":
+    given = backend_of(model)
+    named = None if cfg.backend == "auto" else cfg.backend
+    marks = [b for b in (given, named) if b is not None and get_backend(b).in_identity]
+    if marks and given != named:
+        if named is not None:
             raise ConfigError(f"backend: the model given is a {type(model).__name__}, not --backend {cfg.backend}")
-        cfg.backend = "llamacpp"
+        cfg.backend = str(given)
 
 
 def _pin_embedder_dtype(cfg: EvalConfig, store: RunStore) -> None:

@@ -1,12 +1,12 @@
 """Scheduling an evaluation's units: which shards of which passes to compute, and who computes them.
 
-A unit (`Unit`) is one shard of one pass for one task. The `Scheduler` lists the units of the passes the
-selected estimators need (dependencies first, then the cheaper passes first), claims each missing one in the
-`RunStore` (a kernel lock: several workers may share a run directory), computes it with `compute_unit` and
-writes it; `Resources` loads the language model (on the backend the settings name: `model_options`) / embedder
-only when a unit needs one. A pass the backend cannot compute (`unsupported_passes`: beam search on llama.cpp or a
-server) is not scheduled; its estimators are reported as not run, with the reason. An executor runs the
-units: `LocalExecutor` in this process, `tracecal.evaluation.ray.RayExecutor` on Ray actors.
+A unit (`Unit`) is one shard of one pass for one task. The `Scheduler` lists the units of the passes the selected
+estimators need (dependencies first, then the cheaper passes first), claims each missing one in the `RunStore` (a kernel
+lock: several workers may share a run directory), computes it with `compute_unit` and writes it; `Resources` loads the
+language model (on the backend the settings name: `model_options`) / embedder only when a unit needs one. A pass the
+backend cannot compute (`unsupported_passes`: a capability it requires that the backend does not declare, e.g. beam
+search on llama.cpp or a server) is not scheduled; its estimators are reported as not run, with the reason. An executor
+runs the units: `LocalExecutor` in this process, `tracecal.evaluation.ray.RayExecutor` on Ray actors.
 
 Every shard is written with the digest of each answer's question (`question_digest`: its id's text, context and
 choices — what the prompt is made of); `check_stored` compares the stored digests with the task's data before
@@ -29,6 +29,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from tracecal.backends.registry import get_backend
 from tracecal.estimators import needs_of
 from tracecal.evaluation.config import EvalConfig, resolve_embedder_dtype
 from tracecal.evaluation.outputs import plain_json
@@ -79,23 +80,29 @@ class Resources:
 
 
 def model_options(cfg: EvalConfig) -> dict[str, Any]:
-    """The `load_model` keywords of the run's model: its backend (``cfg.backend``), batch size and dtype; llama.cpp
-    takes no dtype (the GGUF decides) and runs torch's thread count (what ``--threads`` sets, also per Ray actor)."""
-    if cfg.backend_kind() == "llamacpp":
+    """The `load_model` keywords of the run's model: its backend (``cfg.backend``) and, of the batch size, the dtype
+    and torch's thread count (what ``--threads`` sets, also per Ray actor), those the backend takes (its declared
+    ``options``, `tracecal.backends.registry`: llama.cpp takes no dtype, the GGUF decides, and runs the threads)."""
+    spec = get_backend(cfg.backend_kind())
+    out: dict[str, Any] = {"backend": cfg.backend, "batch_size": cfg.batch_size, "dtype": cfg.dtype}
+    if "n_threads" in spec.options:
         import torch
 
-        return {"backend": "llamacpp", "batch_size": cfg.batch_size, "n_threads": torch.get_num_threads()}
-    return {"backend": cfg.backend, "batch_size": cfg.batch_size, "dtype": cfg.dtype}
+        out["n_threads"] = torch.get_num_threads()
+    return {k: v for k, v in out.items() if k == "backend" or k in spec.options}
 
 
 def unsupported_passes(cfg: EvalConfig) -> dict[str, str]:
-    """The passes the selected estimators need that the run's backend cannot compute (`Pass.unsupported`, or one
-    they read is such a pass), each with why; their estimators are reported as not run, with the reason."""
+    """The passes the selected estimators need that the run's backend cannot compute (a capability `Pass.requires`
+    the backend lacks, or one they read is such a pass), each with why (`BackendSpec.why_not`); their estimators are
+    reported as not run, with the reason."""
     out: dict[str, str] = {}
-    kind = cfg.backend_kind()
+    spec = get_backend(cfg.backend_kind())
     for name in needs_of(cfg.estimators):  # dependencies first
         p = PASSES[name]
-        why = p.unsupported.get(kind) or next((f"it reads the {d} pass: {out[d]}" for d in p.depends if d in out), None)
+        lacking = [c for c in sorted(p.requires) if not spec.can(c)]
+        why = spec.why_not(lacking[0]) if lacking else None
+        why = why or next((f"it reads the {d} pass: {out[d]}" for d in p.depends if d in out), None)
         if why:
             out[name] = why
     return out

@@ -11,8 +11,9 @@ shard by shard, and read by any number of cheap estimators. A pass is one class:
 * ``resource``: what `compute` receives as ``model`` (``"lm"``: the language model backend, ``"embedder"``:
   the sentence embedder, ``None``: nothing);
 * ``compute(model, task, examples, traces) -> columns``: a dict stat → one value per answer;
-* ``unsupported``: the backends (``llamacpp``, ``http``) that cannot compute it, each with why: a run on one of
-  them does not schedule the pass and reports its estimators as not run, with that reason.
+* ``requires``: the backend capabilities it needs (`tracecal.backends.registry.CAPABILITIES`, e.g. ``beams``): a run
+  on a backend that lacks one does not schedule the pass and reports its estimators as not run, with the backend's
+  reason (`tracecal.backends.registry.BackendSpec.why_not`).
 
 Adding a pass is one subclass and `register_pass`; estimators declare the stats they read (`Estimator.stats`)
 and the harness runs exactly the passes those stats come from.
@@ -65,7 +66,7 @@ class Pass:
     resource: ClassVar[str | None] = "lm"
     cost_weight: ClassVar[float] = 1.0  # relative seconds per answer (generation = 1), for the progress ETA
     description: ClassVar[str] = ""
-    unsupported: ClassVar[dict[str, str]] = {}  # backend kind → why it cannot compute this pass
+    requires: ClassVar[frozenset[str]] = frozenset()  # the backend capabilities it needs (module docstring)
 
     @classmethod
     def from_config(cls, cfg: Any) -> Pass:

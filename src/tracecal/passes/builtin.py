@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from tracecal.backends.registry import BEAMS, NEXT_TOKEN_LOGPROBS
 from tracecal.passes.base import ANSWER, TOKEN, VECTOR, Pass, register_pass
 from tracecal.tasks.prompts import self_eval_question
 from tracecal.traces.io import traces_to_table
@@ -63,7 +64,7 @@ class SelfEvalPass(Pass):
     provides = {"p_true": ANSWER, "verbalized": ANSWER, "digit_mass": ANSWER}
     cost_weight = 0.65
     description = "P(True) and verbalised confidence (two extra forward passes per answer)"
-    unsupported = {"http": "a server returns no next-token log-probs of given tokens (use --backend hf or llamacpp)"}
+    requires = frozenset({NEXT_TOKEN_LOGPROBS})
 
     def compute(self, model: Any, task: Any, examples: Sequence[Any], traces: Sequence[Any]) -> dict[str, Any]:
         from tracecal.passes.selfeval import p_true, verbalized_confidence
@@ -101,10 +102,7 @@ class BeamPass(Pass):
     provides = {"beam": VECTOR}
     cost_weight = 1.5
     description = "one B-beam search per prompt (length-normalised beam scores)"
-    unsupported = {
-        "llamacpp": "llama.cpp has no beam search (llama-cpp-python decodes one sequence): use --backend hf",
-        "http": "an OpenAI-compatible server returns no beam scores: use --backend hf",
-    }
+    requires = frozenset({BEAMS})
 
     def __init__(self, num_beams: int = 5, max_new_tokens: int | None = None, cap: int | None = 32) -> None:
         self.num_beams, self.max_new_tokens, self.cap = num_beams, max_new_tokens, cap

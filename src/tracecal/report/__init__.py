@@ -44,6 +44,7 @@ from typing import Any
 
 import numpy as np
 
+from tracecal.backends.registry import REGISTRY
 from tracecal.errors import ValidationError
 from tracecal.evaluation.runstore import RunStore
 from tracecal.report.data import (
@@ -170,8 +171,8 @@ def _meta_lines(run: RunData, shown: list[str]) -> list[str]:
     cfg = run.results.get("config") or {}
     tinfo = run.results.get("tasks") or {}
     tasks = ", ".join(f"{t} ({tinfo.get(t, {}).get('n', '?')})" for t in run.tasks)
-    llama = cfg.get("backend") == "llamacpp"
-    weights = "GGUF weights in llama.cpp" if llama else f"{e(cfg.get('dtype') or 'auto')} weights"
+    backend = REGISTRY.get(str(cfg.get("backend")))  # a backend that decides its weights names them (llama.cpp)
+    weights = backend.weights if backend and backend.weights else f"{e(cfg.get('dtype') or 'auto')} weights"
     lines = [
         f"Run <code>{e(run.path.resolve())}</code> · model {e(cfg.get('model') or 'default')} "
         f"({weights}) · "

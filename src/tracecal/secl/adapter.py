@@ -39,6 +39,7 @@ import numpy as np
 import torch
 
 from tracecal.backends.base import BackendUnsupportedError, LocalBackend
+from tracecal.backends.registry import backend_of, get_backend
 from tracecal.passes.selfeval import confidence_bins, number_distribution
 from tracecal.secl.config import SECLConfig
 from tracecal.secl.cost import CostMeter
@@ -125,8 +126,8 @@ def hf_only_error(what: str) -> BackendUnsupportedError:
 def require_hf(lm: Any) -> HFModel:
     """``lm``, or `BackendUnsupportedError` (`hf_only_error`) unless it holds its torch weights in this process."""
     if not isinstance(lm, LocalBackend):
-        kind = {"LlamaCppModel": "llama.cpp (the GGUF run by llama-cpp-python)", "HTTPModel": "a server"}
-        raise hf_only_error(kind.get(type(lm).__name__, f"a {type(lm).__name__}"))
+        name = backend_of(lm)
+        raise hf_only_error(get_backend(name).label if name is not None else f"a {type(lm).__name__}")
     return lm  # type: ignore[return-value]  # a LocalBackend: what SECL reads of an HFModel
 
 

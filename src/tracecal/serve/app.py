@@ -49,7 +49,7 @@ def create_app(
 
     Args:
         model: a tracecal backend (HF, llama.cpp, or an HTTP backend for the proxy); None: /score only.
-        calibrator: a fitted calibrator (`tracecal.calibrators.load_calibrator`: TRACE+ or scalar) or None.
+        calibrator: a fitted calibrator of any class (`tracecal.calibrators.load_calibrator`) or None.
         config: limits, batching, confidence policy, drift settings (`ServeConfig`; defaults when None).
         options: ``text_model`` (backend for /v1/completions' raw-text prompts, default ``model``) and
             ``calibrator_path`` (the calibrator's file, shown with its sha256 in /health): see `Gateway`.

@@ -1,9 +1,10 @@
 """Confidence of answers and the running risk of answers still being written (TRACE operators, METHOD §2).
 
 Per finished answer (`Scorer.confidence`): c_TRACE = exp(−R) with R = 0.4·D_2(H) + 0.4·M^(4)(H) + 0.2·L_{1/4}(s)
-(`tracecal.signals.operators.trace_risk`), the calibrated probability when a calibrator is loaded (a TRACE+ file reads
-the trace; a scalar calibrator file - Platt, isotonic, temperature - reads c_TRACE), and ``abstain``: that
-probability (else c_TRACE) is under ``abstain_below``, or the answer is empty.
+(`tracecal.signals.operators.trace_risk`), the calibrated probability when a calibrator is loaded (a calibrator of
+any registered class, applied by `tracecal.calibrators.Calibrator.confidence`: one that reads traces - TRACE+ and its
+variants - reads the trace, one that reads a score - Platt, isotonic, temperature - reads c_TRACE), and ``abstain``:
+that probability (else c_TRACE) is under ``abstain_below``, or the answer is empty.
 
 Running risk (`running_risk`, `prefix_risks`): R_t of the prefix ŷ_1 … ŷ_t, i.e. the same operators over the
 tokens so far; c_t = exp(−R_t). Computed for a whole batch of prefixes at once (ragged arrays, no loop over
@@ -18,7 +19,8 @@ from typing import Any
 
 import numpy as np
 
-from tracecal.calibrators import ScalarCalibrator, TracePlus
+from tracecal.calibrators import Calibrator
+from tracecal.errors import ValidationError
 from tracecal.signals.operators import TraceConfig, trace_risk
 from tracecal.traces.trace import Trace, TraceBatch
 
@@ -90,7 +92,7 @@ class Scorer:
     """Turns finished traces into confidence objects (see the module docstring).
 
     Args:
-        calibrator: a fitted `TracePlus` or scalar calibrator (`tracecal.calibrators.load_calibrator`), or None.
+        calibrator: a fitted calibrator of any class (`tracecal.calibrators.load_calibrator`), or None.
         abstain_below: threshold under which ``abstain`` is true; None: never.
         config: the TRACE configuration (default: METHOD §2's).
         abstain_on: the score ``abstain_below`` applies to: ``auto`` (the probability with a calibrator, else
@@ -105,8 +107,11 @@ class Scorer:
         config: TraceConfig | None = None,
         abstain_on: str = "auto",
     ):
-        if calibrator is not None and not isinstance(calibrator, TracePlus | ScalarCalibrator):
-            raise ValueError(f"calibrator must be a TracePlus or a scalar calibrator, got {type(calibrator).__name__}")
+        if calibrator is not None and not isinstance(calibrator, Calibrator):
+            raise ValidationError(
+                "calibrator must be a fitted tracecal calibrator (tracecal.load_calibrator), "
+                f"got {type(calibrator).__name__}"
+            )
         self.calibrator = calibrator
         self.abstain_below = abstain_below
         if abstain_on == "probability" and calibrator is None:
@@ -120,16 +125,11 @@ class Scorer:
         return None if self.calibrator is None else type(self.calibrator).__name__
 
     def probabilities(self, batch: TraceBatch, c: np.ndarray) -> np.ndarray | None:
-        """P(correct) per answer from the calibrator (NaN for empty answers); None without a calibrator."""
+        """P(correct) per answer from the calibrator (`Calibrator.confidence`: the traces, or the c_TRACE ``c`` for one
+        that reads a score; NaN for empty answers); None without a calibrator."""
         if self.calibrator is None:
             return None
-        if isinstance(self.calibrator, TracePlus):
-            return np.asarray(self.calibrator.predict_proba(batch), dtype=np.float64)
-        p = np.full(len(c), np.nan)
-        ok = np.isfinite(c)
-        if ok.any():
-            p[ok] = self.calibrator.predict_proba(c[ok])
-        return p
+        return self.calibrator.confidence(batch, score=c)
 
     def confidence(self, traces: Sequence[Trace], return_trace: bool = False) -> list[dict[str, Any]]:
         """One ``confidence`` object per answer: c_trace, risk, probability, calibrator, abstain, (trace)."""

@@ -27,6 +27,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from tracecal._validation import Interval, check_param
+from tracecal.errors import ValidationError
 
 __all__ = [
     "SingleClassWarning",
@@ -64,21 +65,22 @@ class SingleClassWarning(UserWarning):
 def check_labels(y: ArrayLike, name: str = "y") -> NDArray[np.int64]:
     """Validate correctness labels: a non-empty 1-D array of 0/1 (bool, int or float 0.0/1.0).
 
-    Returns the labels as an ``int64`` array. Raises ``ValueError`` with a precise message otherwise.
+    Returns the labels as an ``int64`` array. Raises `ValidationError` (a ``ValueError``) with a precise message
+    otherwise.
     """
     arr = np.asarray(y)
     if arr.ndim != 1:
-        raise ValueError(f"{name} must be a 1-D array of 0/1 labels, got shape {arr.shape}")
+        raise ValidationError(f"{name} must be a 1-D array of 0/1 labels, got shape {arr.shape}")
     if arr.size == 0:
-        raise ValueError(f"{name} is empty: need at least one label")
+        raise ValidationError(f"{name} is empty: need at least one label")
     if arr.dtype == bool:
         return arr.astype(np.int64)
     if arr.dtype.kind not in "iuf":
-        raise ValueError(f"{name} must hold numeric 0/1 labels, got dtype {arr.dtype}")
+        raise ValidationError(f"{name} must hold numeric 0/1 labels, got dtype {arr.dtype}")
     bad = ~((arr == 0) | (arr == 1))  # NaN compares False → flagged as invalid
     if bad.any():
         examples = np.unique(arr[bad])[:5].tolist()
-        raise ValueError(
+        raise ValidationError(
             f"{name} must contain only labels 0 and 1; found {int(bad.sum())} invalid value(s) "
             f"out of {arr.size}, e.g. {examples}"
         )
@@ -91,30 +93,30 @@ def check_scores(
     """Validate a 1-D array of finite scores (and, with ``prob=True``, that they lie in [0, 1]).
 
     ``n``, if given, is the required length (the length of the labels). Returns a ``float64`` copy-free
-    view where possible. Raises ``ValueError`` on wrong shape/length, emptiness, non-finite values (the
-    message says how many) or, for probabilities, values outside [0, 1].
+    view where possible. Raises `ValidationError` (a ``ValueError``) on wrong shape/length, emptiness, non-finite
+    values (the message says how many) or, for probabilities, values outside [0, 1].
     """
     try:
         arr = np.asarray(score, dtype=np.float64)
     except (TypeError, ValueError) as exc:
-        raise ValueError(f"{name} must be numeric: {exc}") from exc
+        raise ValidationError(f"{name} must be numeric: {exc}") from exc
     if arr.ndim != 1:
-        raise ValueError(f"{name} must be a 1-D array, got shape {arr.shape}")
+        raise ValidationError(f"{name} must be a 1-D array, got shape {arr.shape}")
     if n is not None and arr.size != n:
-        raise ValueError(f"labels and {name} have different lengths ({n} vs {arr.size})")
+        raise ValidationError(f"labels and {name} have different lengths ({n} vs {arr.size})")
     if arr.size == 0:
-        raise ValueError(f"{name} is empty: need at least one value")
+        raise ValidationError(f"{name} is empty: need at least one value")
     nonfinite = ~np.isfinite(arr)
     if nonfinite.any():
         n_nan = int(np.isnan(arr).sum())
-        raise ValueError(
+        raise ValidationError(
             f"{name} contains {int(nonfinite.sum())} non-finite value(s) out of {arr.size} "
             f"({n_nan} NaN, {int(nonfinite.sum()) - n_nan} ±inf); callers must drop or impute them first"
         )
     if prob:
         out = (arr < 0.0) | (arr > 1.0)
         if out.any():
-            raise ValueError(
+            raise ValidationError(
                 f"{name} must be probabilities in [0, 1]; {int(out.sum())} value(s) out of {arr.size} "
                 f"lie outside (min={arr.min():.6g}, max={arr.max():.6g})"
             )
