@@ -13,7 +13,6 @@ from tracecal.calibrators import load_calibrator
 from tracecal.cli.app import app
 from tracecal.errors import ValidationError
 from tracecal.evaluation.runstore import RunStore
-from tracecal.signals.operators import trace_confidence
 from tracecal.testing import scored_synthetic_run
 
 
@@ -29,7 +28,7 @@ def test_each_deployable_estimator_fits_on_the_ranked_tasks_and_records_the_run(
     cal = fit_from_run(run, name)
     traces, y = run_answers(RunStore(run), ["triviaqa"])
     assert len(traces) == 300 and set(np.unique(y)) == {0, 1}
-    p = cal.predict_proba(trace_confidence(traces) if name == "trace" else traces)
+    p = cal.confidence(traces)
     assert np.all((p > 0) & (p < 1)) and np.corrcoef(p, y)[0, 1] > 0.2  # fitted on the labels, not at random
     assert cal.provenance["model"] == "m" and cal.provenance["dtype"] == "bfloat16"
 

@@ -25,7 +25,6 @@ from tracecal.errors import ValidationError
 from tracecal.estimators import REGISTRY, get_estimator
 from tracecal.evaluation.ranking import ranked_tasks
 from tracecal.evaluation.runstore import RunStore
-from tracecal.signals.operators import trace_confidence
 from tracecal.traces.provenance import traces_provenance
 from tracecal.traces.trace import Trace
 
@@ -77,9 +76,10 @@ def fit_from_run(run_dir: str | os.PathLike[str], estimator: str, tasks: Sequenc
     if len(np.unique(y)) < 2:
         raise ValidationError(f"{run_dir}: the answers of {', '.join(chosen)} are all of one class: nothing to fit")
     if estimator == "trace":
-        cal: Any = PlattCalibrator().fit(trace_confidence(traces), y)
+        cal: Any = PlattCalibrator()  # reads a score: c_TRACE of each answer (`Calibrator.input_of`)
     else:
-        est = get_estimator(estimator)
-        cal = type(est).model_class(**est.get_params()).fit(traces, y)
+        est: Any = get_estimator(estimator)
+        cal = type(est).model_class(**est.get_params())
+    cal.fit_answers(traces, y)  # the one fit entry of a calibrator
     cal.provenance = traces_provenance(traces, run_dir)
     return cal
