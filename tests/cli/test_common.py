@@ -140,3 +140,116 @@ def test_os_errors_are_one_line_with_what_to_do(error: OSError, line: str) -> No
     r = CliRunner().invoke(_app(error), ["boom"])
     assert r.exit_code == 2 and "Traceback" not in r.output
     assert " ".join(r.output.split()).startswith(line), r.output
+
+
+@pytest.fixture
+def bf16_cpu(monkeypatch):  # type: ignore[no-untyped-def]
+    """This machine played as a CPU with bf16 matrix units and no GPU (what scripts/run.sh's machines have)."""
+    import torch
+
+    import tracecal.backends.runtime as runtime
+
+    monkeypatch.setattr(runtime, "cpu_has_bf16", lambda: True)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    return runtime
+
+
+def test_a_calibrator_fitted_on_bf16_answers_is_used_by_score_score_answers_and_serve_at_their_defaults(
+    tmp_path, tiny_model, bf16_cpu
+) -> None:  # type: ignore[no-untyped-def]
+    """Issue #35: every command resolves ``--dtype auto`` by one rule (`tracecal.backends.runtime`). On a bf16 CPU the
+    main job's run is bf16 (`EvalConfig.identity`), and so are the answers of ``generate``, ``score-answers`` and
+    ``serve`` at their defaults: a calibrator fitted on bf16 answers is used by all of them, no
+    ``--allow-foreign-calibrator``; traces made with an explicit ``--dtype float32`` are still refused."""
+    import json
+
+    from fastapi.testclient import TestClient
+
+    from tracecal.cli.app import app
+    from tracecal.cli.serve import serve_app
+    from tracecal.evaluation.config import EvalConfig
+    from tracecal.traces.io import load_traces
+
+    model = tmp_path / "m"
+    tiny_model.model.save_pretrained(model)
+    tiny_model.tokenizer.save_pretrained(model)
+    assert EvalConfig(["triviaqa"], model=str(model)).identity()["dtype"] == "bfloat16"  # what the main job records
+    (tmp_path / "p.jsonl").write_text(
+        "".join(json.dumps({"id": f"q{i}", "prompt": f"Q {i}?"}) + "\n" for i in range(8))
+    )
+    run = CliRunner()
+
+    def ok(*args: str) -> str:
+        r = run.invoke(app, [str(a) for a in args])
+        assert r.exit_code == 0, r.output
+        return " ".join(r.output.split())
+
+    gen = ["generate", "--model", model, "--prompts", tmp_path / "p.jsonl", "--max-new-tokens", "3"]
+    ok(*gen, "--out", tmp_path / "fit.parquet")
+    assert {t.decoding["dtype"] for t in load_traces(tmp_path / "fit.parquet")} == {"bfloat16"}
+    (tmp_path / "labels.csv").write_text("id,label\n" + "".join(f"q{i},{i % 2}\n" for i in range(8)))
+    ok("fit-calibrator", tmp_path / "fit.parquet", "--labels", tmp_path / "labels.csv", "--out", tmp_path / "cal.json")
+    assert json.loads((tmp_path / "cal.json").read_text())["provenance"]["dtype"] == "bfloat16"
+    cal = ["--calibrator", tmp_path / "cal.json"]
+
+    ok(*gen, "--out", tmp_path / "new.parquet")  # score: new answers at the defaults
+    assert "--allow-foreign-calibrator" not in ok("score", tmp_path / "new.parquet", *cal)
+    (tmp_path / "a.jsonl").write_text(json.dumps({"id": "a", "prompt": "Q 1?", "answer": "Paris"}) + "\n")
+    ok("score-answers", tmp_path / "a.jsonl", "--model", model, *cal, "--out", tmp_path / "s.parquet")
+    assert {t.decoding["dtype"] for t in load_traces(tmp_path / "s.parquet")} == {"bfloat16"}
+    cmd = typer.main.get_command(app).commands["serve"]  # type: ignore[attr-defined]  # a click Group
+    defaults = {p.name: p.default for p in cmd.params}
+    with TestClient(serve_app(defaults | {"model": str(model), "calibrator": tmp_path / "cal.json"})) as c:
+        assert c.get("/health").json()["dtype"] == "bfloat16"
+        body = {"model": "m", "messages": [{"role": "user", "content": "Q 1?"}], "max_tokens": 2}
+        r = c.post("/v1/chat/completions", json=body)
+        assert r.status_code == 200 and r.json()["choices"][0]["confidence"]["probability"] is not None, r.text
+
+    # a real mismatch is still refused: float32 answers (asked for) against the bf16 calibrator
+    ok(*gen, "--out", tmp_path / "fp32.parquet", "--dtype", "float32")
+    refused = "was made on bfloat16 answers; the traces scored are float32 answers"
+    for args in (
+        ["score", tmp_path / "fp32.parquet", *cal],
+        [
+            "score-answers",
+            tmp_path / "a.jsonl",
+            "--model",
+            model,
+            *cal,
+            "--out",
+            tmp_path / "s2.parquet",
+            "--dtype",
+            "float32",
+        ],
+    ):
+        r = run.invoke(app, [str(a) for a in args])
+        assert r.exit_code == 2 and refused in " ".join(r.output.split()), r.output
+    with pytest.raises(ValidationError, match="this server's weights are float32"):
+        serve_app(defaults | {"model": str(model), "calibrator": tmp_path / "cal.json", "dtype": "float32"})
+
+
+@pytest.mark.parametrize("command", ["generate", "score-answers", "evaluate", "serve", "secl"])
+def test_every_command_that_loads_a_model_has_the_same_dtype_and_threads_options(command: str) -> None:
+    from tracecal.cli.app import app
+    from tracecal.cli.common import DtypeOpt, ThreadsOpt
+
+    params = {p.name: p for p in typer.main.get_command(app).commands[command].params}  # type: ignore[attr-defined]
+    for name, opt in (("dtype", DtypeOpt), ("threads", ThreadsOpt)):
+        info = opt.__metadata__[0]
+        assert params[name].help == info.help and params[name].opts == ["--" + name], (command, name)
+    assert params["dtype"].default == "auto" and params["threads"].default is None
+
+
+def test_bad_dtype_or_threads_are_refused_before_a_model_loads(monkeypatch, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import tracecal.backends as backends
+    from tracecal.cli.app import app
+
+    monkeypatch.setattr(backends, "load_model", lambda *a, **k: pytest.fail("the model must not load"))
+    (tmp_path / "a.jsonl").write_text('{"prompt": "q", "answer": "a"}\n')
+    for cmd in (["generate", "--task", "triviaqa"], ["score-answers", str(tmp_path / "a.jsonl")]):
+        for opt, message in (
+            (["--dtype", "int8"], "--dtype must be one of auto, float32, bfloat16, float16"),
+            (["--threads", "0"], "--threads must be a whole number ≥ 1, got 0"),
+        ):
+            r = CliRunner().invoke(app, [*cmd, "--out", str(tmp_path / "o.parquet"), *opt])
+            assert r.exit_code == 2 and message in r.output, (cmd, r.output)

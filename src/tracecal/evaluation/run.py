@@ -136,15 +136,31 @@ def _explain_not_run(res: Results, data: Sequence[TaskFrame], skipped: dict[str,
 
 
 def _adopt(cfg: EvalConfig, model: Any) -> None:
-    """Settings a loaded ``model`` decides: the run's model (when not given) and, for llama.cpp, its backend."""
+    """Settings a loaded ``model`` decides: the run's model (when not given), its weights' dtype (for ``auto``)
+    and, for llama.cpp, its backend."""
     from tracecal.backends.llamacpp import LlamaCppModel
 
     if cfg.model is None:
         cfg.model = model.model_id
+    weights = getattr(getattr(model, "model", None), "dtype", None)  # an HF model's torch dtype
+    if cfg.dtype == "auto" and weights is not None:
+        cfg.dtype = str(weights).removeprefix("torch.")
     if isinstance(model, LlamaCppModel) != (cfg.backend == "llamacpp"):
         if cfg.backend != "auto":
             raise ConfigError(f"backend: the model given is a {type(model).__name__}, not --backend {cfg.backend}")
         cfg.backend = "llamacpp"
+
+
+def _pin_dtype(cfg: EvalConfig, store: RunStore) -> None:
+    """Resolve ``dtype=auto`` of a resumed run to the weights' dtype its identity holds (one made before identities
+    were stored: `legacy_identity`), so that a run made where ``auto`` meant float32 resumes where it means bfloat16
+    (and back); a new run's ``auto`` is resolved by the executor or `EvalConfig.identity` (this machine's)."""
+    if cfg.dtype != "auto" or cfg.backend_kind() != "hf" or not store.exists():
+        return
+    doc = store.config()
+    stored = doc.get("identity") or legacy_identity(doc.get("config", {}))
+    if stored.get("dtype"):  # None: a llama.cpp run (the GGUF decides)
+        cfg.dtype = str(stored["dtype"])
 
 
 def _pin_embedder_dtype(cfg: EvalConfig, store: RunStore) -> None:
@@ -194,6 +210,7 @@ def evaluate(
     executor = executor or LocalExecutor()
     if model is not None and not isinstance(executor, LocalExecutor):
         raise ConfigError("a loaded model cannot be shipped to workers: give its name, path or URL (--model)")
+    _pin_dtype(cfg, store)  # before the executor resolves a new run's auto
     executor.pin(cfg)
     _pin_embedder_dtype(cfg, store)
     identity = cfg.identity()

@@ -80,11 +80,10 @@ class Resources:
 
 def model_options(cfg: EvalConfig) -> dict[str, Any]:
     """The `load_model` keywords of the run's model: its backend (``cfg.backend``), batch size and dtype; llama.cpp
-    takes no dtype (the GGUF decides) and runs torch's thread count (what ``--threads`` sets, also per Ray actor)."""
+    takes no dtype (the GGUF decides). Threads: ``auto``, the count the process already set (``--threads``, also
+    per Ray actor, or the rule: `tracecal.backends.runtime.resolve_threads`)."""
     if cfg.backend_kind() == "llamacpp":
-        import torch
-
-        return {"backend": "llamacpp", "batch_size": cfg.batch_size, "n_threads": torch.get_num_threads()}
+        return {"backend": "llamacpp", "batch_size": cfg.batch_size, "threads": "auto"}
     return {"backend": cfg.backend, "batch_size": cfg.batch_size, "dtype": cfg.dtype}
 
 
