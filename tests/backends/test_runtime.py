@@ -20,7 +20,7 @@ from tracecal.errors import ValidationError
 def fresh(monkeypatch):  # type: ignore[no-untyped-def]
     """No thread count chosen yet in this process, no OMP_NUM_THREADS, torch's count restored after."""
     before = torch.get_num_threads()
-    monkeypatch.setattr(runtime, "_chosen", None)
+    monkeypatch.setattr(runtime, "_decided", False)
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     yield runtime
     torch.set_num_threads(before)
@@ -84,20 +84,30 @@ def test_a_busy_process_is_seen_and_the_default_leaves_its_cpu() -> None:
     assert n <= runtime.usable_cpus() - 1
 
 
-def test_an_explicit_count_or_omp_num_threads_wins_and_auto_keeps_the_first_choice(fresh, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+def test_an_explicit_count_or_omp_num_threads_wins_and_auto_is_decided_once(fresh, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
     assert fresh.auto_threads() == 1
     monkeypatch.delenv("OMP_NUM_THREADS")
     sampled: list[int] = []
     monkeypatch.setattr(fresh, "busy_cpus", lambda **k: sampled.append(1) or 0.0)
     assert fresh.auto_threads() == min(fresh.usable_cpus(), fresh._torch_threads_default() or 99)
+    torch.set_num_threads(1)  # set by the user before any load: auto never raises it
+    assert fresh.apply_threads("auto") == 1 and len(sampled) == 2
+    torch.set_num_threads(2)  # set after: auto leaves it (decided), an explicit count wins
+    assert fresh.apply_threads("auto") == 2 and fresh.resolve_threads("auto") == 2 and len(sampled) == 2
     assert fresh.apply_threads(1) == 1 == torch.get_num_threads()
-    assert fresh.apply_threads("auto") == 1 and fresh.resolve_threads("auto") == 1  # this process chose already
     assert fresh.apply_threads(None) == 1 and fresh.resolve_threads(None) is None  # None: left as it is
-    assert sampled == [1]
     for bad in (0, -1, "3", 1.5, True):
         with pytest.raises(ValidationError, match="threads must be a whole number ≥ 1 or 'auto'"):
             fresh.apply_threads(bad)
+
+
+def test_a_busy_cpu_lowers_the_first_auto_of_a_process(fresh, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    torch.set_num_threads(2)
+    monkeypatch.setattr(fresh, "usable_cpus", lambda: 2)
+    monkeypatch.setattr(fresh, "busy_cpus", lambda **k: 1.0)
+    monkeypatch.setattr(fresh, "_torch_default", 2)
+    assert fresh.apply_threads("auto") == 1 == torch.get_num_threads()
 
 
 def test_every_load_applies_the_rule_and_an_explicit_count_wins(fresh, monkeypatch, tmp_path: Path, tiny_model) -> None:  # type: ignore[no-untyped-def]
@@ -108,6 +118,7 @@ def test_every_load_applies_the_rule_and_an_explicit_count_wins(fresh, monkeypat
 
     tiny_model.model.save_pretrained(tmp_path / "m")
     tiny_model.tokenizer.save_pretrained(tmp_path / "m")
+    torch.set_num_threads(2)
     monkeypatch.setattr(fresh, "auto_threads", lambda window_s=0.2: 1)
     lm = load_model(tmp_path / "m", dtype="float32")
     assert torch.get_num_threads() == 1 and lm.model.dtype == torch.float32
@@ -116,7 +127,7 @@ def test_every_load_applies_the_rule_and_an_explicit_count_wins(fresh, monkeypat
     seen: dict[str, object] = {}
     monkeypatch.setattr(llamacpp.LlamaCppModel, "load", classmethod(lambda cls, p, **k: seen.update(k)))
     load_model(None, backend="llamacpp")
-    assert seen["n_threads"] == 2  # what this process chose
+    assert seen["n_threads"] == 2  # what this process runs
     load_model(None, backend="llamacpp", threads=3)
     assert seen["n_threads"] == 3
     load_model(None, backend="llamacpp", n_threads=4)

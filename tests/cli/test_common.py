@@ -201,7 +201,7 @@ def test_a_calibrator_fitted_on_bf16_answers_is_used_by_score_score_answers_and_
     defaults = {p.name: p.default for p in cmd.params}
     with TestClient(serve_app(defaults | {"model": str(model), "calibrator": tmp_path / "cal.json"})) as c:
         assert c.get("/health").json()["dtype"] == "bfloat16"
-        body = {"model": "m", "messages": [{"role": "user", "content": "Q 1?"}], "max_tokens": 2}
+        body = {"model": str(model), "messages": [{"role": "user", "content": "Q 1?"}], "max_tokens": 2}
         r = c.post("/v1/chat/completions", json=body)
         assert r.status_code == 200 and r.json()["choices"][0]["confidence"]["probability"] is not None, r.text
 

@@ -14,8 +14,9 @@ than free CPUs a decode step waits for a thread that another process has preempt
 busy process, torch's default of 2 threads ran ``generate --limit 8`` 5.8× slower than 1 thread
 (docs/benchmarks.md, ``benchmarks/bench_threads.py``). An explicit ``--threads N`` (``threads=N``) always wins, and
 so does ``OMP_NUM_THREADS`` when it is set. The rule is applied once per process, when a command starts or its
-first model loads (`apply_threads`); every later ``auto`` keeps that count, and load that starts later is not
-seen.
+first model loads (`apply_threads`), and never raises the count torch runs at that moment (a
+``torch.set_num_threads`` made before stands); every later ``auto`` leaves torch's count as it is. Load that
+starts after the sample is not seen.
 
 >>> resolve_dtype("auto", cuda=True), resolve_dtype("auto", cuda=False, bf16=False)
 ('bfloat16', 'float32')
@@ -59,7 +60,7 @@ CPUINFO = "/proc/cpuinfo"
 PROC_STAT = "/proc/stat"
 CGROUP_CPU_MAX = "/sys/fs/cgroup/cpu.max"
 _torch_default: int | None = None
-_chosen: int | None = None  # the count `apply_threads` set in this process: what a later "auto" keeps
+_decided = False  # whether `apply_threads` set a count in this process: a later "auto" leaves torch's as it is
 
 
 def cpu_has_bf16(cpuinfo: str = CPUINFO) -> bool:
@@ -183,26 +184,30 @@ def check_threads(threads: int | str | None, name: str = "threads") -> int | str
 
 def resolve_threads(threads: int | str | None) -> int | None:
     """The thread count ``threads`` asks for: a number is itself; None is None (leave the thread count as it is);
-    ``auto`` is the count `apply_threads` already set in this process (a command's ``--threads``, or the rule
-    applied once: every model a process loads runs the same count), else `auto_threads` (sampled now)."""
+    ``auto`` is decided once per process: the first time, `auto_threads` (never above the count torch runs now, so
+    a ``torch.set_num_threads`` made before stands), afterwards the count torch runs (a command's ``--threads``,
+    the rule's choice, or what the user set since)."""
     check_threads(threads)
     if threads is None:
         return None
-    if threads == "auto":
-        return _chosen if _chosen is not None else auto_threads()
-    return int(threads)
+    if threads != "auto":
+        return int(threads)
+    import torch
+
+    now = int(torch.get_num_threads())
+    return now if _decided else min(auto_threads(), now)
 
 
 def apply_threads(threads: int | str | None = "auto") -> int:
-    """Set torch's CPU threads to what ``threads`` asks for (`resolve_threads`; None: leave them), remember the
-    count for this process's later ``auto``, and return the count torch now runs."""
-    global _chosen
+    """Set torch's CPU threads to what ``threads`` asks for (`resolve_threads`; None: leave them) and return the
+    count torch now runs; after it, this process's ``auto`` is decided."""
+    global _decided
     import torch
 
     _torch_threads_default()  # recorded before the first change
     n = resolve_threads(threads)
     if n is not None:
-        _chosen = n
+        _decided = True
         if n != torch.get_num_threads():
             torch.set_num_threads(n)
     return int(torch.get_num_threads())
