@@ -1,7 +1,7 @@
 """torch threads: the default rule (`tracecal.backends.runtime.auto_threads`) against 1 and 2 threads, idle and
 beside a CPU hog, for what ``tracecal generate`` and ``tracecal score-answers`` compute.
 
-    python benchmarks/bench_threads.py [--n 8] [--repeats 3] [--conditions idle,hog] [--json out.json]
+    python benchmarks/bench_threads.py [--n 8] [--repeats 3] [--conditions idle,hog] [--arm-budget 60] [--json F]
 
 One process loads the offline default model (SmolLM2-135M-Instruct, the dtype ``auto`` resolves to) once. Per
 condition (``idle``: nothing started; ``hog``: a busy-looping Python process started 1 s before and killed after)
@@ -9,7 +9,8 @@ and per repeat, each setting runs in turn (the order rotates per repeat): ``defa
 picks at that moment, as `load_model` does when no ``--threads`` is given), ``1`` and ``2``. Each times the
 generation of ``--n`` TriviaQA answers (chat prompts, the task's stop strings and length limit: ``generate
 --task triviaqa --limit N``) and the teacher-forced trace of ``--n`` answers (``score-answers``: the answers the
-warm-up generated). Prints the medians and default / min(1 thread, 2 threads) per condition and command.
+warm-up generated). Prints the medians and default / min(1 thread, 2 threads) per condition and command; a
+setting whose generation once took over ``--arm-budget`` seconds (2 threads on a busy machine) is not repeated.
 ``OMP_NUM_THREADS`` must be unset (the rule would follow it).
 """
 
@@ -42,12 +43,15 @@ def timed(f):  # type: ignore[no-untyped-def]
     return time.perf_counter() - t0
 
 
-def run_condition(lm, work, repeats: int) -> dict:  # type: ignore[no-untyped-def]
-    """{setting: {"threads": [...], "generate": [s...], "score_answers": [s...]}} over ``repeats`` rounds."""
+def run_condition(lm, work, repeats: int, arm_budget: float) -> dict:  # type: ignore[no-untyped-def]
+    """{setting: {"threads": [...], "generate": [s...], "score_answers": [s...]}} over ``repeats`` rounds; a setting
+    whose generation took over ``arm_budget`` seconds once is not repeated (its one sample stands)."""
     prompts, answers, mnt, stops = work
     out: dict = {s: {"threads": [], "generate": [], "score_answers": []} for s in SETTINGS}
     for r in range(repeats):
         for s in SETTINGS[r % 3 :] + SETTINGS[: r % 3]:
+            if out[s]["generate"] and max(out[s]["generate"]) > arm_budget:
+                continue
             n = apply_threads(auto_threads() if s == "default" else int(s))  # default: a fresh process's choice
             out[s]["threads"].append(n)
             out[s]["generate"].append(
@@ -72,6 +76,7 @@ def summary(cond: str, res: dict) -> list[dict]:  # type: ignore[type-arg]
                 "condition": cond,
                 "command": cmd.replace("_", "-"),
                 "default_threads": sorted(set(res["default"]["threads"])),
+                "samples": [len(res[s][cmd]) for s in SETTINGS],
                 **{f"median_s_{s}": round(med[s], 3) for s in SETTINGS},
                 "default_over_best": round(med["default"] / best, 3),
                 "two_over_one": round(med["2"] / med["1"], 3),
@@ -86,6 +91,7 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--conditions", default="idle,hog")
     ap.add_argument("--json", default=None)
+    ap.add_argument("--arm-budget", type=float, default=60.0, help="s: a setting slower than this runs once")
     a = ap.parse_args()
     if os.environ.get("OMP_NUM_THREADS"):
         sys.exit("unset OMP_NUM_THREADS: the default rule follows it, so the benchmark would not measure the rule")
@@ -107,7 +113,7 @@ def main() -> None:
         try:
             time.sleep(1.0)
             print(f"{cond}: other processes keep {busy_cpus(window_s=1.0):.2f} CPUs busy", flush=True)
-            raw[cond] = run_condition(lm, (prompts, answers, mnt, stops), a.repeats)
+            raw[cond] = run_condition(lm, (prompts, answers, mnt, stops), a.repeats, a.arm_budget)
         finally:
             if hog is not None:
                 hog.kill()
