@@ -253,3 +253,42 @@ def test_bad_dtype_or_threads_are_refused_before_a_model_loads(monkeypatch, tmp_
         ):
             r = CliRunner().invoke(app, [*cmd, "--out", str(tmp_path / "o.parquet"), *opt])
             assert r.exit_code == 2 and message in r.output, (cmd, r.output)
+
+
+def test_every_command_hands_its_dtype_and_threads_to_the_loader(monkeypatch, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """``--dtype`` / ``--threads`` reach `load_model` (``auto`` and the rule when not given); ``evaluate`` applies the
+    threads for its whole run (every model and embedder it loads)."""
+    import tracecal.backends as backends
+    import tracecal.backends.runtime as runtime
+    import tracecal.evaluation.run as run
+    from tracecal.cli.app import app
+
+    seen: list[dict[str, object]] = []
+
+    def fake_load(*a: object, **k: object) -> object:
+        seen.append(k)
+        raise ValidationError("stop here")
+
+    monkeypatch.setattr(backends, "load_model", fake_load)
+    (tmp_path / "a.jsonl").write_text('{"prompt": "q", "answer": "a"}\n')
+    out = ["--out", str(tmp_path / "o.parquet")]
+    commands = {
+        "generate": ["generate", "--prompts", str(tmp_path / "a.jsonl"), *out],
+        "score-answers": ["score-answers", str(tmp_path / "a.jsonl"), *out],
+        "serve": ["serve"],
+        "secl": ["secl", "--stream", "triviaqa", "--per-domain", "1"],
+    }
+    for name, args in commands.items():
+        for extra, want in (([], ("auto", "auto")), (["--dtype", "float32", "--threads", "3"], ("float32", 3))):
+            r = CliRunner().invoke(app, [*args, *extra])
+            assert r.exit_code == 2 and "stop here" in r.output, (name, r.output)
+            got = (seen[-1].get("dtype", "auto"), seen[-1]["threads"])
+            if name == "serve" and not extra:  # serve loads the dtype it compared calibrators with: auto resolved
+                got = ("auto", got[1]) if got[0] == runtime.resolve_dtype("auto") else got
+            assert got == want, (name, extra, seen[-1])
+    applied: list[object] = []
+    monkeypatch.setattr(runtime, "apply_threads", lambda t="auto": applied.append(t) or 1)
+    monkeypatch.setattr(run, "evaluate", lambda *a, **k: None)  # nothing computed: the threads are set before
+    for extra, want in (([], "auto"), (["--threads", "3"], 3)):
+        r = CliRunner().invoke(app, ["evaluate", "--run-dir", str(tmp_path / "run"), "--no-score", *extra])
+        assert r.exit_code == 0 and applied[-1] == want, r.output
