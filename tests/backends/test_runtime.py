@@ -134,3 +134,9 @@ def test_every_load_applies_the_rule_and_an_explicit_count_wins(fresh, monkeypat
     assert seen["n_threads"] == 4
     with pytest.raises(ValidationError, match="threads must be"):
         load_model("http://127.0.0.1:9/v1", threads=0)
+
+
+def test_the_docstring_examples_run() -> None:
+    import doctest
+
+    assert doctest.testmod(runtime).failed == 0
