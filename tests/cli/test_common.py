@@ -187,3 +187,155 @@ def test_no_cli_module_prints_user_data_around_the_one_escaping() -> None:
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.ImportFrom) and node.module == "rich.markup":
                 raise AssertionError(f"{path.name} imports rich.markup: show user data with cli.common.shown")
+
+
+@pytest.fixture
+def bf16_cpu(monkeypatch):  # type: ignore[no-untyped-def]
+    """This machine played as a CPU with bf16 matrix units and no GPU (what scripts/run.sh's machines have)."""
+    import torch
+
+    import tracecal.backends.runtime as runtime
+
+    monkeypatch.setattr(runtime, "cpu_has_bf16", lambda: True)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    return runtime
+
+
+def test_a_calibrator_fitted_on_bf16_answers_is_used_by_score_score_answers_and_serve_at_their_defaults(
+    tmp_path, tiny_model, bf16_cpu
+) -> None:  # type: ignore[no-untyped-def]
+    """Issue #35: every command resolves ``--dtype auto`` by one rule (`tracecal.backends.runtime`). On a bf16 CPU the
+    main job's run is bf16 (`EvalConfig.identity`), and so are the answers of ``generate``, ``score-answers`` and
+    ``serve`` at their defaults: a calibrator fitted on bf16 answers is used by all of them, no
+    ``--allow-foreign-calibrator``; traces made with an explicit ``--dtype float32`` are still refused."""
+    import json
+
+    from fastapi.testclient import TestClient
+
+    from tracecal.cli.app import app
+    from tracecal.cli.serve import serve_app
+    from tracecal.evaluation.config import EvalConfig
+    from tracecal.traces.io import load_traces
+
+    model = tmp_path / "m"
+    tiny_model.model.save_pretrained(model)
+    tiny_model.tokenizer.save_pretrained(model)
+    assert EvalConfig(["triviaqa"], model=str(model)).identity()["dtype"] == "bfloat16"  # what the main job records
+    (tmp_path / "p.jsonl").write_text(
+        "".join(json.dumps({"id": f"q{i}", "prompt": f"Q {i}?"}) + "\n" for i in range(8))
+    )
+    run = CliRunner()
+
+    def ok(*args: str) -> str:
+        r = run.invoke(app, [str(a) for a in args])
+        assert r.exit_code == 0, r.output
+        return " ".join(r.output.split())
+
+    gen = ["generate", "--model", model, "--prompts", tmp_path / "p.jsonl", "--max-new-tokens", "3"]
+    ok(*gen, "--out", tmp_path / "fit.parquet")
+    assert {t.decoding["dtype"] for t in load_traces(tmp_path / "fit.parquet")} == {"bfloat16"}
+    (tmp_path / "labels.csv").write_text("id,label\n" + "".join(f"q{i},{i % 2}\n" for i in range(8)))
+    ok("fit-calibrator", tmp_path / "fit.parquet", "--labels", tmp_path / "labels.csv", "--out", tmp_path / "cal.json")
+    assert json.loads((tmp_path / "cal.json").read_text())["provenance"]["dtype"] == "bfloat16"
+    cal = ["--calibrator", tmp_path / "cal.json"]
+
+    ok(*gen, "--out", tmp_path / "new.parquet")  # score: new answers at the defaults
+    assert "--allow-foreign-calibrator" not in ok("score", tmp_path / "new.parquet", *cal)
+    (tmp_path / "a.jsonl").write_text(json.dumps({"id": "a", "prompt": "Q 1?", "answer": "Paris"}) + "\n")
+    ok("score-answers", tmp_path / "a.jsonl", "--model", model, *cal, "--out", tmp_path / "s.parquet")
+    assert {t.decoding["dtype"] for t in load_traces(tmp_path / "s.parquet")} == {"bfloat16"}
+    cmd = typer.main.get_command(app).commands["serve"]  # type: ignore[attr-defined]  # a click Group
+    defaults = {p.name: p.default for p in cmd.params}
+    with TestClient(serve_app(defaults | {"model": str(model), "calibrator": tmp_path / "cal.json"})) as c:
+        assert c.get("/health").json()["dtype"] == "bfloat16"
+        body = {"model": str(model), "messages": [{"role": "user", "content": "Q 1?"}], "max_tokens": 2}
+        r = c.post("/v1/chat/completions", json=body)
+        assert r.status_code == 200 and r.json()["choices"][0]["confidence"]["probability"] is not None, r.text
+
+    # a real mismatch is still refused: float32 answers (asked for) against the bf16 calibrator
+    ok(*gen, "--out", tmp_path / "fp32.parquet", "--dtype", "float32")
+    refused = "was made on bfloat16 answers; the traces scored are float32 answers"
+    for args in (
+        ["score", tmp_path / "fp32.parquet", *cal],
+        [
+            "score-answers",
+            tmp_path / "a.jsonl",
+            "--model",
+            model,
+            *cal,
+            "--out",
+            tmp_path / "s2.parquet",
+            "--dtype",
+            "float32",
+        ],
+    ):
+        r = run.invoke(app, [str(a) for a in args])
+        assert r.exit_code == 2 and refused in " ".join(r.output.split()), r.output
+    with pytest.raises(ValidationError, match="this server's weights are float32"):
+        serve_app(defaults | {"model": str(model), "calibrator": tmp_path / "cal.json", "dtype": "float32"})
+
+
+@pytest.mark.parametrize("command", ["generate", "score-answers", "evaluate", "serve", "secl"])
+def test_every_command_that_loads_a_model_has_the_same_dtype_and_threads_options(command: str) -> None:
+    from tracecal.cli.app import app
+    from tracecal.cli.common import DtypeOpt, ThreadsOpt
+
+    params = {p.name: p for p in typer.main.get_command(app).commands[command].params}  # type: ignore[attr-defined]
+    for name, opt in (("dtype", DtypeOpt), ("threads", ThreadsOpt)):
+        info = opt.__metadata__[0]
+        assert params[name].help == info.help and params[name].opts == ["--" + name], (command, name)
+    assert params["dtype"].default == "auto" and params["threads"].default is None
+
+
+def test_bad_dtype_or_threads_are_refused_before_a_model_loads(monkeypatch, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import tracecal.backends as backends
+    from tracecal.cli.app import app
+
+    monkeypatch.setattr(backends, "load_model", lambda *a, **k: pytest.fail("the model must not load"))
+    (tmp_path / "a.jsonl").write_text('{"prompt": "q", "answer": "a"}\n')
+    for cmd in (["generate", "--task", "triviaqa"], ["score-answers", str(tmp_path / "a.jsonl")]):
+        for opt, message in (
+            (["--dtype", "int8"], "--dtype must be one of auto, float32, bfloat16, float16"),
+            (["--threads", "0"], "--threads must be a whole number ≥ 1, got 0"),
+        ):
+            r = CliRunner().invoke(app, [*cmd, "--out", str(tmp_path / "o.parquet"), *opt])
+            assert r.exit_code == 2 and message in r.output, (cmd, r.output)
+
+
+def test_every_command_hands_its_dtype_and_threads_to_the_loader(monkeypatch, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """``--dtype`` / ``--threads`` reach `load_model` (``auto`` and the rule when not given); ``evaluate`` applies the
+    threads for its whole run (every model and embedder it loads)."""
+    import tracecal.backends as backends
+    import tracecal.backends.runtime as runtime
+    import tracecal.evaluation.run as run
+    from tracecal.cli.app import app
+
+    seen: list[dict[str, object]] = []
+
+    def fake_load(*a: object, **k: object) -> object:
+        seen.append(k)
+        raise ValidationError("stop here")
+
+    monkeypatch.setattr(backends, "load_model", fake_load)
+    (tmp_path / "a.jsonl").write_text('{"prompt": "q", "answer": "a"}\n')
+    out = ["--out", str(tmp_path / "o.parquet")]
+    commands = {
+        "generate": ["generate", "--prompts", str(tmp_path / "a.jsonl"), *out],
+        "score-answers": ["score-answers", str(tmp_path / "a.jsonl"), *out],
+        "serve": ["serve"],
+        "secl": ["secl", "--stream", "triviaqa", "--per-domain", "1"],
+    }
+    for name, args in commands.items():
+        for extra, want in (([], ("auto", "auto")), (["--dtype", "float32", "--threads", "3"], ("float32", 3))):
+            r = CliRunner().invoke(app, [*args, *extra])
+            assert r.exit_code == 2 and "stop here" in r.output, (name, r.output)
+            got = (seen[-1].get("dtype", "auto"), seen[-1]["threads"])
+            if name == "serve" and not extra:  # serve loads the dtype it compared calibrators with: auto resolved
+                got = ("auto", got[1]) if got[0] == runtime.resolve_dtype("auto") else got
+            assert got == want, (name, extra, seen[-1])
+    applied: list[object] = []
+    monkeypatch.setattr(runtime, "apply_threads", lambda t="auto": applied.append(t) or 1)
+    monkeypatch.setattr(run, "evaluate", lambda *a, **k: None)  # nothing computed: the threads are set before
+    for extra, want in (([], "auto"), (["--threads", "3"], 3)):
+        r = CliRunner().invoke(app, ["evaluate", "--run-dir", str(tmp_path / "run"), "--no-score", *extra])
+        assert r.exit_code == 0 and applied[-1] == want, r.output

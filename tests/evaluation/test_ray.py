@@ -30,7 +30,7 @@ import pytest
 os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")  # Ray's processes on 127.0.0.1 (read at import)
 ray = pytest.importorskip("ray")
 
-from tracecal.evaluation.config import EvalConfig  # noqa: E402
+from tracecal.evaluation.config import EvalConfig, resolve_dtype  # noqa: E402
 from tracecal.evaluation.ray import RayExecutor, RayOptions, ipc_to_table, table_to_ipc  # noqa: E402
 from tracecal.evaluation.run import evaluate  # noqa: E402
 from tracecal.evaluation.runstore import RunStore  # noqa: E402
@@ -148,7 +148,7 @@ def test_an_actor_loads_the_backend_the_settings_name(monkeypatch) -> None:  # t
     assert cfg.dtype == "auto" and cfg.identity()["dtype"] is None
     hf = EvalConfig(TASKS)
     ex.pin(hf)
-    assert hf.dtype == "float32"
+    assert hf.dtype == resolve_dtype("auto", cuda=False)  # actors without GPUs: the CPU rule (bf16 on a bf16 CPU)
 
 
 def test_cli_ray_run_equals_the_single_process_run(cluster, tiny_dir: str, local_run: Path, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
@@ -192,7 +192,8 @@ def test_cli_ray_run_equals_the_single_process_run(cluster, tiny_dir: str, local
     assert ray.is_initialized()  # the driver joined the test's cluster and left it running
     assert_same_run(local_run, run)
     doc = json.loads((run / "config.json").read_text())
-    assert doc["identity"]["dtype"] == doc["config"]["dtype"] == "float32"  # auto, resolved as the actors run
+    # auto, resolved as the actors run (and as the single-process run did: the CPU rule)
+    assert doc["identity"]["dtype"] == doc["config"]["dtype"] == resolve_dtype("auto", cuda=False)
     # a bad Ray option is a clear error, before anything is written
     r = CliRunner().invoke(app, [*args[:2], str(tmp_path / "bad"), *args[3:-4], "--ray-actors", "0"])
     assert r.exit_code == 2 and "ray-actors must be a whole number ≥ 1 or None, got 0" in r.output, r.output

@@ -121,17 +121,38 @@ def test_identity_records_the_resolved_dtype(tmp_path: Path, tiny_model) -> None
     run = tmp_path / "run"
     evaluate(run, EvalConfig(tasks=["triviaqa"], estimators=["trace"], dtype="auto", **FAST), model=tiny_model)
     ident = json.loads((run / "config.json").read_text())["identity"]
-    assert ident["dtype"] == resolve_dtype("auto") == "float32"  # this machine has no GPU
-    # an explicit float32 after auto on a CPU is the same run
+    assert ident["dtype"] == "float32"  # auto with a loaded model: its weights' dtype
+    # an explicit float32 after auto is the same run
     evaluate(run, EvalConfig(tasks=["triviaqa"], estimators=["trace"], dtype="float32", **FAST), model=tiny_model)
     with pytest.raises(ConfigMismatchError, match="dtype='float32', not 'bfloat16'"):
         evaluate(run, EvalConfig(tasks=["triviaqa"], estimators=["trace"], dtype="bfloat16", **FAST), model=tiny_model)
-    # a run made on a GPU (auto → bfloat16) is refused when resumed with auto on a CPU
+    # a run made on a GPU (auto → bfloat16) is refused for a float32 model
     gpu = RunStore(tmp_path / "gpu")
     ident = EvalConfig(tasks=[], model=tiny_model.model_id, **FAST).identity()
     gpu.open({"tasks": ["triviaqa"]}, ident | {"dtype": resolve_dtype("auto", cuda=True)})
     with pytest.raises(ConfigMismatchError, match="bfloat16"):
         evaluate(gpu.path, EvalConfig(tasks=["triviaqa"], estimators=["trace"], **FAST), model=tiny_model)
+
+
+def test_a_resumed_run_keeps_its_dtype_where_auto_now_means_another(tmp_path: Path, tiny_model, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """``auto`` is bfloat16 on a CPU with bf16 matrix units (`tracecal.backends.runtime.resolve_dtype`): a new run
+    there records bfloat16, but a run that recorded float32 (made where auto meant float32, or before the CPU rule)
+    resumes with ``auto`` as float32, its identity unchanged; an explicit other --dtype is refused."""
+    import tracecal.backends.runtime as runtime
+
+    run = tmp_path / "run"
+    evaluate(run, EvalConfig(tasks=["triviaqa"], estimators=["trace"], dtype="float32", **FAST), model=tiny_model)
+    ident = json.loads((run / "config.json").read_text())["identity"]
+    monkeypatch.setattr(runtime, "cpu_has_bf16", lambda: True)
+    monkeypatch.setattr("torch.cuda.is_available", lambda: False)
+    assert EvalConfig(tasks=["triviaqa"], **FAST).identity()["dtype"] == "bfloat16"  # a new run's auto
+    url = EvalConfig(tasks=["triviaqa"], model="http://127.0.0.1:9/v1", **FAST)
+    assert url.identity()["dtype"] == "float32"  # a server's run: the identity it always had (runs resume)
+    cfg = EvalConfig(tasks=["triviaqa"], model=tiny_model.model_id, estimators=["trace"], **FAST)
+    assert evaluate(run, cfg) is not None  # every shard is there: nothing loads
+    assert cfg.dtype == "float32" and json.loads((run / "config.json").read_text())["identity"] == ident
+    with pytest.raises(ConfigMismatchError, match="dtype='float32', not 'bfloat16'"):
+        evaluate(run, EvalConfig(tasks=["triviaqa"], model=tiny_model.model_id, dtype="bfloat16", **FAST))
 
 
 def test_a_run_made_without_backend_resumes_as_hf_and_never_as_llama_cpp(tmp_path: Path, tiny_model) -> None:  # type: ignore[no-untyped-def]
@@ -161,9 +182,9 @@ def test_a_run_made_without_embedder_dtype_resumes_in_float32(tmp_path: Path, ti
     """On a CPU with bf16 units, ``auto`` makes a new run's embedder bf16 (in its identity), but a run directory made
     before the option (a float32 embedder; neither config nor identity has the key) resumes with ``auto`` and its
     identity unchanged; an explicit other dtype is refused either way."""
-    import tracecal.evaluation.config as config
+    import tracecal.backends.runtime as runtime
 
-    monkeypatch.setattr(config, "cpu_has_bf16", lambda: True)
+    monkeypatch.setattr(runtime, "cpu_has_bf16", lambda: True)
     run, new = tmp_path / "old", tmp_path / "new"
     fp32 = EvalConfig(tasks=["triviaqa"], estimators=["trace"], embedder_dtype="float32", **FAST)
     evaluate(run, fp32, model=tiny_model)
@@ -181,7 +202,7 @@ def test_a_run_made_without_embedder_dtype_resumes_in_float32(tmp_path: Path, ti
     evaluate(new, EvalConfig(tasks=["triviaqa"], estimators=["trace"], **FAST), model=tiny_model)
     doc = json.loads((new / "config.json").read_text())
     assert doc["identity"]["embedder_dtype"] == doc["config"]["embedder_dtype"] == "bfloat16"
-    monkeypatch.setattr(config, "cpu_has_bf16", lambda: False)  # resumed on a CPU without: still the run's own
+    monkeypatch.setattr(runtime, "cpu_has_bf16", lambda: False)  # resumed on a CPU without: still the run's own
     assert evaluate(new, EvalConfig(tasks=["triviaqa"], estimators=["trace"], **FAST), model=tiny_model) is not None
     with pytest.raises(ConfigMismatchError, match="embedder_dtype='bfloat16', not 'float32'"):
         evaluate(new, EvalConfig(tasks=["triviaqa"], estimators=["trace"], embedder_dtype="float32", **FAST))

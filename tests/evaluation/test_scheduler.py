@@ -81,9 +81,7 @@ def test_units_carry_the_digests_of_their_questions_and_a_change_is_refused(tmp_
         check_stored(store, tasks, ["traces"], 4)
 
 
-def test_the_backend_decides_the_model_options_and_the_passes_it_cannot_compute(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    import torch
-
+def test_the_backend_decides_the_model_options_and_the_passes_it_cannot_compute(tmp_path: Path) -> None:
     from tracecal.evaluation.scheduler import model_options, unsupported_passes
 
     every = ["trace", "p_true", "beam_ratio", "tokensar"]
@@ -91,8 +89,8 @@ def test_the_backend_decides_the_model_options_and_the_passes_it_cannot_compute(
     assert model_options(hf) == {"backend": "auto", "batch_size": 3, "dtype": "bfloat16"}
     assert unsupported_passes(hf) == {}
     lc = EvalConfig(["triviaqa"], estimators=every, backend="llamacpp", batch_size=3)
-    monkeypatch.setattr(torch, "get_num_threads", lambda: 3)
-    assert model_options(lc) == {"backend": "llamacpp", "batch_size": 3, "n_threads": 3}  # no dtype: the GGUF's
+    # no dtype (the GGUF's); the threads the process set (--threads or the rule: tracecal.backends.runtime)
+    assert model_options(lc) == {"backend": "llamacpp", "batch_size": 3, "threads": "auto"}
     assert unsupported_passes(lc) == {
         "beam": "llama.cpp has no beam search (llama-cpp-python decodes one sequence): use --backend hf"
     }  # P(True), TokenSAR run
@@ -115,12 +113,12 @@ def test_resources_load_the_backend_the_settings_name() -> None:
 
 
 def test_resources_load_the_embedder_in_the_runs_dtype(monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    import tracecal.evaluation.config as config
+    import tracecal.backends.runtime as runtime
     import tracecal.passes.semantic as semantic
 
     loaded: list[str] = []
     monkeypatch.setattr(semantic, "load_embedder", lambda dtype="float32": loaded.append(dtype) or dtype)
-    monkeypatch.setattr(config, "cpu_has_bf16", lambda: False)
+    monkeypatch.setattr(runtime, "cpu_has_bf16", lambda: False)
     for given, want in (("float32", "float32"), ("bfloat16", "bfloat16"), ("auto", "float32")):
         res = Resources(EvalConfig(["triviaqa"], embedder_dtype=given))
         assert res.get("embedder") == want and res.get("embedder") == want  # loaded once

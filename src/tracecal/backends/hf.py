@@ -33,6 +33,7 @@ from tracecal.backends.defaults import (
 from tracecal.backends.hf_passes import HFForwardPasses
 from tracecal.backends.prefill import contiguous_head_input
 from tracecal.backends.recorder import StepCallback, StepHook, TraceRecorder, generated_trace, output_cache
+from tracecal.backends.runtime import apply_threads, check_threads
 from tracecal.errors import TracecalError, ValidationError
 from tracecal.traces.trace import Trace
 
@@ -136,15 +137,20 @@ class HFModel(HFForwardPasses):
         name_or_path: str | os.PathLike[str] | None = None,
         device: str = "auto",
         dtype: str | torch.dtype = "auto",
+        threads: int | str | None = "auto",
         **kwargs: Any,
     ) -> HFModel:
         """Load the offline default (None), a named offline model (``NAMED_MODELS``: ``gemma3-270m``), a ``.gguf``
         file, a local directory, or a Hugging Face model id.
 
-        ``dtype``: ``auto`` (fp32 on CPU, bf16 on GPU), ``float32``, ``bfloat16``, ``float16`` or a torch dtype.
+        ``dtype``: ``auto`` (bf16 on a GPU or on a CPU with bf16 matrix units, else fp32:
+        `tracecal.backends.runtime.resolve_dtype`), ``float32``, ``bfloat16``, ``float16`` or a torch dtype.
+        ``threads``: torch's CPU threads (process-wide), set here: ``auto`` (the CPUs other processes leave free,
+        or ``OMP_NUM_THREADS``: `tracecal.backends.runtime.auto_threads`), a number, or None (leave them).
         """
         dev = ("cuda" if torch.cuda.is_available() else "cpu") if device == "auto" else device
         dtype_ = torch_dtype(dtype, dev)
+        apply_threads(check_threads(threads))
         model_id, source = _resolve(name_or_path)
         try:
             tok = AutoTokenizer.from_pretrained(source)

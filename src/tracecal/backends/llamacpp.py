@@ -49,6 +49,7 @@ from tracecal.backends.defaults import (
 )
 from tracecal.backends.llamacpp_steps import logits_stats, stack_top, top_k
 from tracecal.backends.prompting import TokenizerBackend
+from tracecal.backends.runtime import resolve_threads
 from tracecal.errors import TracecalError, ValidationError
 from tracecal.traces.trace import Trace
 
@@ -147,8 +148,10 @@ class LlamaCppModel(TokenizerBackend):
     ) -> LlamaCppModel:
         """Load a ``.gguf`` file (None: the offline default SmolLM2-135M-Instruct Q4_1) on the CPU.
 
-        ``n_threads``: llama.cpp threads (default: llama.cpp's choice). ``tokenizer``: a transformers tokenizer
-        or a folder to load one from (default: the tokenizer stored in the GGUF, read by transformers).
+        ``n_threads``: llama.cpp threads (default: the count this process chose, else the rule of
+        `tracecal.backends.runtime.auto_threads`, the CPUs other processes leave free).
+        ``tokenizer``: a transformers tokenizer or a folder to load one from (default: the tokenizer stored in the
+        GGUF, read by transformers).
         ``dtype`` / ``device`` must stay ``auto``: the GGUF's quantisation and the build decide.
         ``extra_buffers``: llama.cpp's repacked weight layouts (AMX / AVX-512 on CPUs that have them). Off by
         default: with them this build's Q4 matmuls depend on how the tokens are batched and are far less exact
@@ -172,6 +175,7 @@ class LlamaCppModel(TokenizerBackend):
                 if tokenizer is None
                 else AutoTokenizer.from_pretrained(str(tokenizer))
             )
+        n_threads = check_positive_int(resolve_threads("auto") if n_threads is None else n_threads, "n_threads")
         with llama_model_params(extra_buffers):
             llm = llama_cpp.Llama(
                 model_path=str(p),

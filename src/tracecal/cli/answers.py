@@ -30,9 +30,12 @@ from rich.table import Table
 
 from tracecal.cli.common import (
     FOREIGN,
+    DtypeOpt,
     ModelOpt,
+    ThreadsOpt,
     check_option,
     check_provenance,
+    check_runtime_options,
     console,
     fmt_num,
     note,
@@ -88,6 +91,8 @@ def score_answers(
         bool, typer.Option(FOREIGN, help="use a --calibrator made on another model's or dtype's answers (warns)")
     ] = False,
     show: Annotated[int, typer.Option(help="rows to print in the table (0: none)")] = 20,
+    dtype: DtypeOpt = "auto",
+    threads: ThreadsOpt = None,
 ) -> None:
     """Score answers you already have: each answer's trace under the model (teacher forcing) and its confidence (a
     calibrator made on another model's or dtype's answers is refused)."""
@@ -97,6 +102,7 @@ def score_answers(
     check_option("--on-error", on_error, Options(*ON_ERROR))
     check_option("--batch-size", batch_size, Interval(int, 1, None))
     check_option("--show", show, Interval(int, 0, None))
+    check_runtime_options(dtype, threads)
     inputs = [("answers file", answers_path), ("calibrator", calibrator), ("model file", model, "**/*")]
     out_path(out, "traces", inputs)
     rows, bad = read_answer_rows(answers_path, on_error)
@@ -110,7 +116,7 @@ def score_answers(
     from tracecal.backends import load_model
 
     with console.status("loading model…"):
-        lm = load_model(model, backend=backend, batch_size=batch_size)
+        lm = load_model(model, backend=backend, batch_size=batch_size, dtype=dtype, threads=threads or "auto")
     if scorer is not None and calibrator is not None:  # before any answer is traced
         check_provenance(calibrator, scorer.calibrator.provenance, _identity(lm), allow_foreign_calibrator, "score")
     traces = _trace_rows(lm, rows)

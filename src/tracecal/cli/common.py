@@ -26,7 +26,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-from tracecal._validation import Constraint, check_param
+from tracecal._validation import Constraint, Interval, Options, check_param
 from tracecal.errors import TracecalError, ValidationError, os_error_message
 from tracecal.traces.provenance import SERVER, TRACES, mismatch
 
@@ -38,7 +38,10 @@ __all__ = [
     "MISSING",
     "USER_ERRORS",
     "DataDirOpt",
+    "DtypeOpt",
     "ModelOpt",
+    "ThreadsOpt",
+    "check_runtime_options",
     "check_option",
     "check_provenance",
     "console",
@@ -90,6 +93,24 @@ DataDirOpt = Annotated[
     Path | None,
     typer.Option("--data-dir", help="evaluation data folder (default: $TRACECAL_DATA or ../shared/data)"),
 ]
+DtypeOpt = Annotated[
+    str,
+    typer.Option(
+        "--dtype",
+        help="model weights: auto (bfloat16 on a GPU or a CPU with bf16 matrix units, AMX / AVX-512-BF16; else "
+        "float32; a resumed run: its own) | float32 | bfloat16 | float16",
+    ),
+]
+"""The ``--dtype`` of every command that loads a model (`tracecal.backends.runtime.resolve_dtype`)."""
+ThreadsOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--threads",
+        help="torch (and llama.cpp) CPU threads (default: the CPUs other processes leave free, at least 1, or "
+        "$OMP_NUM_THREADS; docs/benchmarks.md)",
+    ),
+]
+"""The ``--threads`` of every command that loads a model (`tracecal.backends.runtime.auto_threads`)."""
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -260,6 +281,15 @@ def given_options(ctx: Any) -> set[str]:
         if source is not None and source.name not in ("DEFAULT", "DEFAULT_MAP"):
             given.add(name)
     return given
+
+
+def check_runtime_options(dtype: str, threads: int | None) -> None:
+    """Refuse a ``--dtype`` outside `tracecal.backends.runtime.DTYPES` or a ``--threads`` below 1 (before any model
+    loads)."""
+    from tracecal.backends.runtime import DTYPES
+
+    check_option("--dtype", dtype, Options(*DTYPES))
+    check_option("--threads", threads, Interval(int, 1, None))
 
 
 def split_names(spec: str | None) -> list[str]:

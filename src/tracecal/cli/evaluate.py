@@ -17,7 +17,9 @@ from tracecal._validation import Interval, check_params
 from tracecal.backends.registry import IN_PROCESS, backend_names, get_backend
 from tracecal.cli.common import (
     DataDirOpt,
+    DtypeOpt,
     ModelOpt,
+    ThreadsOpt,
     check_option,
     console,
     given_options,
@@ -71,9 +73,6 @@ SelHoldoutOpt = Annotated[
     typer.Option(
         help="share of the calibration split a fitted estimator's threshold is chosen on (it is refitted on the rest)"
     ),
-]
-DtypeOpt = Annotated[
-    str, typer.Option(help="model weights: auto (fp32 on CPU, bf16 on GPU) | float32 | bfloat16 | float16")
 ]
 EmbedderDtypeOpt = Annotated[
     str,
@@ -195,9 +194,7 @@ def evaluate(
     on_error: Annotated[str, typer.Option(help="malformed data rows: skip (warn) | raise")] = "skip",
     metrics: Annotated[str, typer.Option(help="metrics to print")] = "auroc,brier,ece",
     report: Annotated[bool, typer.Option("--report/--no-report", help="write RUN/report.html")] = True,
-    threads: Annotated[
-        int | None, typer.Option(help="torch (and llama.cpp) CPU threads (default: torch's; --ray: per actor)")
-    ] = None,
+    threads: ThreadsOpt = None,
     dtype: DtypeOpt = "auto",
     backend: BackendOpt = "auto",
     embedder_dtype: EmbedderDtypeOpt = "auto",
@@ -226,7 +223,9 @@ def evaluate(
         ),
     ] = 50,
 ) -> None:
-    """Generate once (resumable), score every estimator under the paper's protocol, print the comparison."""
+    """Generate once (resumable), score every estimator under the paper's protocol, print the comparison.
+    With --ray, --threads is each actor's CPUs and threads (default 1); a resumed run keeps its weights' dtype
+    unless --dtype names another (refused)."""
     run_evaluate(dict(locals()))
 
 
@@ -259,10 +258,10 @@ def run_evaluate(o: dict[str, Any]) -> None:
         from tracecal.evaluation.ray import ray_executor
 
         executor = ray_executor(o["ray_address"], o["ray_actors"], float(threads or 1), o["ray_gpus"])
-    if threads and not use_ray:
-        import torch
+    if not use_ray:  # every model and embedder of the run: --threads, else the rule (tracecal.backends.runtime)
+        from tracecal.backends.runtime import apply_threads
 
-        torch.set_num_threads(threads)
+        apply_threads(threads or "auto")
     t0 = time.perf_counter()
     with progress_bar() as pb, RunView(pb) as view, executor or nullcontext():  # Ray: its actors stop after
         res = run_eval(o["run_dir"], cfg, view, o["no_score"], score_only=o["score_only"], executor=executor)

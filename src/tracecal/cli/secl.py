@@ -23,9 +23,13 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from tracecal._validation import Interval
 from tracecal.cli.common import (
     DataDirOpt,
+    DtypeOpt,
     ModelOpt,
+    ThreadsOpt,
+    check_option,
     console,
     fmt_num,
     note,
@@ -265,13 +269,9 @@ def _run(
     from tracecal.secl.run import run_secl
 
     threads, save_adapter, dtype = run
-    if threads:
-        import torch
-
-        torch.set_num_threads(threads)
     with console.status("loading model…"):
         lm = require_hf(
-            load_model(model, batch_size=cfg.batch_size, dtype=dtype)
+            load_model(model, batch_size=cfg.batch_size, dtype=dtype, threads=threads or "auto")
         )  # a server URL: SECL needs the weights here
     frozen = frozen_for(lm, items, cache, cfg.batch_size, _progress, note, need_p_yes=cfg.target == "ptrue")
     note("SECL pass…")
@@ -304,10 +304,8 @@ def secl_command(
     lora_r: RankOpt = None,
     batch_size: Annotated[int, typer.Option(help="questions per forward batch")] = 8,
     sample_seed: SampleSeedOpt = None,
-    threads: Annotated[int | None, typer.Option(help="torch CPU threads (default: torch's)")] = None,
-    dtype: Annotated[
-        str, typer.Option(help="weights: auto (fp32 on CPU, bf16 on GPU) | float32 | bfloat16 | float16")
-    ] = "auto",
+    threads: ThreadsOpt = None,
+    dtype: DtypeOpt = "auto",
     backend: Annotated[
         str, typer.Option(help="auto | hf (SECL trains LoRA: HF only; a .gguf or named model is converted to HF)")
     ] = "auto",
@@ -319,6 +317,7 @@ def secl_command(
 
     check_backend(backend)
     check_dtype(dtype)
+    check_option("--threads", threads, Interval(int, 1, None))
     inputs = check_outputs(out, cache, save_adapter, model, data_dir)
     options = {k: v for k, v in locals().items() if k in CONFIG_OPTIONS and v is not None}  # None: the default
     options["lora_targets"] = tuple(split_names(lora_targets))

@@ -26,7 +26,8 @@ import typer
 
 from tracecal._validation import Interval
 from tracecal.backends.registry import DTYPE, IN_PROCESS, backend_names, get_backend
-from tracecal.cli.common import FOREIGN, check_option, user_errors
+from tracecal.backends.runtime import DTYPES
+from tracecal.cli.common import FOREIGN, DtypeOpt, ThreadsOpt, check_option, user_errors
 from tracecal.cli.common import check_provenance as common_check_provenance
 from tracecal.errors import ValidationError
 
@@ -54,7 +55,6 @@ CONFIG_OPTIONS = (
     "drift_min_samples",
     "drift_direction",
 )
-DTYPES = ("auto", "float32", "bfloat16", "float16")
 #: The values of the options that are not `ServeConfig` fields (checked before anything is loaded).
 OPTION_CONSTRAINTS = {
     "--port": ("port", Interval(int, 1, 65535)),
@@ -88,8 +88,8 @@ def serve_command(
     upstream_concurrency: Annotated[
         int, typer.Option(help="requests in flight to the upstream at most (its batching; not --max-batch)")
     ] = 64,
-    threads: Annotated[int | None, typer.Option(help="torch CPU threads (default: torch's choice)")] = None,
-    dtype: Annotated[str, typer.Option(help="HF weights: auto (fp32 on CPU) | float32 | bfloat16 | float16")] = "auto",
+    threads: ThreadsOpt = None,
+    dtype: DtypeOpt = "auto",
     max_batch: Annotated[int, typer.Option(help="prompts decoded together at most (1: no batching)")] = 8,
     batch_wait_ms: Annotated[float, typer.Option(help="ms a batch waits for the next request (≤ 4×)")] = 5.0,
     batch_wait_share: Annotated[float, typer.Option(help="… or this share of the last batch's time")] = 0.05,
@@ -164,13 +164,14 @@ def serve_app(o: dict[str, Any]) -> Any:
 
 def _served(o: dict[str, Any]) -> tuple[str | None, str | None] | None:
     """(model, weight dtype) this server will answer with, as answers record them (None: unknown); None with
-    ``--no-model``. In-process: the model's name or path and, for HF, the dtype ``--dtype`` resolves to."""
+    ``--no-model``. In-process: the model's name or path and, for HF, the dtype ``--dtype`` resolves to (the one
+    rule of `tracecal.backends.runtime.resolve_dtype`, which the model is then loaded in)."""
     if o["no_model"]:
         return None
     if o["upstream"]:
         return o["upstream_model"], None
     from tracecal.backends.defaults import DEFAULT_MODEL
-    from tracecal.evaluation.config import resolve_dtype
+    from tracecal.backends.runtime import resolve_dtype
 
     return o["model"] or DEFAULT_MODEL, resolve_dtype(o["dtype"]) if get_backend(o["backend"]).can(DTYPE) else None
 
@@ -223,10 +224,6 @@ def _build_app(cfg: Any, o: dict[str, Any]) -> Any:
     cal = load_calibrator(calibrator) if calibrator else None
     if cal is not None:
         check_provenance(calibrator, cal.provenance, _served(o), o["allow_foreign_calibrator"])
-    if o["threads"]:
-        import torch
-
-        torch.set_num_threads(o["threads"])
     if o["upstream"]:
         from tracecal.backends.http import HTTPBackendError
         from tracecal.serve.proxy import proxy_backends
@@ -250,6 +247,7 @@ def _build_app(cfg: Any, o: dict[str, Any]) -> Any:
         return create_app(chat, cal, cfg, text_model=text, calibrator_path=calibrator)
     from tracecal.backends import load_model
 
-    kw = {"dtype": o["dtype"]} if o["dtype"] != "auto" else {}  # part of the answers' identity (bf16 changes them)
-    lm = None if o["no_model"] else load_model(o["model"], backend=o["backend"], **kw)
+    served = _served(o)  # the dtype the provenance check compared with is the one loaded (bf16 changes answers)
+    kw = {"dtype": served[1]} if served is not None and served[1] else {}
+    lm = None if o["no_model"] else load_model(o["model"], backend=o["backend"], threads=o["threads"] or "auto", **kw)
     return create_app(lm, cal, cfg, calibrator_path=calibrator)

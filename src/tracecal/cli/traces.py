@@ -20,9 +20,12 @@ from tracecal._validation import Interval
 from tracecal.cli.common import (
     FOREIGN,
     DataDirOpt,
+    DtypeOpt,
     ModelOpt,
+    ThreadsOpt,
     check_option,
     check_provenance,
+    check_runtime_options,
     console,
     fail,
     fmt_num,
@@ -52,17 +55,18 @@ def out_path(path: Path, what: str, inputs: Iterable[tuple[Any, ...]] = (), opti
 
 
 def _prompts_and_model(
-    task: str | None, prompts: Path | None, model: str | None, limit: int | None, batch_size: int, data_dir: Any
+    task: str | None, prompts: Path | None, model: str | None, limit: int | None, load: dict[str, Any], data_dir: Any
 ) -> tuple[Any, list[Any], list[str], tuple[str, ...], int | None]:
-    """The loaded model, the prompts with their ids, the stop strings and the task's default answer length
-    (None for a prompts file), from ``--prompts`` or ``--task`` (the task's prompts are made for the model)."""
+    """The loaded model (``load``: the `load_model` keywords: batch size, dtype, threads), the prompts with their
+    ids, the stop strings and the task's default answer length (None for a prompts file), from ``--prompts`` or
+    ``--task`` (the task's prompts are made for the model)."""
     from tracecal.backends import load_model
     from tracecal.tasks.files import check_unique_ids, read_prompt_file
 
     if prompts is not None:
         plist, ids = read_prompt_file(prompts)
         with console.status("loading model…"):
-            lm = load_model(model, batch_size=batch_size)
+            lm = load_model(model, **load)
         return lm, plist[:limit], ids[:limit], (), None
     from tracecal.tasks import get_task
 
@@ -70,7 +74,7 @@ def _prompts_and_model(
     examples = tk.load(limit=limit, data_dir=data_dir)
     check_unique_ids([ex.id for ex in examples], f"task {task}")
     with console.status("loading model…"):
-        lm = load_model(model, batch_size=batch_size)
+        lm = load_model(model, **load)
     plist = [tk.prompt(ex, chat=lm.chat) for ex in examples]
     return lm, plist, [ex.id for ex in examples], tuple(tk.stop_strings(lm.chat)), tk.max_new_tokens
 
@@ -101,6 +105,8 @@ def generate(
     jsonl: Annotated[Path | None, typer.Option(help="also export the traces as JSONL")] = None,
     data_dir: DataDirOpt = None,
     labels_out: LabelsOutOpt = None,
+    dtype: DtypeOpt = "auto",
+    threads: ThreadsOpt = None,
 ) -> None:
     """Generate answers and record their traces (one decoding pass each) → Parquet; with --task, also each answer's
     label (correct or not under the task's labeller) → a labels CSV for fit-calibrator."""
@@ -115,9 +121,11 @@ def generate(
         ("--top-logprobs", top_logprobs, 0),
     ):
         check_option(name, value, Interval(int, lowest, None))  # 0 is refused, never read as "the default"
+    check_runtime_options(dtype, threads)
     inputs = [("prompts file", prompts), ("task file", task), ("model file", model)]
     labels_out = _outputs(inputs, out, jsonl, task, labels_out)
-    lm, plist, ids, stop, task_tokens = _prompts_and_model(task, prompts, model, limit, batch_size, data_dir)
+    load = {"batch_size": batch_size, "dtype": dtype, "threads": threads or "auto"}
+    lm, plist, ids, stop, task_tokens = _prompts_and_model(task, prompts, model, limit, load, data_dir)
     budget = max_new_tokens if max_new_tokens is not None else task_tokens if task_tokens is not None else 32
     with progress_bar() as pb:
         job = pb.add_task("generating", total=len(plist))

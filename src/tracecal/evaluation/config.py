@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from tracecal._validation import Interval, Options, check_params
+from tracecal.backends import runtime
 from tracecal.backends.registry import (
     DEFAULT_BACKEND,
     DTYPE,
@@ -27,6 +28,7 @@ from tracecal.backends.registry import (
     get_backend,
     resolve_backend,
 )
+from tracecal.backends.runtime import DTYPES, resolve_dtype
 from tracecal.errors import ValidationError
 from tracecal.estimators import REGISTRY, resolve_estimators
 from tracecal.evaluation.protocol import SCORE_CONSTRAINTS, ScoreConfig, constraints_of, setting
@@ -44,13 +46,11 @@ __all__ = [
     "is_url",
     "resolve_dtype",
     "resolve_embedder_dtype",
-    "cpu_has_bf16",
     "legacy_identity",
     "split_sizes",
     "check_splittable",
 ]
 
-DTYPES = ("auto", "float32", "bfloat16", "float16")
 BACKENDS = RegisteredBackends(IN_PROCESS)
 """The values of ``--backend``, read from the backend registry (`tracecal.backends.registry`): ``auto`` is the
 Hugging Face backend (a ``.gguf`` file included: dequantised, as before this option existed), or the backend that
@@ -59,7 +59,7 @@ process (``hf``; ``llamacpp`` runs a ``.gguf`` file, or a named model's, in llam
 EMBEDDER_DTYPES = ("auto", *_EMBEDDER_DTYPES)
 """The values of ``--embedder-dtype`` (the sentence embedder of TokenSAR / MARS): ``bfloat16`` runs its matrix
 products in bf16 (`tracecal.passes.semantic.Autocast`); ``auto`` is the run directory's own (`resolve_embedder_dtype`),
-and for a new run bfloat16 on a CPU with bf16 matrix units (`cpu_has_bf16`), else float32."""
+and for a new run bfloat16 on a CPU with bf16 matrix units (`tracecal.backends.runtime.cpu_has_bf16`), else float32."""
 IDENTITY_DEFAULTS = {"backend": DEFAULT_BACKEND, "embedder_dtype": "float32"}
 """The value an identity key takes where an identity lacks it. Only a backend declared ``in_identity`` (llama.cpp)
 writes ``backend`` into its identity, so every run directory made without the option (and every new HF or HTTP run)
@@ -221,7 +221,8 @@ class EvalConfig:
         return resolve_backend(self.backend, self.model)
 
     def identity(self) -> dict[str, Any]:
-        """What the stored outputs depend on; the dtype resolved (``auto`` → float32 on CPU, bfloat16 on GPU).
+        """What the stored outputs depend on; the dtype resolved (``auto``: `tracecal.backends.runtime.resolve_dtype`,
+        bfloat16 on a GPU or a CPU with bf16 matrix units, else float32; `evaluate` first pins it to a resumed run's).
 
         A run on a backend declared ``in_identity`` adds ``backend: <name>`` (a llama.cpp run: its answers differ from
         the HF backend's), its dtype None where the backend takes no ``--dtype`` (the GGUF's quantisation decides);
@@ -234,9 +235,10 @@ class EvalConfig:
         if (emb := resolve_embedder_dtype(self.embedder_dtype)) != IDENTITY_DEFAULTS["embedder_dtype"]:
             ident["embedder_dtype"] = emb
         spec = get_backend(self.backend_kind())
-        dtype = resolve_dtype(self.dtype) if spec.can(DTYPE) or not spec.in_identity else None
+        # a backend without a dtype (llama.cpp: the GGUF's own; a server's) resolves auto as before the CPU rule
+        dtype = resolve_dtype(self.dtype, bf16=None if spec.can(DTYPE) else False)
         if spec.in_identity:
-            return {"backend": spec.name} | ident | {"dtype": dtype}
+            return {"backend": spec.name} | ident | {"dtype": dtype if spec.can(DTYPE) else None}
         ident["dtype"] = dtype
         return ident
 
@@ -250,38 +252,16 @@ def is_url(model: str | None) -> bool:
     return str(model or "").startswith(("http://", "https://"))
 
 
-def resolve_dtype(dtype: str, cuda: bool | None = None) -> str:
-    """The weights' dtype a setting means on this machine: ``auto`` is bfloat16 with a GPU, float32 without."""
-    if dtype != "auto":
-        return dtype
-    if cuda is None:
-        import torch
-
-        cuda = bool(torch.cuda.is_available())
-    return "bfloat16" if cuda else "float32"
-
-
-def cpu_has_bf16(cpuinfo: str = "/proc/cpuinfo") -> bool:
-    """Whether this CPU has bf16 matrix units (the ``amx_bf16`` or ``avx512_bf16`` flag of ``/proc/cpuinfo``, as
-    ``scripts/run.sh`` reads them for ``--dtype``); False where the file is missing (not Linux)."""
-    try:
-        with open(cpuinfo, encoding="utf-8", errors="replace") as f:
-            flags = next((line.split(":", 1)[1].split() for line in f if line.startswith("flags")), [])
-    except OSError:
-        return False
-    return bool({"amx_bf16", "avx512_bf16"} & set(flags))
-
-
 def resolve_embedder_dtype(dtype: str, stored: dict[str, Any] | None = None, bf16: bool | None = None) -> str:
     """The embedder's dtype a setting means: ``auto`` is the one of the run directory whose stored identity is
     ``stored`` (a run made before the option: float32, `IDENTITY_DEFAULTS`), so resuming never changes it; for a
-    new run (``stored`` None) bfloat16 where the CPU has bf16 matrix units (``bf16``; default `cpu_has_bf16`),
-    else float32."""
+    new run (``stored`` None) bfloat16 where the CPU has bf16 matrix units (``bf16``; default
+    `tracecal.backends.runtime.cpu_has_bf16`), else float32."""
     if dtype != "auto":
         return dtype
     if stored is not None:
         return str(stored.get("embedder_dtype", IDENTITY_DEFAULTS["embedder_dtype"]))
-    return "bfloat16" if (cpu_has_bf16() if bf16 is None else bf16) else "float32"
+    return "bfloat16" if (runtime.cpu_has_bf16() if bf16 is None else bf16) else "float32"
 
 
 def legacy_identity(config: dict[str, Any]) -> dict[str, Any]:

@@ -157,9 +157,9 @@ class ModelWorker:
         if not gpus:
             os.environ["CUDA_VISIBLE_DEVICES"] = ""  # before the first CUDA call of this process
         if threads and not is_url(cfg.model):
-            import torch
+            from tracecal.backends.runtime import apply_threads
 
-            torch.set_num_threads(threads)
+            apply_threads(threads)  # torch's, and what the actor's llama.cpp model takes (`model_options`)
         self.res = Resources(cfg)
         self.units = 0
 
@@ -269,7 +269,8 @@ class RayExecutor:
     # ----------------------------------------------------------------------------------- the executor steps
     def pin(self, cfg: EvalConfig) -> None:
         """Check that the cluster can hold an actor, and resolve ``dtype=auto`` as the actors will: bf16 when an
-        actor reserves a GPU, fp32 when it does not (`ModelWorker` hides unreserved GPUs), so the run's identity
+        actor reserves a GPU, else the CPU rule (`tracecal.backends.runtime.resolve_dtype`, this machine's CPU
+        standing for the actors'; `ModelWorker` hides unreserved GPUs), so the run's identity
         says what the actors compute. A server URL, or llama.cpp's GGUF, decides its own dtype: left as it is."""
         ray = self.connect()
         total = ray.cluster_resources()

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from tracecal.backends.registry import backend_of, get_backend
+from tracecal.backends.registry import DTYPE, backend_of, get_backend
 from tracecal.estimators import Inputs, needs_of
 from tracecal.evaluation.blocks import Runner, answered, check_pass, read_frames, rows_of, score_frames, stat_array
 from tracecal.evaluation.config import (
@@ -137,10 +137,14 @@ def _explain_not_run(res: Results, data: Sequence[TaskFrame], skipped: dict[str,
 
 
 def _adopt(cfg: EvalConfig, model: Any) -> None:
-    """Settings a loaded ``model`` decides: the run's model (when not given) and, where its backend or the one named is
-    part of a run's identity (``in_identity``: llama.cpp), the backend (`tracecal.backends.registry.backend_of`)."""
+    """Settings a loaded ``model`` decides: the run's model (when not given), its weights' dtype (for ``auto``) and,
+    where its backend or the one named is part of a run's identity (``in_identity``: llama.cpp), the backend
+    (`tracecal.backends.registry.backend_of`)."""
     if cfg.model is None:
         cfg.model = model.model_id
+    weights = getattr(getattr(model, "model", None), "dtype", None)  # an HF model's torch dtype
+    if cfg.dtype == "auto" and weights is not None:
+        cfg.dtype = str(weights).removeprefix("torch.")
     given = backend_of(model)
     named = None if cfg.backend == "auto" else cfg.backend
     marks = [b for b in (given, named) if b is not None and get_backend(b).in_identity]
@@ -148,6 +152,18 @@ def _adopt(cfg: EvalConfig, model: Any) -> None:
         if named is not None:
             raise ConfigError(f"backend: the model given is a {type(model).__name__}, not --backend {cfg.backend}")
         cfg.backend = str(given)
+
+
+def _pin_dtype(cfg: EvalConfig, store: RunStore) -> None:
+    """Resolve ``dtype=auto`` of a resumed run to the weights' dtype its identity holds (one made before identities
+    were stored: `legacy_identity`), so that a run made where ``auto`` meant float32 resumes where it means bfloat16
+    (and back); a new run's ``auto`` is resolved by the executor or `EvalConfig.identity` (this machine's)."""
+    if cfg.dtype != "auto" or not get_backend(cfg.backend_kind()).can(DTYPE) or not store.exists():
+        return
+    doc = store.config()
+    stored = doc.get("identity") or legacy_identity(doc.get("config", {}))
+    if stored.get("dtype"):  # None: a llama.cpp run (the GGUF decides)
+        cfg.dtype = str(stored["dtype"])
 
 
 def _pin_embedder_dtype(cfg: EvalConfig, store: RunStore) -> None:
@@ -197,6 +213,7 @@ def evaluate(
     executor = executor or LocalExecutor()
     if model is not None and not isinstance(executor, LocalExecutor):
         raise ConfigError("a loaded model cannot be shipped to workers: give its name, path or URL (--model)")
+    _pin_dtype(cfg, store)  # before the executor resolves a new run's auto
     executor.pin(cfg)
     _pin_embedder_dtype(cfg, store)
     identity = cfg.identity()

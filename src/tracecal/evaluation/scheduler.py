@@ -81,14 +81,13 @@ class Resources:
 
 def model_options(cfg: EvalConfig) -> dict[str, Any]:
     """The `load_model` keywords of the run's model: its backend (``cfg.backend``) and, of the batch size, the dtype
-    and torch's thread count (what ``--threads`` sets, also per Ray actor), those the backend takes (its declared
-    ``options``, `tracecal.backends.registry`: llama.cpp takes no dtype, the GGUF decides, and runs the threads)."""
+    and the threads, those the backend takes (its declared ``options``, `tracecal.backends.registry`: llama.cpp takes
+    no dtype, the GGUF decides). Threads: ``auto``, the count the process already set (``--threads``, also per Ray
+    actor, or the rule: `tracecal.backends.runtime.resolve_threads`)."""
     spec = get_backend(cfg.backend_kind())
     out: dict[str, Any] = {"backend": cfg.backend, "batch_size": cfg.batch_size, "dtype": cfg.dtype}
     if "n_threads" in spec.options:
-        import torch
-
-        out["n_threads"] = torch.get_num_threads()
+        out["threads"] = "auto"
     return {k: v for k, v in out.items() if k == "backend" or k in spec.options}
 
 
