@@ -43,7 +43,16 @@ from tracecal.signals.operators import TraceConfig, as_batch, get_kernel
 from tracecal.traces.segments import Segments
 from tracecal.traces.trace import Trace, TraceBatch
 
-__all__ = ["OPERATORS", "RiskProfile", "RiskSpan", "risk_profile", "span_table", "risk_spans", "char_bounds"]
+__all__ = [
+    "OPERATORS",
+    "RiskProfile",
+    "RiskSpan",
+    "char_bounds",
+    "closed_span",
+    "risk_profile",
+    "risk_spans",
+    "span_table",
+]
 
 OPERATORS = ("entropy", "peak", "surprisal")
 """The operator a span is flagged by: D_λ(H) (``"entropy"``), M^(w)(H) (``"peak"``), L_ρ(s) (``"surprisal"``)."""
@@ -275,3 +284,32 @@ def risk_spans(
             )
         )
     return out
+
+
+def closed_span(
+    trace: Trace, threshold: float = 0.5, config: TraceConfig | None = None, tokens: int | None = None
+) -> RiskSpan | None:
+    """The span that token ``tokens`` (default: the newest, T) closed, for streaming: the rule applied to the prefix
+    of ``tokens`` tokens (threshold × that prefix's peak r_t), and that prefix's newest token no longer risky while the
+    one before it was; None otherwise. A provisional span: each span `risk_spans` finds in the whole answer lies inside
+    one sent by then or ends at the answer's last token (the threshold only rises as the peak grows)."""
+    n = trace.length if tokens is None else tokens
+    if n < 2:
+        return None
+    prefix = Trace(
+        text=trace.text[: int(trace.offsets[n])] if n < trace.length else trace.text,
+        token_ids=trace.token_ids[:n],
+        surprisal=trace.surprisal[:n],
+        entropy=trace.entropy[:n],
+        token_strings=trace.token_strings[:n],
+        offsets=trace.offsets[:n],
+    )
+    table = span_table(as_batch([prefix]), k=n, threshold=threshold, config=config)
+    hit = np.flatnonzero(table["token_end"] == n - 1)
+    if not hit.size:
+        return None
+    j = int(hit[0])
+    cs, ce = char_bounds([prefix])
+    a, z = int(cs[table["token_start"][j]]), int(ce[n - 2])
+    op = OPERATORS[int(table["operator"][j])]
+    return RiskSpan(int(table["token_start"][j]), n - 1, a, z, float(table["risk"][j]), op, prefix.text[a:z])
