@@ -32,6 +32,7 @@ Everything is vectorised NumPy over the concatenated tokens of a batch (no per-t
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -52,6 +53,7 @@ __all__ = [
     "risk_profile",
     "risk_spans",
     "span_table",
+    "spans_json",
 ]
 
 OPERATORS = ("entropy", "peak", "surprisal")
@@ -313,3 +315,13 @@ def closed_span(
     a, z = int(cs[table["token_start"][j]]), int(ce[n - 2])
     op = OPERATORS[int(table["operator"][j])]
     return RiskSpan(int(table["token_start"][j]), n - 1, a, z, float(table["risk"][j]), op, prefix.text[a:z])
+
+
+def spans_json(traces: Sequence[Trace], k: int = 3, threshold: float = 0.5) -> list[str]:
+    """Per answer, its risky spans as one compact JSON text (the ``spans`` column of ``tracecal score --csv`` and
+    ``tracecal score-answers``): ``[{"char_start", "char_end", "text", "risk" (nats, 4 decimals), "operator"}]``."""
+    keep = ("char_start", "char_end", "text", "operator")
+    return [
+        json.dumps([{**{f: getattr(x, f) for f in keep}, "risk": round(x.risk, 4)} for x in spans], ensure_ascii=False)
+        for spans in risk_spans(traces, k, threshold)
+    ]
