@@ -32,7 +32,7 @@ def test_docstring_examples_run(name: str) -> None:
 
 @pytest.mark.parametrize(
     "obj",
-    ["load_model", "trace_confidence", "TracePlus", "load_calibrator"],
+    ["load_model", "trace_confidence", "risk_spans", "TracePlus", "load_calibrator"],
 )
 def test_public_api_entry_points_have_examples(obj: str) -> None:
     doc = getattr(tracecal, obj).__doc__ or ""

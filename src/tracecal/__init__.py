@@ -5,6 +5,7 @@ Public API::
     model = tracecal.load_model()            # offline default; or a HF id, local dir, .gguf path
     traces = model.generate(prompts, max_new_tokens=32)
     tracecal.trace_confidence(traces)        # c_TRACE (METHOD §2)
+    tracecal.risk_spans(traces, k=3)         # where in each answer the risk sits (docs/localisation.md)
     cal = tracecal.TracePlus().fit(traces, labels); cal.predict_proba(traces)
     cal.save("cal.json"); tracecal.TracePlus.load("cal.json")   # or tracecal.load_calibrator(path), any class
     tracecal.save_traces(traces, "run.parquet"); tracecal.load_traces("run.parquet")
@@ -15,6 +16,7 @@ from typing import Any
 from tracecal.backends import load_model
 from tracecal.errors import TracecalError, ValidationError
 from tracecal.signals.operators import TraceConfig, trace_confidence, trace_risk
+from tracecal.signals.spans import RiskSpan, risk_profile, risk_spans
 from tracecal.traces.io import TraceFileError, export_jsonl, import_jsonl, load_traces, save_traces
 from tracecal.traces.trace import Trace, TraceBatch
 from tracecal.version import __version__
@@ -32,6 +34,7 @@ __all__ = [
     "Trace",
     "TraceBatch",
     "TraceConfig",
+    "RiskSpan",
     "TraceFileError",
     "TracecalError",
     "ValidationError",
@@ -42,6 +45,8 @@ __all__ = [
     "load_calibrator",
     "load_model",
     "load_traces",
+    "risk_profile",
+    "risk_spans",
     "save_traces",
     "trace_confidence",
     "trace_risk",

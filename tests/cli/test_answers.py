@@ -72,6 +72,8 @@ def test_good_and_bad_rows_are_scored_and_reported(tmp_path: Path, shared_model)
     np.testing.assert_allclose(conf[:2], trace_confidence(traces)[:2])
     assert np.isnan(conf[2])  # an empty answer has no trace: NaN
     assert "p_correct" not in table.column_names
+    spans = [json.loads(x) for x in table.column("spans").to_pylist()]
+    assert spans[2] == [] and all(s and s[0]["text"] in t.text for s, t in zip(spans[:2], traces, strict=False))
     direct = shared_model.trace_answers([g.get("messages") or g["prompt"] for g in GOOD], [g["answer"] for g in GOOD])
     np.testing.assert_allclose(traces[0].surprisal, direct[0].surprisal, atol=1e-4)
     r = runner.invoke(app, ["score", str(out)])  # `tracecal score` reads it

@@ -64,7 +64,10 @@ def test_generate_score_fit(tmp_path: Path, shared_model) -> None:  # type: igno
 
     with open(tmp_path / "s.csv", newline="") as f:
         rows = list(csv.reader(f))
-    assert rows[0] == ["id", "tokens", "stop", "c_trace", "p_trace_plus", "answer"] and len(rows) == 5
+    assert rows[0] == ["id", "tokens", "stop", "c_trace", "p_trace_plus", "answer", "spans"] and len(rows) == 5
+    for row in rows[1:]:  # the risky spans: character offsets into the answer
+        spans = json.loads(row[6])
+        assert all(row[5][s["char_start"] : s["char_end"]] == s["text"] for s in spans) and (spans or not row[5])
 
 
 def test_errors_are_clear(tmp_path: Path, shared_model) -> None:  # type: ignore[no-untyped-def]

@@ -59,3 +59,22 @@ def test_the_confidence_object_and_the_abstain_policy() -> None:
         Scorer(abstain_on="probability")
     with pytest.raises(TracecalError, match="calibrator must be a fitted tracecal calibrator"):
         Scorer(calibrator=object())
+
+
+def test_the_confidence_carries_the_risky_spans_and_the_tracker_closes_them() -> None:
+    from tracecal.serve.scoring import Scorer, SpanTracker
+    from tracecal.signals.spans import risk_spans
+    from tracecal.traces.trace import Trace
+
+    h = [0.1, 2.5, 2.0, 0.1, 0.2, 3.0, 0.1, 0.1]
+    words = ["A", " b", "c", " d", " e", "你", "", "!"]
+    t = Trace(text="".join(words), token_ids=np.arange(8), surprisal=h, entropy=h, token_strings=words)
+    conf = Scorer(spans=2).confidence([t])[0]
+    assert conf["spans"] == [x.to_dict() for x in risk_spans([t], k=2)[0]]
+    assert [x["text"] for x in conf["spans"]] == ["你", " bc"]
+    assert Scorer(spans=0).confidence([t])[0]["spans"] == []
+    tracker = SpanTracker()
+    closed = [tracker.add(w, s, e) for w, s, e in zip(words, h, h, strict=True)]
+    assert tracker.text == t.text
+    got = [(i, x["token_start"], x["token_end"], x["text"]) for i, x in enumerate(closed) if x]
+    assert got == [(3, 1, 3, " bc"), (6, 5, 6, "你")]  # each on the token after its last one

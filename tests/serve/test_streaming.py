@@ -44,3 +44,42 @@ def test_an_event_is_one_json_data_line() -> None:
     assert sse_events(sse({"a": 1}) + "data: [DONE]\n\n") == [{"a": 1}, "[DONE]"]
     with pytest.raises(ValueError):
         sse({"x": float("nan")})  # never a non-JSON number on the wire
+
+
+def _contains(outer: dict, inner: dict) -> bool:
+    return outer["token_start"] <= inner["token_start"] and inner["token_end"] <= outer["token_end"]
+
+
+def test_streamed_chunks_carry_each_span_as_it_closes(tiny_model) -> None:  # type: ignore[no-untyped-def]
+    """Greedy, same prompt: the last chunk's spans are the non-streamed ones; every token chunk that closes a span
+    carries it, with character offsets into the content streamed so far; each final span lies inside one streamed
+    earlier or ends at the answer's last token; the official openai client parses both (in-process transport)."""
+    import openai
+
+    body = {"model": MODEL, "messages": [{"role": "user", "content": PROMPTS[1]}], "max_tokens": 24}
+    with TestClient(create_app(tiny_model)) as c:
+        plain = c.post("/v1/chat/completions", json=body).json()["choices"][0]
+        events = sse_events(c.post("/v1/chat/completions", json=body | {"stream": True}).text)
+        client = openai.OpenAI(base_url="http://testserver/v1", api_key="x", http_client=c, max_retries=0)
+        parsed = client.chat.completions.create(model=MODEL, messages=body["messages"], max_tokens=24)  # type: ignore[arg-type]
+        streamed = list(
+            client.chat.completions.create(model=MODEL, messages=body["messages"], max_tokens=24, stream=True)
+        )  # type: ignore[arg-type]
+    final = plain["confidence"]["spans"]
+    content = plain["message"]["content"]
+    assert final and all(content[s["char_start"] : s["char_end"]] == s["text"] for s in final)
+    chunks = [e["choices"][0] for e in events[1:-1] if e["choices"]]  # type: ignore[index]
+    assert chunks[-1]["confidence"]["spans"] == final
+    sofar, sent = "", []
+    for ch in chunks:
+        sofar += ch["delta"].get("content", "")
+        if "span" in ch:
+            s = ch["span"]
+            assert sofar[s["char_start"] : s["char_end"]] == s["text"] and s["token_end"] == ch["risk"]["tokens"] - 1
+            sent.append(s)
+    n = plain["confidence"]["tokens"]
+    assert all(f["token_end"] == n or any(_contains(s, f) for s in sent) for f in final)
+    assert parsed.choices[0].model_extra["confidence"]["spans"] == final  # type: ignore[index]
+    extras = [ch.choices[0].model_extra for ch in streamed if ch.choices]
+    assert [x["span"] for x in extras if "span" in x] == sent  # type: ignore[operator,index]
+    assert extras[-1]["confidence"]["spans"] == final  # type: ignore[index]

@@ -8,7 +8,7 @@ import importlib
 import pytest
 
 
-@pytest.mark.parametrize("name", ["tracecal.signals.operators"])
+@pytest.mark.parametrize("name", ["tracecal.signals.operators", "tracecal.signals.spans"])
 def test_examples_run(name: str) -> None:
     result = doctest.testmod(importlib.import_module(name), optionflags=doctest.ELLIPSIS)
     assert result.attempted > 0, f"{name} has no doctested example"

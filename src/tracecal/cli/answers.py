@@ -13,7 +13,8 @@ or two answers refuses the file, naming its line.
 
 Output: one Parquet file holding the traces (`tracecal.traces.io.SCHEMA`: ``tracecal score`` and ``load_traces``
 read it) plus, per row, ``line`` (where the row is in FILE), ``c_trace`` (c_TRACE = exp(−R), METHOD §2; NaN for an
-empty answer) and, with ``--calibrator``, ``p_correct`` (the calibrated probability; a TRACE+ file reads the
+empty answer), ``spans`` (the answer's risky spans as JSON, character offsets into it: `tracecal.risk_spans`,
+docs/localisation.md) and, with ``--calibrator``, ``p_correct`` (the calibrated probability; a TRACE+ file reads the
 trace, a scalar calibrator file - Platt, isotonic, temperature - reads c_TRACE, as in the gateway). The first
 ``--show`` rows are printed as a table (stdout), then a summary line: rows scored, mean confidence, the file.
 """
@@ -67,10 +68,12 @@ def _write(traces: list[Any], rows: list[AnswerRow], conf: Any, prob: Any, out: 
     import pyarrow as pa
     import pyarrow.parquet as pq
 
+    from tracecal.signals.spans import spans_json
     from tracecal.traces.io import atomic_write, traces_to_table
 
     table = traces_to_table(traces).append_column("line", pa.array([r.line for r in rows], pa.int64()))
     table = table.append_column("c_trace", pa.array(conf, pa.float64()))
+    table = table.append_column("spans", pa.array(spans_json(traces), pa.string()))
     if prob is not None:
         table = table.append_column("p_correct", pa.array(prob, pa.float64()))
     atomic_write(out, lambda tmp: pq.write_table(table, tmp, compression="zstd"), inputs, "--out")

@@ -203,24 +203,30 @@ def _write_labels(path: Path, traces: list[Any], labels: list[int], out: Path, i
 
 
 def _score_rows(traces: list[Any], conf: Any, prob: Any) -> list[dict[str, Any]]:
-    """One row per trace: id, tokens, stop reason, c_TRACE, (TRACE+ probability,) answer text."""
+    """One row per trace: id, tokens, stop reason, c_TRACE, (TRACE+ probability,) answer text, its risky spans (JSON,
+    `tracecal.signals.spans.spans_json`: character offsets into the answer)."""
+    from tracecal.signals.spans import spans_json
+
     rows = []
-    for i, t in enumerate(traces):
+    for i, (t, spans) in enumerate(zip(traces, spans_json(traces), strict=True)):
         r: dict[str, Any] = {"id": t.id, "tokens": t.length, "stop": t.stop_reason, "c_trace": float(conf[i])}
         if prob is not None:
             r["p_trace_plus"] = float(prob[i])
         r["answer"] = t.text
+        r["spans"] = spans
         rows.append(r)
     return rows
 
 
 def _score_table(title: str, rows: list[dict[str, Any]], show: int) -> Table:
-    """The first ``show`` rows as a table (numbers with 4 decimals, a missing one as `MISSING`)."""
+    """The first ``show`` rows as a table (numbers with 4 decimals, a missing one as `MISSING`; the spans' JSON is
+    left to ``--csv``)."""
     table = Table(title=title)
-    for col in rows[0].keys() if rows else ["id"]:
+    cols = [c for c in (rows[0].keys() if rows else ["id"]) if c != "spans"]
+    for col in cols:
         table.add_column(col, overflow="fold", max_width=60 if col == "answer" else None)
     for r in rows[:show]:
-        table.add_row(*[fmt_num(v, 4) if isinstance(v, float) else shown(v) for v in r.values()])
+        table.add_row(*[fmt_num(r[c], 4) if isinstance(r[c], float) else shown(r[c]) for c in cols])
     return table
 
 

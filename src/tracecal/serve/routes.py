@@ -1,7 +1,8 @@
 """The OpenAI-compatible routes: ``POST /v1/chat/completions``, ``POST /v1/completions``, ``GET /v1/models``.
 
 Responses are OpenAI's, and each choice gains ``confidence`` (`tracecal.serve.scoring.Scorer.confidence`):
-``{"c_trace", "risk", "probability", "calibrator", "abstain", "abstain_below", "tokens", "entropy_kind"}``
+``{"c_trace", "risk", "probability", "calibrator", "abstain", "abstain_below", "tokens", "entropy_kind", "spans"}``
+(``spans``: the risky spans, character offsets into the returned content, `tracecal.signals.spans`)
 plus ``trace`` (tokens, surprisal, entropy) when the request sets ``return_trace``. A chat choice's ``logprobs``
 is always an object, ``{"content": [...], "confidence": {...}}`` (the token list empty unless ``logprobs: true``),
 so that clients which keep only OpenAI's fields (LangChain) still carry the confidence.

@@ -22,9 +22,10 @@ import numpy as np
 from tracecal.calibrators import Calibrator
 from tracecal.errors import ValidationError
 from tracecal.signals.operators import TraceConfig, trace_risk
+from tracecal.signals.spans import closed_span, risk_spans
 from tracecal.traces.trace import Trace, TraceBatch
 
-__all__ = ["Scorer", "first_risky", "prefix_batch", "prefix_risks", "running_risk", "truncate"]
+__all__ = ["Scorer", "SpanTracker", "first_risky", "prefix_batch", "prefix_risks", "running_risk", "truncate"]
 
 
 def _num(x: float) -> float | None:
@@ -98,6 +99,8 @@ class Scorer:
         abstain_on: the score ``abstain_below`` applies to: ``auto`` (the probability with a calibrator, else
             c_TRACE), ``c_trace`` (e.g. a `tracecal selective` threshold of the ``trace`` estimator) or
             ``probability``.
+        spans: risky spans per answer in each confidence (``spans``: `tracecal.signals.spans.risk_spans`, character
+            offsets into the answer text the client receives); ``span_threshold`` the rule's ``threshold``.
     """
 
     def __init__(
@@ -106,6 +109,8 @@ class Scorer:
         abstain_below: float | None = None,
         config: TraceConfig | None = None,
         abstain_on: str = "auto",
+        spans: int = 3,
+        span_threshold: float = 0.5,
     ):
         if calibrator is not None and not isinstance(calibrator, Calibrator):
             raise ValidationError(
@@ -118,6 +123,7 @@ class Scorer:
             raise ValueError("abstain_on='probability' needs a calibrator (--calibrator)")
         self.abstain_on = "c_trace" if abstain_on == "c_trace" or calibrator is None else "probability"
         self.config = config or TraceConfig()
+        self.spans, self.span_threshold = spans, span_threshold
 
     @property
     def kind(self) -> str | None:
@@ -132,11 +138,12 @@ class Scorer:
         return self.calibrator.confidence(batch, score=c)
 
     def confidence(self, traces: Sequence[Trace], return_trace: bool = False) -> list[dict[str, Any]]:
-        """One ``confidence`` object per answer: c_trace, risk, probability, calibrator, abstain, (trace)."""
+        """One ``confidence`` object per answer: c_trace, risk, probability, calibrator, abstain, spans, (trace)."""
         batch = TraceBatch.from_traces(traces)
         r = trace_risk(batch, self.config)
         c = np.exp(-r)
         p = self.probabilities(batch, c)
+        spans = risk_spans(traces, self.spans, self.span_threshold, self.config) if self.spans else [[]] * len(r)
         out = []
         for i, t in enumerate(traces):
             value = c[i] if p is None or self.abstain_on == "c_trace" else p[i]
@@ -151,6 +158,7 @@ class Scorer:
                 "abstain_on": self.abstain_on,
                 "tokens": t.length,
                 "entropy_kind": t.entropy_kind,
+                "spans": [x.to_dict() for x in spans[i]],
             }
             if return_trace:
                 conf["trace"] = {
@@ -166,3 +174,27 @@ class Scorer:
         c = np.exp(-trace_risk(batch, self.config))
         p = self.probabilities(batch, c)
         return {"trace_confidence": [_num(x) for x in c], "trace_plus": None if p is None else [_num(x) for x in p]}
+
+
+class SpanTracker:
+    """The risky spans of one answer being streamed: `add` each token (its new text, s_t, H_t); it returns the span
+    that token closed (`tracecal.signals.spans.closed_span`, character offsets into the text streamed so far)."""
+
+    def __init__(self, threshold: float = 0.5, config: TraceConfig | None = None) -> None:
+        self.threshold, self.config = threshold, config
+        self.text = ""
+        self.starts: list[int] = []
+        self.s: list[float] = []
+        self.h: list[float] = []
+
+    def add(self, delta: str, surprisal: float, entropy: float) -> dict[str, Any] | None:
+        """Record one token; the span it closed as a dict (`RiskSpan.to_dict`), or None."""
+        self.starts.append(len(self.text))
+        self.text += delta
+        self.s.append(max(float(surprisal), 0.0))
+        self.h.append(max(float(entropy), 0.0))
+        n = len(self.s)
+        s, h, starts = np.asarray(self.s), np.asarray(self.h), np.asarray(self.starts, np.int64)
+        t = Trace(text=self.text, token_ids=np.zeros(n, np.int64), surprisal=s, entropy=h, offsets=starts)
+        span = closed_span(t, self.threshold, self.config)
+        return None if span is None else span.to_dict()

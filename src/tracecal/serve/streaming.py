@@ -1,7 +1,9 @@
 """Server-sent events as OpenAI sends them (``data: {chunk}\\n\\n`` … ``data: [DONE]\\n\\n``), with the running risk.
 
 Every token chunk's choice carries ``risk``: ``{"c_trace": c_t, "risk": R_t, "tokens": t}``, the TRACE operators
-over the tokens so far (`tracecal.serve.scoring`), so a client can stop reading once c_t is too low. The last
+over the tokens so far (`tracecal.serve.scoring`), so a client can stop reading once c_t is too low; and ``span``
+(a risky span, character offsets into the content streamed so far) on the chunk whose token closed it
+(`tracecal.serve.scoring.SpanTracker`: provisional; the final ``confidence.spans`` are the non-streamed ones). The last
 chunk of each choice has its ``finish_reason`` (``stop``, ``length``, or ``risk`` when the server stopped on
 risk) and the answer's final ``confidence`` object, identical to the non-streamed one; on chat streams also as
 ``logprobs.confidence`` (the token chunks' ``logprobs`` stay null unless asked for), which LangChain's
@@ -22,7 +24,7 @@ import numpy as np
 from tracecal.serve.batching import Job
 from tracecal.serve.errors import APIError
 from tracecal.serve.gateway import Gateway, job_error
-from tracecal.serve.scoring import prefix_risks
+from tracecal.serve.scoring import SpanTracker, prefix_risks
 from tracecal.traces.trace import Trace
 
 __all__ = ["Stream", "sse"]
@@ -48,6 +50,8 @@ class Stream:
         self.created = int(time.time())
         self.streamed = [0] * len(jobs)  # token chunks sent per choice
         self.usage = [0, 0]
+        scorer = gw.scorer
+        self.trackers = [SpanTracker(scorer.span_threshold, scorer.config) if scorer.spans else None for _ in jobs]
 
     def chunk(self, index: int, delta: str | None, finish: str | None = None, **extra: Any) -> dict[str, Any]:
         if self.kind == "chat":
@@ -73,12 +77,15 @@ class Stream:
             "choices": [choice],
         }
 
-    def token_chunk(self, index: int, text: str, logprob: float, risk: dict[str, Any]) -> str:
+    def token_chunk(self, index: int, text: str, logprob: float, entropy: float, risk: dict[str, Any]) -> str:
         self.streamed[index] += 1
         lp = None
         if self.kind == "chat" and getattr(self.req, "logprobs", None):
             lp = {"content": [{"token": text, "logprob": logprob, "bytes": list(text.encode()), "top_logprobs": []}]}
-        return sse(self.chunk(index, text, logprobs=lp, risk=risk))
+        tracker = self.trackers[index]
+        span = None if tracker is None else tracker.add(text, -logprob, entropy)
+        extra: dict[str, Any] = {"risk": risk} if span is None else {"risk": risk, "span": span}
+        return sse(self.chunk(index, text, logprobs=lp, **extra))
 
     def replay(self, index: int, trace: Trace) -> list[str]:
         """Token chunks of a trace decoded without step hooks (llama.cpp): same risks, sent afterwards (none when the
@@ -88,8 +95,8 @@ class Stream:
         r = prefix_risks([trace], self.gw.scorer.config)[0]
         c = np.exp(-r)
         return [
-            self.token_chunk(index, tok, -float(s), _risk(float(c[t]), float(r[t]), t + 1))
-            for t, (tok, s) in enumerate(zip(trace.token_strings, trace.surprisal, strict=True))
+            self.token_chunk(index, tok, -float(s), float(h), _risk(float(c[t]), float(r[t]), t + 1))
+            for t, (tok, s, h) in enumerate(zip(trace.token_strings, trace.surprisal, trace.entropy, strict=True))
         ]
 
     def final(self, job: Job, trace: Trace, finish: str) -> list[str]:
@@ -131,7 +138,8 @@ class Stream:
                     continue
                 if kind == "token":
                     c, r = payload["c_trace"], payload["risk"]
-                    yield self.token_chunk(index, payload["text"], payload["logprob"], _risk(c, r, payload["tokens"]))
+                    text, lp, h = payload["text"], payload["logprob"], payload["entropy"]
+                    yield self.token_chunk(index, text, lp, h, _risk(c, r, payload["tokens"]))
                     continue
                 if isinstance(payload, BaseException):
                     raise job_error(payload)
