@@ -79,7 +79,7 @@ def test_the_abstain_threshold_can_come_from_tracecal_selective(selective_file, 
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--abstain-from", "{run}/nope.json"], "cannot read"),
+        (["--abstain-from", "{run}/nope.json"], "guarantee file not found"),
         (["--abstain-from", "{run}/config.json"], "is not a selective.json"),
         (["--abstain-from", "{run}/selective_0.4.json"], "holds the tasks svamp, triviaqa: name one"),
         (["--abstain-from", "{run}/selective_0.4.json", "--abstain-task", "mlqa"], "has no task 'mlqa'"),

@@ -110,8 +110,10 @@ def test_the_report_opens_with_the_figure(tmp_path: Path) -> None:
     figs = tmp_path / "figs"
     page = write_report(run, out=tmp_path / "r.html", figures_dir=figs, estimators="trace,mean_prob,p_true").read_text()
     main = page[page.index("<main>") :]
-    assert main.startswith('<main><section id="overview"><h2>Overview</h2><figure id="fig-overview"><svg ')
-    assert page.index('href="#overview"') < page.index('href="#results"')
+    assert main.startswith('<main><section id="verdict"><h2>Verdict</h2>')  # the verdict, then the figure
+    after = main[main.index("</section>") + len("</section>") :]
+    assert after.startswith('<section id="overview"><h2>Overview</h2><figure id="fig-overview"><svg ')
+    assert page.index('href="#verdict"') < page.index('href="#overview"') < page.index('href="#results"')
     svg = (figs / OVERVIEW_FILE).read_text(encoding="utf-8")
     assert svg.startswith(XML_PROLOG) and svg[len(XML_PROLOG) :] in page
     texts = _texts(svg[len(XML_PROLOG) :])

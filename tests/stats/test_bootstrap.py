@@ -133,7 +133,7 @@ def _task(name: str, n: int, seed: int, signal: float) -> TaskStats:
 
 def test_score_tasks_writes_comparisons_into_results_tables_and_markdown() -> None:
     data = [_task("a", 160, 0, 0.6), _task("b", 120, 1, 0.0)]
-    cfg = ScoreConfig(estimators=["trace", "neg_mean_entropy", "p_true"], n_seeds=3, n_boot=300)
+    cfg = ScoreConfig(estimators=["trace", "neg_mean_entropy", "p_true"], n_seeds=3, n_boot=300, min_per_class=0)
     res = score_tasks(data, cfg)
     comp = res.to_json()["statistics"]["comparisons"]
     assert set(comp) == {"a", "b", "average"} and comp["a"]["baseline"] == "p_true"  # p_true carries the signal

@@ -324,7 +324,8 @@ def run_ablations(
 
 def _refuse_nothing_ran(data: Sequence[TaskStats], chosen: Sequence[Variant], doc: dict[str, Any]) -> None:
     """`ValidationError` (before anything is written) when no chosen variant ran on any task, saying why."""
-    if doc.get("transfer") or any(doc["variants"][v.name]["mean"] is not None for v in chosen):
+    ran = (any(m is not None for m in doc["variants"][v.name]["tasks"].values()) for v in chosen)
+    if doc.get("transfer") or any(ran):
         return
     why = "the run holds no task"
     try:

@@ -38,7 +38,10 @@ def _ranked_by_default(run_dir: Path) -> list[str] | None:
     from tracecal.evaluation.ranking import ranked_tasks
     from tracecal.evaluation.runstore import RunStore
 
-    info = RunStore(run_dir).read_results().get("tasks", {})
+    try:
+        info = RunStore(run_dir).read_results().get("tasks", {})
+    except (OSError, ValueError):  # not a scored run: the command's own check says so
+        return None
     ranked = ranked_tasks(info)
     apart = [t for t in info if t not in ranked]
     if not ranked or not apart:
