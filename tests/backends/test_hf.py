@@ -233,3 +233,28 @@ def test_load_tokenizer_resolves_names_like_load_and_says_when_it_cannot(tokeniz
     assert tok(text)["input_ids"] == tokenizer(text)["input_ids"] and tok.chat_template == tokenizer.chat_template
     with pytest.raises(ModelLoadError, match="could not load the tokenizer of .*nothing"):
         load_tokenizer(str(tmp_path / "nothing"))
+
+
+def test_sample_answers_share_the_prompt_record_the_sampled_distribution_and_repeat_by_seed(tiny_model) -> None:  # type: ignore[no-untyped-def]
+    """K samples per prompt in one batch (shared prefill): each trace is the teacher-forced trace at the same
+    temperature (the distribution it was drawn from), a seed repeats the samples, and the cost is counted."""
+    sets = tiny_model.sample_answers(PROMPTS[:2], 6, 5, temperature=3.0, seeds=[11, 12])
+    assert [len(s.traces) for s in sets] == [6, 6] and len({t.text for t in sets[0].traces}) > 1
+    again = tiny_model.sample_answers(PROMPTS[1:2], 6, 5, temperature=3.0, seeds=[12])[0]
+    assert [t.text for t in again.traces] == [t.text for t in sets[1].traces]  # not depending on the prompts before
+    forced = tiny_model.trace_answers([PROMPTS[0]] * 6, [t.token_ids for t in sets[0].traces], temperature=3.0)
+    for t, f in zip(sets[0].traces, forced, strict=True):
+        np.testing.assert_allclose(t.surprisal, f.surprisal, atol=1e-4)
+        np.testing.assert_allclose(t.entropy, f.entropy, atol=1e-4)
+        assert t.decoding["strategy"] == "sample" and t.decoding["temperature"] == 3.0
+    cost = sets[0].cost
+    steps = cost["forward_passes"] - 1  # the shared prefill, then one forward pass per step over the 6 rows
+    assert cost["decode_tokens"] == 6 * steps and 1 <= steps <= 5
+    assert cost["answer_tokens"] == sum(t.length for t in sets[0].traces) <= cost["decode_tokens"]
+    assert cost["prefill_tokens"] == len(sets[0].traces[0].prompt_ids) and cost["cpu_seconds"] > 0
+    with pytest.raises(ValueError, match="temperature must be a finite number > 0"):
+        tiny_model.sample_answers(["hi"], 2, temperature=0.0)
+    with pytest.raises(ValueError, match="num_samples must be a positive integer"):
+        tiny_model.sample_answers(["hi"], 0)
+    with pytest.raises(ValueError, match="seeds must have one entry per prompt"):
+        tiny_model.sample_answers(["hi"], 2, seeds=[1, 2])

@@ -21,7 +21,8 @@ from tracecal.testing import write_synthetic_run
 def test_eval_config_holds_a_score_config_and_keeps_its_keywords() -> None:
     cfg = EvalConfig(tasks=["triviaqa"], n_seeds=3, cal_frac=0.5, shard_size=8, sel_alpha=0.2)
     assert isinstance(cfg.score, ScoreConfig) and cfg.score.n_seeds == 3 and cfg.n_seeds == 3
-    assert cfg.estimators == list(REGISTRY) and cfg.score.sel_alpha == 0.2 and cfg.shard_size == 8
+    assert cfg.estimators == [n for n, c in REGISTRY.items() if not c.opt_in]  # the sampling ones are opt-in
+    assert cfg.score.sel_alpha == 0.2 and cfg.shard_size == 8
     cfg.n_seeds = 5  # written through to the score config
     assert cfg.score.n_seeds == 5 and "n_seeds" not in vars(cfg)
     assert EvalConfig(["svamp"], score=ScoreConfig(["trace"], n_seeds=2)).n_seeds == 2
@@ -53,11 +54,16 @@ def test_validation_names_the_option_as_the_command_line_spells_it() -> None:
         "max_new_tokens",
         "num_beams",
         "beam_max_new_tokens",
+        "num_samples",
+        "sample_temperature",
+        "sample_seed",
         "shard_size",
         "on_error",
     }
     for kw, msg in (
         ({"num_beams": 1}, "num-beams must be a whole number ≥ 2, got 1"),
+        ({"num_samples": 0}, "num-samples must be a whole number ≥ 1, got 0"),
+        ({"sample_temperature": 0.0}, "sample-temperature must be a finite number > 0, got 0.0"),
         ({"batch_size": True}, "batch-size must be a whole number ≥ 1, got True"),
         ({"max_new_tokens": 0}, "max-new-tokens must be a whole number ≥ 1 or None, got 0"),
         ({"n_bins": 0}, "n-bins must be a whole number ≥ 1, got 0"),

@@ -10,6 +10,7 @@ The other forward passes (teacher forcing, next-token log-probs, beam scores) ar
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,7 +20,7 @@ import numpy as np
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, LogitsProcessorList
 
-from tracecal.backends.base import Prompt, check_generate_args, name_trace
+from tracecal.backends.base import Prompt, check_generate_args, check_positive_int, name_trace
 from tracecal.backends.defaults import (
     DEFAULT_MODEL,
     END_OF_TURN_TOKENS,
@@ -42,6 +43,7 @@ __all__ = [
     "END_OF_TURN_TOKENS",
     "HFModel",
     "ModelLoadError",
+    "SampleSet",
     "load_tokenizer",
     "TraceRecorder",
     "default_gguf_path",
@@ -59,6 +61,14 @@ class Sampling:
     top_k: int
     top_logprobs: int
     stop_strings: Sequence[str]
+
+
+@dataclass
+class SampleSet:
+    """The answers `HFModel.sample_answers` drew for one prompt, with what drawing them cost (its docstring)."""
+
+    traces: list[Trace]
+    cost: dict[str, float]
 
 
 class ModelLoadError(TracecalError, RuntimeError):
@@ -222,7 +232,7 @@ class HFModel(HFForwardPasses):
             idx = order[start : start + bs]
             batch = [prompt_ids[i] for i in idx]
             hook = None if on_step is None else (on_step, idx)
-            traces = self._generate_batch(batch, max_new_tokens, policy, decoding, hook)
+            traces, _ = self._generate_batch(batch, max_new_tokens, policy, decoding, hook)
             for j, i in enumerate(idx):
                 out[i] = name_trace(traces[j], prompts[i], i, ids)
             if progress is not None:
@@ -254,7 +264,10 @@ class HFModel(HFForwardPasses):
         policy: Sampling,
         decoding: dict[str, Any],
         hook: tuple[StepCallback, Sequence[int] | np.ndarray] | None = None,
-    ) -> list[Trace]:
+        prefill: dict[str, Any] | None = None,
+    ) -> tuple[list[Trace], int]:
+        """The traces of one batch and the number of decoding steps it ran; ``prefill``: a KV cache of every prompt
+        but its last token (`_shared_prefill`), so ``generate`` feeds only the last prompt token."""
         input_ids, mask = self.left_pad(prompt_ids)
         rec = TraceRecorder(policy.temperature if policy.do_sample else 1.0, policy.top_logprobs)
         steps = None if hook is None else StepHook(rec, hook[0], hook[1], self.stop_ids)
@@ -271,11 +284,12 @@ class HFModel(HFForwardPasses):
             eos_token_id=self.stop_ids,
             pad_token_id=self.pad_id,
             **gen_kwargs,
+            **(prefill or {}),
         )
         new = seqs[:, input_ids.shape[1] :]
         S, H, TI, TL = rec.finish(seqs)
         new_np = new.cpu().numpy()
-        return [
+        traces = [
             generated_trace(
                 self.tokenizer,
                 self.stop_ids,
@@ -289,3 +303,55 @@ class HFModel(HFForwardPasses):
             )
             for b, p in enumerate(prompt_ids)
         ]
+        return traces, int(new.shape[1])
+
+    def sample_answers(
+        self,
+        prompts: Sequence[Prompt],
+        num_samples: int,
+        max_new_tokens: int = 32,
+        *,
+        temperature: float = 1.0,
+        stop_strings: Sequence[str] = (),
+        seeds: Sequence[int] | None = None,
+    ) -> list[SampleSet]:
+        """``num_samples`` answers per prompt drawn at ``temperature`` (no top-k / top-p truncation), each with its
+        trace recorded from softmax(x_t / τ), the distribution it was drawn from, and what drawing them cost.
+
+        One batch of ``num_samples`` rows per prompt: the prompt's KV cache is computed once and shared by the rows
+        (`_shared_prefill`), then the rows decode together until the last one ends. ``seeds[i]`` seeds torch's
+        generator before prompt i, so a prompt's samples do not depend on the prompts before it (the same seed
+        gives the same answers on the same machine, dtype and thread count). The cost of prompt i (`SampleSet`):
+        ``prefill_tokens`` (its prompt, once), ``decode_tokens`` (rows × decoding steps, finished rows included),
+        ``answer_tokens`` (Σ answer lengths), ``forward_passes`` (the prefill + one per step, each over all rows),
+        ``cpu_seconds`` (this process's CPU time, every thread) and ``wall_seconds``.
+        """
+        prompts, max_new_tokens, _, _ = check_generate_args(prompts, max_new_tokens, None, self.batch_size)
+        k = check_positive_int(num_samples, "num_samples")
+        if not (isinstance(temperature, int | float) and 0 < temperature < float("inf")):
+            raise ValidationError(f"temperature must be a finite number > 0, got {temperature!r}")
+        if seeds is not None and len(seeds) != len(prompts):
+            raise ValidationError(f"seeds must have one entry per prompt: {len(seeds)} for {len(prompts)} prompts")
+        prompt_ids = [self.encode_prompt(p) for p in prompts]
+        self._check_length(prompt_ids, max_new_tokens)
+        policy = Sampling(True, float(temperature), 1.0, 0, 0, tuple(stop_strings))
+        decoding = self._decoding(max_new_tokens, policy) | {"num_samples": k}
+        out = []
+        for i, p in enumerate(prompt_ids):
+            cpu, wall = time.process_time(), time.perf_counter()
+            if seeds is not None:
+                torch.manual_seed(int(seeds[i]))
+            with torch.no_grad():
+                ids, mask = self.left_pad([p])
+                prefill = self._shared_prefill(ids, mask, k) if len(p) >= 2 else None
+                traces, steps = self._generate_batch([p] * k, max_new_tokens, policy, decoding, prefill=prefill)
+            cost = {
+                "prefill_tokens": float(len(p)),
+                "decode_tokens": float(k * steps),
+                "answer_tokens": float(sum(t.length for t in traces)),
+                "forward_passes": float(steps + (prefill is not None)),
+                "cpu_seconds": time.process_time() - cpu,
+                "wall_seconds": time.perf_counter() - wall,
+            }
+            out.append(SampleSet([name_trace(t, prompts[i], i, None) for t in traces], cost))
+        return out

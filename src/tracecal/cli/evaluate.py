@@ -62,6 +62,9 @@ CONFIG_OPTIONS = tuple(k for k in STORED_WITH_SCORE_ONLY if k != "data_dir") + (
     "calibrator",
     "batch_size",
     "min_per_class",
+    "num_samples",
+    "sample_temperature",
+    "sample_seed",
 )
 
 NBootOpt = Annotated[int, typer.Option("--n-boot", help="bootstrap resamples of the paired intervals (0: none)")]
@@ -184,13 +187,18 @@ def evaluate(
     limit: Annotated[int | None, typer.Option(help="first N questions per task")] = 1000,
     run_dir: Annotated[Path, typer.Option("--run-dir", "-r", help="run directory (resumable)")] = Path("runs/main"),
     model: ModelOpt = None,
-    estimators: Annotated[str, typer.Option(help="'all', names, or groups trace-only,beam,semantic,extra")] = "all",
+    estimators: Annotated[
+        str, typer.Option(help="'all', names, or groups trace-only,beam,semantic,extra,sampling (opt-in: K samples)")
+    ] = "all",
     seeds: Annotated[int, typer.Option(help="random calibration/evaluation splits")] = 20,
     cal_frac: Annotated[float, typer.Option(help="share of each task used for calibration")] = 0.35,
     calibrator: Annotated[str, typer.Option(help="platt | isotonic | temperature")] = "platt",
     batch_size: Annotated[int, typer.Option(help="prompts per generation batch")] = 16,
     max_new_tokens: Annotated[int | None, typer.Option(help="default: each task's own")] = None,
     shard_size: Annotated[int, typer.Option(help="questions per resumable shard")] = 64,
+    num_samples: Annotated[int, typer.Option(help="sampling estimators: answers sampled per question (K)")] = 10,
+    sample_temperature: Annotated[float, typer.Option(help="sampling estimators: their temperature T")] = 1.0,
+    sample_seed: Annotated[int, typer.Option(help="sampling estimators: seed (with each question's id)")] = 0,
     on_error: Annotated[str, typer.Option(help="malformed data rows: skip (warn) | raise")] = "skip",
     metrics: Annotated[str, typer.Option(help="metrics to print")] = "auroc,brier,ece",
     report: Annotated[bool, typer.Option("--report/--no-report", help="write RUN/report.html")] = True,

@@ -5,6 +5,7 @@
 from tracecal.estimators import trace as trace_estimators  # noqa: F401
 from tracecal.estimators import baselines as baseline_estimators  # noqa: F401
 from tracecal.estimators import extra as extra_estimators  # noqa: F401
+from tracecal.estimators import sampling as sampling_estimators  # noqa: F401
 
 # isort: on
 from tracecal.estimators.base import (
@@ -15,6 +16,7 @@ from tracecal.estimators.base import (
     Inputs,
     MissingStatError,
     UnknownEstimatorError,
+    default_estimators,
     estimator_groups,
     get_estimator,
     needs_of,
@@ -33,6 +35,7 @@ __all__ = [
     "Inputs",
     "MissingStatError",
     "UnknownEstimatorError",
+    "default_estimators",
     "estimator_groups",
     "get_estimator",
     "needs_of",

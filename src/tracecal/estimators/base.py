@@ -90,6 +90,8 @@ class Estimator:
     ``stats``: the stats `score` reads (besides the trace's ``surprisal``/``entropy``, which every estimator
     may read). ``self_calibrated`` estimators output probabilities fitted on the calibration split (TRACE+) and are not
     passed through the Platt calibrator; ``needs_fit`` ones choose a parameter on the calibration split.
+    ``opt_in`` ones (the sampling estimators: K generations per question) are not in ``all`` nor the defaults
+    (`default_estimators`); they run when named or selected by group.
     """
 
     name: ClassVar[str] = ""
@@ -99,6 +101,7 @@ class Estimator:
     self_calibrated: ClassVar[bool] = False
     needs_fit: ClassVar[bool] = False
     substitute: ClassVar[str | None] = None  # named in reports when the original component was replaced
+    opt_in: ClassVar[bool] = False  # left out of ``all`` and the defaults (a costly pass): selected by name or group
 
     def fit(self, inputs: Inputs, y: np.ndarray) -> Estimator:
         return self
@@ -169,12 +172,20 @@ def passes_of(cls: type[Estimator]) -> set[str]:
     return set(passes_for(cls.stats | TRACE_STATS))
 
 
+def default_estimators() -> list[str]:
+    """What ``all`` (and no selection) means: every registered estimator but the `Estimator.opt_in` ones."""
+    return [k for k, c in REGISTRY.items() if not c.opt_in]
+
+
 def estimator_groups() -> dict[str, Callable[[type[Estimator]], bool]]:
-    """Group names for `resolve_estimators`: ``trace-only`` and one per pass (estimators that need it)."""
+    """Group names for `resolve_estimators`: ``trace-only``, one per pass (estimators that need it) and
+    ``sampling`` (those of the ``samples`` pass)."""
     groups: dict[str, Callable[[type[Estimator]], bool]] = {"trace-only": lambda c: c.stats <= TRACE_STATS}
     for name in PASSES:
         if name != "traces":
             groups[name] = _needs_pass(name)
+    if "samples" in PASSES:
+        groups["sampling"] = _needs_pass("samples")
     return groups
 
 
@@ -184,19 +195,20 @@ def _needs_pass(name: str) -> Callable[[type[Estimator]], bool]:
 
 
 def resolve_estimators(spec: str | Iterable[str] | None) -> list[str]:
-    """Estimator names from a comma-separated spec; ``None``/``"all"`` = every registered estimator.
+    """Estimator names from a comma-separated spec; ``None``/``"all"`` = every registered estimator but the opt-in
+    ones (`default_estimators`).
 
-    Group names select families: ``trace-only`` and the name of a pass (``extra``, ``semantic``, ``beam``:
-    every estimator that reads a stat of that pass).
+    Group names select families: ``trace-only`` and the name of a pass (``extra``, ``semantic``, ``beam``,
+    ``samples`` alias ``sampling``: every estimator that reads a stat of that pass, opt-in ones included).
     """
     if spec is None or spec == "all":
-        return list(REGISTRY)
+        return default_estimators()
     names = spec.split(",") if isinstance(spec, str) else list(spec)
     groups = estimator_groups()
     out: list[str] = []
     for n in (x.strip() for x in names if x.strip()):
         if n == "all":
-            out += [k for k in REGISTRY if k not in out]
+            out += [k for k in default_estimators() if k not in out]
         elif n in groups:
             out += [k for k, c in REGISTRY.items() if groups[n](c) and k not in out]
         else:

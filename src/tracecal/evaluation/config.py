@@ -30,7 +30,7 @@ from tracecal.backends.registry import (
 )
 from tracecal.backends.runtime import DTYPES, resolve_dtype
 from tracecal.errors import ValidationError
-from tracecal.estimators import REGISTRY, resolve_estimators
+from tracecal.estimators import default_estimators, resolve_estimators
 from tracecal.evaluation.protocol import SCORE_CONSTRAINTS, ScoreConfig, constraints_of, setting
 from tracecal.passes.semantic import EMBEDDER_DTYPES as _EMBEDDER_DTYPES
 
@@ -85,6 +85,9 @@ KEY_ORDER = (
     "max_new_tokens",
     "num_beams",
     "beam_max_new_tokens",
+    "num_samples",
+    "sample_temperature",
+    "sample_seed",
     "chat",
     "shard_size",
     "on_error",
@@ -127,11 +130,14 @@ class EvalConfig:
     max_new_tokens: int | None = setting(None, (_POSITIVE, None))
     num_beams: int = setting(5, Interval(int, 2, None))
     beam_max_new_tokens: int | None = setting(32, (_POSITIVE, None))
+    num_samples: int = setting(10, _POSITIVE)
+    sample_temperature: float = setting(1.0, Interval(float, 0.0, None, closed="neither"))
+    sample_seed: int = setting(0, Interval(int, 0, None))
     chat: bool | None = None
     shard_size: int = setting(64, _POSITIVE)
     on_error: str = setting("skip", Options("skip", "raise"))
     data_dir: str | None = None
-    score: ScoreConfig = field(default_factory=lambda: ScoreConfig(list(REGISTRY)))
+    score: ScoreConfig = field(default_factory=lambda: ScoreConfig(default_estimators()))
 
     IDENTITY_KEYS = (
         "limit",
@@ -142,11 +148,14 @@ class EvalConfig:
         "shard_size",
         "num_beams",
         "beam_max_new_tokens",
+        "num_samples",
+        "sample_temperature",
+        "sample_seed",
     )
 
     def __init__(self, tasks: list[str], score: ScoreConfig | None = None, **settings: Any) -> None:
         """``settings``: this config's fields and `ScoreConfig`'s (``estimators`` defaults to every registered
-        estimator), or ``score`` whole."""
+        estimator but the opt-in ones: `default_estimators`), or ``score`` whole."""
         scoring = {k: settings.pop(k) for k in SCORE_FIELDS if k in settings}
         own = {f.name: f for f in fields(EvalConfig) if f.name not in ("tasks", "score")}
         if unknown := sorted(set(settings) - set(own)):
@@ -157,7 +166,7 @@ class EvalConfig:
         for name, f in own.items():
             object.__setattr__(self, name, settings.get(name, f.default))
         if score is None:
-            score = ScoreConfig(scoring.pop("estimators", list(REGISTRY)), **scoring)
+            score = ScoreConfig(scoring.pop("estimators", default_estimators()), **scoring)
         self.score = score
 
     def __getattr__(self, name: str) -> Any:

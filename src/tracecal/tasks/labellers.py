@@ -11,14 +11,57 @@ named :class:`Labeller` (name + the sentence a report prints + ``(example, answe
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from tracecal.errors import ValidationError
 from tracecal.tasks.choices import mc_match
 from tracecal.tasks.example import Example
-from tracecal.tasks.labels import alias_match, f1_match, numeric_match, truthful_match
+from tracecal.tasks.labels import (
+    alias_match,
+    extract_last_number,
+    f1_match,
+    format_number,
+    numeric_match,
+    parse_number,
+    truthful_match,
+)
 
-__all__ = ["LABELLERS", "Labeller", "UnknownLabellerError", "f1_labeller", "get_labeller"]
+__all__ = [
+    "LABELLERS",
+    "Labeller",
+    "UnknownLabellerError",
+    "f1_labeller",
+    "get_labeller",
+    "text_as_gold",
+    "number_as_gold",
+    "option_as_gold",
+]
+
+AsGold = Callable[[Example, str], Example | None]
+
+
+def text_as_gold(example: Example, answer: str) -> Example | None:
+    """``example`` with ``answer`` (stripped) as its only gold; None for an empty answer (alias, F1, TruthfulQA's
+    ROUGE-L with the incorrect references kept, and any labeller that reads ``golds`` as texts)."""
+    return replace(example, golds=[answer.strip()]) if answer.strip() else None
+
+
+def number_as_gold(example: Example, answer: str) -> Example | None:
+    """``example`` with the last number of ``answer`` as its gold (what the numeric rule compares); None when the
+    answer has no number."""
+    x = extract_last_number(answer)
+    gold = None if x is None else format_number(x)
+    return None if gold is None or parse_number(gold) is None else replace(example, golds=[gold])
+
+
+def option_as_gold(example: Example, answer: str) -> Example | None:
+    """``example`` with the option ``answer`` chooses as its gold ``[letter, option text]``: the first option the
+    multiple-choice rule marks ``answer`` correct against; None when it marks none."""
+    for i, text in enumerate(example.choices):
+        letter = "ABCDEFGHIJ"[i]
+        if mc_match(answer, letter, text, example.choices):
+            return replace(example, golds=[letter, text])
+    return None
 
 
 class UnknownLabellerError(ValidationError):
@@ -30,15 +73,31 @@ class Labeller:
     """A named correctness rule: ``labeller(example, answer_text) -> 0 | 1``.
 
     ``rule`` is the human sentence a report prints; ``fn`` reads the references it needs from the
-    :class:`~tracecal.tasks.example.Example` (``golds``, ``choices``, ``incorrect``).
+    :class:`~tracecal.tasks.example.Example` (``golds``, ``choices``, ``incorrect``). ``as_gold`` puts another
+    answer in the gold's place, as the rule reads golds (`agrees`): the text itself (`text_as_gold`), its last
+    number (`number_as_gold`), the option it chooses (`option_as_gold`).
     """
 
     name: str
     rule: str
     fn: Callable[[Example, str], int]
+    as_gold: AsGold = text_as_gold
 
     def __call__(self, example: Example, answer: str | None) -> int:
         return int(self.fn(example, answer or ""))
+
+    def agrees(self, example: Example, reference: str | None, answer: str | None) -> int:
+        """1 iff ``answer`` is correct under this rule when ``reference`` (another answer to the same question)
+        stands in the gold's place (`as_gold`); 0 when ``reference`` states nothing the rule can match (empty; no
+        number; no option). Not symmetric in general (alias: the reference must occur in the answer).
+
+        >>> ex = Example(id="1", task="t", question="Capital of France?", golds=["Paris"])
+        >>> alias = LABELLERS["alias"]
+        >>> alias.agrees(ex, "Paris", "It is Paris, France."), alias.agrees(ex, "Lyon", "Paris")
+        (1, 0)
+        """
+        ex = self.as_gold(example, reference or "")
+        return 0 if ex is None else self(ex, answer)
 
 
 def f1_labeller(lang: str = "en", threshold: float = 0.5) -> Labeller:
@@ -71,6 +130,7 @@ LABELLERS: dict[str, Labeller] = {
         "correct iff the last number in the answer (commas, '$', decimals and simple fractions understood) "
         "equals the gold value within 1e-6; no number means wrong",
         lambda ex, a: numeric_match(a, ex.golds[0]),
+        number_as_gold,
     ),
     "f1": f1_labeller("en"),
     "f1_de": f1_labeller("de"),
@@ -80,6 +140,7 @@ LABELLERS: dict[str, Labeller] = {
         "letter; with no such letter, iff the answer names the gold option's text and no other option's; "
         "else iff its first standalone capital letter is the gold letter",
         lambda ex, a: mc_match(a, ex.golds[0], ex.golds[1] if len(ex.golds) > 1 else "", ex.choices),
+        option_as_gold,
     ),
     "truthful": Labeller(
         "truthful",
