@@ -310,19 +310,20 @@ def scored_synthetic_run(
     n_boot: int = 200,
     seed: int = 0,
     model: str = "synthetic",
-    dtype: str = "float32",
+    dtype: str | None = "float32",
 ) -> Path:
     """A run directory scored by the real protocol (`tracecal.evaluation.protocol.score_tasks`) on synthetic
     traces: ``tasks`` maps a name to (answers, share correct); wrong answers have larger entropies and
     surprisals, so TRACE ranks above chance. Its traces are stored as the generation pass, so everything that
     reads a run (the report, the verdict, `tracecal fit-calibrator RUN`) works on it; ``model`` and ``dtype`` are
-    what the run and its traces record (a calibrator fitted on it is then one of that model's)."""
+    what the run and its traces record (a calibrator fitted on it is then one of that model's; ``dtype=None``: none,
+    as llama.cpp's traces)."""
     from tracecal.estimators import Inputs
     from tracecal.evaluation.protocol import TaskStats, score_tasks
     from tracecal.evaluation.run import write_results
 
     rng = np.random.default_rng(seed)
-    cfg = EvalConfig(tasks=list(tasks), model=model, dtype=dtype, estimators=list(estimators))
+    cfg = EvalConfig(tasks=list(tasks), model=model, dtype=dtype or "auto", estimators=list(estimators))
     cfg.n_seeds, cfg.n_boot = n_seeds, n_boot
     store = RunStore(path)
     store.open(cfg.to_dict(), cfg.identity())
@@ -338,7 +339,7 @@ def scored_synthetic_run(
                 entropy=rng.gamma(2.0, 0.5 if y[i] else 1.1, lengths[i]),
                 id=f"{task}-{i}",
                 model_id=model,
-                decoding={"dtype": dtype},
+                decoding={"dtype": dtype} if dtype else {},
             )
             for i in range(n)
         ]
