@@ -302,3 +302,16 @@ def test_an_unstamped_shard_resumes_and_a_damaged_stamp_is_one_line(tmp_path: Pa
     pq.write_table(table.replace_schema_metadata(meta | {b"tracecal_run_identity": b"[1]"}), shard)
     line = _one_line_error(runner.invoke(app, ["evaluate", "--run-dir", str(run), *SMALL]))
     assert f"{shard} carries a damaged run-identity stamp" in line and "delete it and run again" in line
+
+
+def test_the_end_of_evaluate_prints_the_verdict(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The last thing `evaluate` prints: the verdict panel (what to use, the tasks apart, the serving commands)."""
+    from tracecal.cli.evaluate import print_verdict
+    from tracecal.testing import scored_synthetic_run
+
+    run = scored_synthetic_run(tmp_path / "r", {"triviaqa": (300, 0.4), "svamp": (200, 0.02)}, n_boot=100)
+    print_verdict(run)
+    out = " ".join(capsys.readouterr().out.split())
+    assert "verdict" in out and "For synthetic (float32) on triviaqa: use" in out
+    assert "Not ranked: svamp: 4 correct answers of 200" in out or "Not ranked: svamp:" in out
+    assert "tracecal fit-calibrator" in out and "tracecal serve --model synthetic" in out
