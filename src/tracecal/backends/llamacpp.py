@@ -44,7 +44,7 @@ from tracecal.backends.base import (
 from tracecal.backends.defaults import (
     DEFAULT_MODEL,
     NAMED_MODELS,
-    gguf_checkpoint,
+    gguf_tokenizer,
     named_gguf_path,
 )
 from tracecal.backends.llamacpp_steps import logits_stats, stack_top, top_k
@@ -171,7 +171,7 @@ class LlamaCppModel(TokenizerBackend):
             from transformers import AutoTokenizer
 
             tokenizer = (
-                AutoTokenizer.from_pretrained(str(gguf_checkpoint(p)))  # the GGUF's, parsed once (defaults.py)
+                AutoTokenizer.from_pretrained(str(gguf_tokenizer(p)))  # the GGUF's, parsed once (defaults.py)
                 if tokenizer is None
                 else AutoTokenizer.from_pretrained(str(tokenizer))
             )
