@@ -203,7 +203,7 @@ def _selective_lines(sel: dict[str, dict[str, Any]], est: str) -> list[str]:
         more = (
             f"≈ {need:,} labelled answers would certify α = {a:g}"
             if need
-            else f"no number of labels certifies α = {a:g}: even its most confident answers are wrong more often"
+            else f"no number of labels certifies α = {a:g}: its most confident answers are wrong more often than that"
         )
         lines.append(f"{task}: at this size ({s['n']} evaluation answers) {got} {conf}; {more}.")
     return lines
