@@ -31,6 +31,12 @@ todo=()
 for level in "${LEVELS[@]}"; do [ -f "$(stamp "$level")" ] || todo+=("$level"); done
 if [ ${#todo[@]} -eq 0 ]; then exit 0; fi
 [ -x "$VENV/bin/python" ] || "$PY" -m venv "$VENV"
+# `source .venv/bin/activate` (what the README says a new shell does) also reads scripts/env.sh: offline settings and
+# the evaluation data folder found as run.sh finds it (beside the checkout, or beside the repository it was cloned from)
+if ! grep -q "tracecal: scripts/env.sh" "$VENV/bin/activate"; then
+  printf '\n# tracecal: scripts/env.sh (offline settings, the evaluation data folder)\n. "%s/scripts/env.sh"\n' "$(pwd)" \
+    >>"$VENV/bin/activate"
+fi
 . "$VENV/bin/activate"
 pip_() { python -m pip install --quiet "$@"; }
 
