@@ -145,3 +145,16 @@ def test_ltt_from_prefixes_equals_the_full_sequence() -> None:
         assert ltt_descending(c[order], y[order], alpha, delta) == want.threshold
         grew += want.n_answered > 2048  # the sequence ran past the first prefixes
     assert grew > 20
+
+
+def test_a_calibration_split_of_one_answer_certifies_nothing_instead_of_failing() -> None:
+    """`tracecal evaluate --limit 4` leaves one calibration answer: no answer to hold out for the threshold of a
+    fitted estimator, so nothing is certified (threshold +inf), as Learn-then-Test says of so few answers."""
+    import math
+
+    from tracecal.evaluation.protocol import ScoreConfig
+    from tracecal.evaluation.splitscore import selective_threshold
+
+    cfg = ScoreConfig(estimators=["trace_plus"], sel_holdout=0.5)
+    t, est = selective_threshold("trace_plus", None, np.array([0]), cfg, np.zeros(1), fitted="model")
+    assert math.isinf(t) and est == "model"

@@ -23,6 +23,7 @@ differed by a median 2e-5, up to 1.5e-2 on nearly separable random problems (tes
 
 from __future__ import annotations
 
+import math
 import warnings
 import zlib
 from collections.abc import Callable, Iterator, Mapping
@@ -274,6 +275,8 @@ def selective_threshold(
     guarantee is strict; with h = 0, t on the split ``fitted`` was fitted on (no guarantee: the old behaviour).
     ``fits``: how to fit and score (default: through the estimator's own ``fit`` / ``score``).
     """
+    if cfg.sel_holdout > 0 and len(cal) < 2 and REGISTRY[name].needs_fit:  # no answer to hold out (a tiny run):
+        return math.inf, fitted  # nothing certified, as Learn-then-Test says of so few answers
     y = data.y
     if not REGISTRY[name].needs_fit:
         return ltt_threshold(raw_cal, y[cal], cfg.sel_alpha, cfg.sel_delta).threshold, None
