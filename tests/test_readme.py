@@ -17,7 +17,6 @@ from tracecal.testing import scored_synthetic_run
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
-ACTIVATE = ROOT / ".venv" / "bin" / "activate"
 SMALL = {r"--limit 100\b": "--limit 3", r"--per-domain 150\b": "--per-domain 2"}
 NOT_HERE = {
     "bash scripts/run.sh": "the main job itself: timed from a fresh clone in docs/benchmarks.md",
@@ -54,6 +53,9 @@ def test_the_readme_blocks_are_what_the_test_knows() -> None:
 @pytest.fixture(scope="module")
 def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
     d = tmp_path_factory.mktemp("readme")
+    (d / ".venv").symlink_to(
+        ROOT / ".venv"
+    )  # the folder stands in for the clone: `source .venv/bin/activate` as written
     # the main job's run as llama.cpp records it: the model's name, no dtype (the GGUF's own weights)
     scored_synthetic_run(d / "runs" / "main", {"triviaqa": (300, 0.3)}, model=MODEL, dtype=None)
     return d
@@ -64,9 +66,10 @@ def _run(lang: str, code: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     env |= {"HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": env.get("OMP_NUM_THREADS", "1")}
     if lang == "python":
         (cwd / "block.py").write_text(code)
-        script = f"source {ACTIVATE} && python block.py"
+        script = "source .venv/bin/activate && python block.py"
     else:  # a new shell; background jobs (the gateway) are stopped when the block ends
-        script = f"set -eo pipefail\nsource {ACTIVATE}\ntrap 'kill $(jobs -p) 2>/dev/null || true' EXIT\n{code}"
+        script = "set -eo pipefail\nsource .venv/bin/activate  # each new shell, as the README says\n"
+        script += f"trap 'kill $(jobs -p) 2>/dev/null || true' EXIT\n{code}"
     return subprocess.run(["bash", "-c", script], cwd=cwd, env=env, capture_output=True, text=True, timeout=1500)
 
 

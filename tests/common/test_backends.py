@@ -19,7 +19,7 @@ from tracecal.backends.base import Backend, BackendUnsupportedError, LocalBacken
 from tracecal.backends.registry import CAPABILITIES, REGISTRY, backend_of, get_backend, register_backend
 from tracecal.evaluation.config import ConfigError, EvalConfig
 
-LOAD_OPTIONS = {"batch_size", "dtype", "n_threads"}
+LOAD_OPTIONS = {"batch_size", "dtype", "n_threads", "threads"}
 """The `load_model` keywords the harness may pass a backend (`tracecal.evaluation.scheduler.model_options`)."""
 PROMPTS = ["What is the capital of France?", "Name a colour."]
 
@@ -74,6 +74,11 @@ def _dtype(m: Any) -> None:
     assert "dtype" in get_backend(backend_of(m) or "").options  # the harness passes --dtype to its loader
 
 
+def _sampling(m: Any) -> None:
+    (one,) = m.sample_answers(PROMPTS[:1], 3, max_new_tokens=2, seeds=[0])
+    assert len(one.traces) == 3 and all(np.all(np.isfinite(t.surprisal)) for t in one.traces)
+
+
 HONOURED: dict[str, Callable[[Any], None]] = {
     caps.BEAMS: _beams,
     caps.EXACT_ENTROPY: _exact,
@@ -84,6 +89,7 @@ HONOURED: dict[str, Callable[[Any], None]] = {
     caps.NEXT_TOKEN_LOGPROBS: _next_token,
     caps.IN_PROCESS: _in_process,
     caps.DTYPE: _dtype,
+    caps.SAMPLING: _sampling,
 }
 """How each capability is seen to hold on a loaded model (every capability has one)."""
 REFUSED: dict[str, Callable[[Any], Any]] = {

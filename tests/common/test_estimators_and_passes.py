@@ -12,9 +12,10 @@ import numpy as np
 import pytest
 
 from tests.common.toys import synthetic_traces
-from tracecal.backends.registry import CAPABILITIES
+from tracecal.backends.registry import CAPABILITIES, SAMPLING
 from tracecal.errors import TracecalError
 from tracecal.estimators import REGISTRY, TRACE_STATS, Inputs, get_estimator, needs_of
+from tracecal.estimators.sampling import SAMPLE_KS
 from tracecal.evaluation.config import EvalConfig
 from tracecal.passes import ANSWER, PASSES, TOKEN, VECTOR, Pass, provider_of
 from tracecal.passes.base import KINDS
@@ -37,8 +38,9 @@ def synthetic_stats(batch: TraceBatch, seed: int = 1) -> dict[str, np.ndarray]:
                 out[stat] = rng.uniform(0.05, 0.95, n)
             elif kind == TOKEN:
                 out[stat] = rng.uniform(0.05, 0.95, tokens)
-            else:
-                out[stat] = -np.sort(rng.gamma(1.0, 0.5, (n, N_BEAMS)), axis=1)
+            else:  # a vector per answer: as wide as the pass draws (10 samples, 5 beams)
+                width = SAMPLE_KS[-1] if SAMPLING in p.requires else N_BEAMS
+                out[stat] = -np.sort(rng.gamma(1.0, 0.5, (n, width)), axis=1)
     return out
 
 

@@ -59,7 +59,7 @@ def _greedy(text: str) -> Trace:
 def test_module_doctests_and_registration() -> None:
     assert doctest.testmod(sampling).failed == 0
     assert PASSES["samples"] is SamplesPass and SamplesPass.depends == ("traces",)
-    assert set(COST_STATS) <= set(SamplesPass.provides) and "llamacpp" in SamplesPass.unsupported
+    assert set(COST_STATS) <= set(SamplesPass.provides) and SamplesPass.requires == {"sampling"}
 
 
 def test_question_seed_is_fixed_by_seed_task_and_id_only() -> None:

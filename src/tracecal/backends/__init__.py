@@ -33,6 +33,7 @@ from tracecal.backends.registry import (
     HIDDEN_STATES,
     IN_PROCESS,
     NEXT_TOKEN_LOGPROBS,
+    SAMPLING,
     TEACHER_FORCED,
     BackendSpec,
     backend_choices,
@@ -97,7 +98,18 @@ def _gguf_or_named(model: str | None) -> str | None:
 register_backend(
     "hf",
     _hf_model,
-    {BEAMS, EXACT_ENTROPY, GRADIENTS, HIDDEN_STATES, BATCHING, TEACHER_FORCED, NEXT_TOKEN_LOGPROBS, IN_PROCESS, DTYPE},
+    {
+        BEAMS,
+        EXACT_ENTROPY,
+        GRADIENTS,
+        HIDDEN_STATES,
+        BATCHING,
+        TEACHER_FORCED,
+        NEXT_TOKEN_LOGPROBS,
+        IN_PROCESS,
+        DTYPE,
+        SAMPLING,
+    },
     "the HF backend (transformers, in this process)",
     options={"batch_size", "dtype", "threads"},
 )

@@ -66,6 +66,7 @@ TEACHER_FORCED = "teacher_forced"
 NEXT_TOKEN_LOGPROBS = "next_token_logprobs"
 IN_PROCESS = "in_process"
 DTYPE = "dtype"
+SAMPLING = "sampling"
 CAPABILITIES: dict[str, str] = {
     BEAMS: "beam search scores (beam_scores)",
     EXACT_ENTROPY: "exact entropy over the whole vocabulary",
@@ -76,6 +77,7 @@ CAPABILITIES: dict[str, str] = {
     NEXT_TOKEN_LOGPROBS: "log-probs of given next tokens (next_token_logprobs)",
     IN_PROCESS: "weights in this process",
     DTYPE: "choice of weight dtype (--dtype)",
+    SAMPLING: "K sampled answers per prompt in one batch, each with its trace (sample_answers)",
 }
 """Every capability a backend may declare, with what it means (the module docstring): ``the <name> backend has no
 <meaning>`` says why a backend cannot do one it does not declare (`BackendSpec.why_not`)."""

@@ -24,6 +24,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from tracecal.errors import ValidationError
 from tracecal.estimators.base import Estimator, Inputs, register
 
 __all__ = ["SAMPLE_KS", "SamplingEstimator", "agreement", "cluster_entropy", "trace_mean", "trace_max"]
@@ -36,7 +37,7 @@ def _first(x: np.ndarray, k: int, name: str) -> np.ndarray:
     """The first ``k`` columns of an (n, K) stat; a clear error when fewer than ``k`` samples were drawn."""
     x = np.asarray(x, dtype=np.float64).reshape(len(x), -1)
     if x.shape[1] < k:
-        raise ValueError(f"{name} needs {k} samples per question; the run drew {x.shape[1]} (raise --num-samples)")
+        raise ValidationError(f"{name} needs {k} samples per question; the run drew {x.shape[1]} (raise --num-samples)")
     return x[:, :k]
 
 

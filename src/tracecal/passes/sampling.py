@@ -33,6 +33,7 @@ import numpy as np
 import pyarrow as pa
 
 from tracecal.backends.base import BackendUnsupportedError
+from tracecal.backends.registry import SAMPLING
 from tracecal.passes.base import ANSWER, VECTOR, Pass, register_pass
 from tracecal.signals.operators import trace_confidence
 from tracecal.traces.trace import Trace, TraceBatch
@@ -98,10 +99,7 @@ class SamplesPass(Pass):
     }
     cost_weight = 4.0  # K = 10: ≈ 74 against ≈ 20 CPU-s per question for greedy (Qwen bf16 TriviaQA, 8-question smoke)
     description = "K answers sampled at temperature T per question, each with its trace (self-consistency, SE)"
-    unsupported = {
-        "llamacpp": "the sampling pass draws K answers in one batch with a shared prompt cache: use --backend hf",
-        "http": "the sampling pass draws K answers in one batch with a shared prompt cache: use --backend hf",
-    }
+    requires = frozenset({SAMPLING})  # K answers in one batch with a shared prompt cache: the HF backend
 
     def __init__(
         self, num_samples: int = 10, temperature: float = 1.0, seed: int = 0, max_new_tokens: int | None = None
