@@ -345,7 +345,12 @@ def scored_synthetic_run(
         ]
         store.write_traces(task, 0, traces)
         inputs = Inputs(TraceBatch.from_traces(traces), traces)
-        data.append(TaskStats(task, [t.id for t in traces], y, inputs, f"synthetic labels for {task}"))
+        rows = {
+            "question": [f"Synthetic question {i} of {task}?" for i in range(n)],
+            "golds": [json.dumps([f"gold {i}"]) for i in range(n)],
+            "answer": [t.text for t in traces],
+        }
+        data.append(TaskStats(task, [t.id for t in traces], y, inputs, f"synthetic labels for {task}", rows))
     res = score_tasks(data, cfg.score)
     res.config = cfg.to_dict()
     write_results(store, res)
