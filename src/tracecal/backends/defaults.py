@@ -100,14 +100,20 @@ def gguf_checkpoint(gguf: str | os.PathLike[str], out: str | os.PathLike[str] | 
         if hasattr(model.config, "quantization_config"):
             del model.config.quantization_config
         _save_checkpoint(model, tokenizer, tmp, target)
-        try:
-            tmp.rename(target)
-        except OSError:  # another process finished first
-            if not (target / "model.safetensors").is_file():
-                raise
+        _rename_into_place(tmp, target, "model.safetensors")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return target
+
+
+def _rename_into_place(tmp: Path, target: Path, marker: str) -> None:
+    """Rename the finished folder ``tmp`` to ``target``; when another process got there first (``target`` already
+    holds ``marker``), keep theirs."""
+    try:
+        tmp.rename(target)
+    except OSError:
+        if not (target / marker).is_file():
+            raise
 
 
 def gguf_tokenizer(gguf: str | os.PathLike[str]) -> Path:
@@ -130,11 +136,7 @@ def gguf_tokenizer(gguf: str | os.PathLike[str]) -> Path:
     tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{name}."))
     try:
         AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name).save_pretrained(tmp)
-        try:
-            tmp.rename(target)
-        except OSError:  # another process finished first
-            if not (target / "tokenizer_config.json").is_file():
-                raise
+        _rename_into_place(tmp, target, "tokenizer_config.json")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return target
