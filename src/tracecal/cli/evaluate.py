@@ -301,16 +301,16 @@ def _print_evaluation(res: Any, run_dir: Path, show: list[str], report: bool, t0
         f"results: [bold]{where}/results.json[/], results.csv, results.md "
         f"({time.perf_counter() - t0:.0f} s this invocation)"
     )
-    print_verdict(run_dir)
+    verdict = print_verdict(run_dir)
     if report:
         from tracecal.report import write_report
 
-        console.print(f"report: [bold]{shown(write_report(run_dir))}[/]")
+        console.print(f"report: [bold]{shown(write_report(run_dir, verdict=verdict.to_json()))}[/]")  # computed once
 
 
-def print_verdict(run_dir: Path) -> None:
+def print_verdict(run_dir: Path) -> Any:
     """The run's verdict (`tracecal.report.verdict`) as a panel on standard output: what to use, how calibrated,
-    what a threshold buys, the commands to serve it."""
+    what a threshold buys, the commands to serve it; returned, so that the report shows the same one."""
     from rich.panel import Panel
     from rich.table import Table
 
@@ -333,3 +333,4 @@ def print_verdict(run_dir: Path) -> None:
 
     parts: list[Any] = ["\n".join(body)] + ([t] if v.table else [])
     out_console.print(Panel(Group(*parts), title="verdict", border_style="green" if v.recommended else "yellow"))
+    return v
