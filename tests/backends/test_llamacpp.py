@@ -252,3 +252,33 @@ def test_trace_answers_of_other_answers_are_finite_and_non_negative(lcpp) -> Non
         lcpp.trace_answers(PROMPTS[:1], ["x"], beams=2)
     x = np.array([0.0, 3.0, 1.0])
     assert top_k(x, float(logsumexp(x)), 2)[0].tolist() == [1, 2]
+
+
+def test_draw_follows_the_softmax() -> None:
+    from tracecal.backends.llamacpp import _draw
+
+    x = np.log(np.array([0.5, 0.3, 0.2, 0.0]) + 1e-300)
+    rng = np.random.default_rng(0)
+    counts = np.bincount([_draw(x, float(logsumexp(x)), rng) for _ in range(20000)], minlength=4)
+    np.testing.assert_allclose(counts / 20000, [0.5, 0.3, 0.2, 0.0], atol=0.015)
+
+
+def test_sample_answers_record_the_sampled_distribution_and_repeat_by_seed(lcpp) -> None:  # type: ignore[no-untyped-def]
+    sets = lcpp.sample_answers(PROMPTS[:2], 5, 6, temperature=2.0, seeds=[11, 12])
+    again = lcpp.sample_answers(PROMPTS[1:2], 5, 6, temperature=2.0, seeds=[12])[0]
+    assert [t.text for t in again.traces] == [t.text for t in sets[1].traces]  # a prompt's seed alone decides
+    assert len({t.text for t in sets[0].traces}) > 1  # at τ = 2 the samples differ
+    for st in sets:
+        assert len(st.traces) == 5 and st.cost["decode_tokens"] >= sum(t.length for t in st.traces)
+        assert st.cost["forward_passes"] == 1 + st.cost["decode_tokens"] and st.cost["cpu_seconds"] > 0
+        for t in st.traces:
+            lcpp.llm.n_tokens = 0  # the prompt evaluated as sampling does (all but its last token in one batch)
+            lcpp.llm.eval(list(t.prompt_ids[:-1]))
+            f = lcpp._forced(list(t.prompt_ids), list(t.token_ids), 2.0, 0)  # softmax(x / τ), teacher-forced
+            np.testing.assert_allclose(t.surprisal, f.surprisal, atol=1e-6)
+            np.testing.assert_allclose(t.entropy, f.entropy, atol=1e-6)
+            assert t.decoding["strategy"] == "sample" and t.decoding["temperature"] == 2.0
+    with pytest.raises(ValueError, match="temperature"):
+        lcpp.sample_answers(["hi"], 2, temperature=float("inf"))
+    with pytest.raises(ValueError, match="one entry per prompt"):
+        lcpp.sample_answers(["hi"], 2, seeds=[1, 2])

@@ -12,7 +12,7 @@ import pytest
 
 import tracecal.passes.sampling as sampling
 from tracecal.backends.base import BackendUnsupportedError
-from tracecal.backends.hf import SampleSet
+from tracecal.backends.base import SampleSet
 from tracecal.evaluation.config import EvalConfig
 from tracecal.evaluation.run import evaluate
 from tracecal.passes import PASSES

@@ -130,7 +130,7 @@ register_backend(
 register_backend(
     "llamacpp",
     _llamacpp_model,
-    {EXACT_ENTROPY, TEACHER_FORCED, NEXT_TOKEN_LOGPROBS, IN_PROCESS},
+    {EXACT_ENTROPY, TEACHER_FORCED, NEXT_TOKEN_LOGPROBS, IN_PROCESS, SAMPLING},
     "llama.cpp (the GGUF run by llama-cpp-python)",
     help="a .gguf or named model in llama.cpp, in-process; no beam pass",
     options={"batch_size", "n_threads", "threads"},

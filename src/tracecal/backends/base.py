@@ -25,6 +25,7 @@ from tracecal.errors import TracecalError, ValidationError
 from tracecal.traces.trace import Trace
 
 __all__ = [
+    "SampleSet",
     "POSITIVE_INT",
     "Backend",
     "BackendUnsupportedError",
@@ -50,6 +51,16 @@ __all__ = [
 
 Prompt = str | list[dict[str, str]] | dict[str, Any]
 """A prompt: plain text, a list of chat messages, or a dict with ``prompt``/``messages`` (+ ``id``)."""
+
+
+class SampleSet(NamedTuple):
+    """The answers a backend's ``sample_answers`` drew for one prompt, with what drawing them cost: ``cost`` holds
+    ``prefill_tokens`` (the prompt, once), ``decode_tokens`` (decoding steps over all rows), ``answer_tokens``
+    (Σ answer lengths), ``forward_passes`` (model calls), ``cpu_seconds`` (this process, every thread) and
+    ``wall_seconds``."""
+
+    traces: list[Trace]
+    cost: dict[str, float]
 
 
 class GenerateOptions(TypedDict, total=False):

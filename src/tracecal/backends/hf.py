@@ -20,7 +20,7 @@ import numpy as np
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, LogitsProcessorList
 
-from tracecal.backends.base import Prompt, check_generate_args, check_positive_int, name_trace
+from tracecal.backends.base import Prompt, SampleSet, check_generate_args, check_positive_int, name_trace
 from tracecal.backends.defaults import (
     DEFAULT_MODEL,
     END_OF_TURN_TOKENS,
@@ -61,14 +61,6 @@ class Sampling:
     top_k: int
     top_logprobs: int
     stop_strings: Sequence[str]
-
-
-@dataclass
-class SampleSet:
-    """The answers `HFModel.sample_answers` drew for one prompt, with what drawing them cost (its docstring)."""
-
-    traces: list[Trace]
-    cost: dict[str, float]
 
 
 class ModelLoadError(TracecalError, RuntimeError):

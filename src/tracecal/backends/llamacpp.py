@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import importlib.metadata
 import os
+import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
@@ -33,6 +34,7 @@ from tracecal.backends.answers import Answer, Forced, check_answer_args, forced_
 from tracecal.backends.base import (
     BackendUnsupportedError,
     Prompt,
+    SampleSet,
     check_generate_args,
     check_positive_int,
     check_prompt_lengths,
@@ -97,6 +99,12 @@ def import_llama_cpp() -> Any:
             "(it compiles llama.cpp, a few minutes)"
         ) from e
     return llama_cpp
+
+
+def _draw(x: np.ndarray, lse: float, rng: np.random.Generator) -> int:
+    """One token id drawn from softmax(x) (log-normaliser ``lse``) by inverse CDF: one uniform draw per step."""
+    cdf = np.cumsum(np.exp(x - lse))
+    return int(min(np.searchsorted(cdf, rng.random() * cdf[-1], side="right"), len(x) - 1))
 
 
 class LlamaCppModel(TokenizerBackend):
@@ -225,18 +233,32 @@ class LlamaCppModel(TokenizerBackend):
         return np.array(np.ctypeslib.as_array(ptr, shape=(self.vocab_size,)), dtype=np.float64)
 
     def _decode(
-        self, prompt_ids: list[int], max_new_tokens: int, top_logprobs: int, stops: Sequence[str]
+        self,
+        prompt_ids: list[int] | None,
+        max_new_tokens: int,
+        top_logprobs: int,
+        stops: Sequence[str],
+        rng: np.random.Generator | None = None,
+        temperature: float = 1.0,
     ) -> tuple[list[int], list[float], list[float], list[tuple[np.ndarray, np.ndarray]], bool]:
-        """Greedy decoding of one prompt: (new ids incl. a final stop token, s, H, top-k, hit a stop string)."""
-        self._feed(prompt_ids)
+        """Decode one prompt: (new ids incl. a final stop token, s, H, top-k, hit a stop string).
+
+        Greedy (``rng`` None), or each token drawn from softmax(x_t / τ) by inverse CDF with ``rng``; s_t and H_t
+        are those of the distribution the token came from (x_t / τ; τ = 1 for greedy). ``prompt_ids`` None: the
+        prompt is already evaluated (`sample_answers`).
+        """
+        if prompt_ids is not None:
+            self._feed(prompt_ids)
         new: list[int] = []
         s: list[float] = []
         h: list[float] = []
         top: list[tuple[np.ndarray, np.ndarray]] = []
         for step in range(max_new_tokens):
             x = self._logits()
+            if temperature != 1.0:
+                x /= temperature
             lse, ent = logits_stats(x)
-            tok = int(np.argmax(x))
+            tok = int(np.argmax(x)) if rng is None else _draw(x, lse, rng)
             new.append(tok)
             s.append(lse - float(x[tok]))
             h.append(ent)
@@ -249,6 +271,83 @@ class LlamaCppModel(TokenizerBackend):
             if step + 1 < max_new_tokens:
                 self.llm.eval([tok])
         return new, s, h, top, False
+
+    def sample_answers(
+        self,
+        prompts: Sequence[Prompt],
+        num_samples: int,
+        max_new_tokens: int = 32,
+        *,
+        temperature: float = 1.0,
+        stop_strings: Sequence[str] = (),
+        seeds: Sequence[int] | None = None,
+    ) -> list[SampleSet]:
+        """``num_samples`` answers per prompt drawn at ``temperature`` (no top-k / top-p truncation), each with its
+        trace recorded from softmax(x_t / τ), the distribution it was drawn from, and what drawing them cost.
+
+        The same contract as :meth:`HFModel.sample_answers <tracecal.backends.hf.HFModel.sample_answers>`, one
+        sequence at a time: all but the prompt's last token are evaluated once, from an empty cache, and kept; each
+        sample evaluates the last token alone and decodes from there, so every sample is drawn from the same
+        state whatever was evaluated before (llama.cpp's batched and one-token kernels differ in the last bits,
+        enough to change a draw). ``seeds[i]`` seeds NumPy's generator of prompt i: the same seed gives the same
+        answers with the same GGUF, llama.cpp build and thread count. Cost (`SampleSet`): ``prefill_tokens`` = the
+        prompt, ``decode_tokens`` = Σ steps of the samples, ``forward_passes`` = 1 (the prompt) + Σ steps (one
+        ``eval`` per step, the first of each sample being its prompt's last token), CPU and wall seconds.
+        """
+        prompts, max_new_tokens, _, _ = check_generate_args(prompts, max_new_tokens, None, self.batch_size)
+        k = check_positive_int(num_samples, "num_samples")
+        if not (isinstance(temperature, int | float) and 0 < temperature < float("inf")):
+            raise ValidationError(f"temperature must be a finite number > 0, got {temperature!r}")
+        if seeds is not None and len(seeds) != len(prompts):
+            raise ValidationError(f"seeds must have one entry per prompt: {len(seeds)} for {len(prompts)} prompts")
+        stops = [stop_strings] if isinstance(stop_strings, str) else list(stop_strings)
+        encoded = [self.encode_prompt(p) for p in prompts]
+        self._check_length(encoded, max_new_tokens)
+        decoding = self._decoding(max_new_tokens, 0, stops) | {
+            "strategy": "sample",
+            "temperature": float(temperature),
+            "num_samples": k,
+        }
+        out = []
+        for i, pids in enumerate(encoded):
+            cpu, wall = time.process_time(), time.perf_counter()
+            rng = np.random.default_rng(None if seeds is None else int(seeds[i]))
+            traces, steps = [], 0
+            self.llm.n_tokens = 0  # llama.cpp's eval drops the KV cache from n_tokens on
+            if len(pids) > 1:
+                self.llm.eval(pids[:-1])
+            for _ in range(k):
+                self.llm.n_tokens = len(pids) - 1
+                self.llm.eval(pids[-1:])
+                new, s, h, top, hit = self._decode(None, max_new_tokens, 0, stops, rng, float(temperature))
+                steps += len(new)
+                traces.append(name_trace(self._make_trace(pids, new, s, h, top, hit, decoding), prompts[i], i, None))
+            cost = {
+                "prefill_tokens": float(len(pids)),
+                "decode_tokens": float(steps),
+                "answer_tokens": float(sum(t.length for t in traces)),
+                "forward_passes": float(1 + steps),
+                "cpu_seconds": time.process_time() - cpu,
+                "wall_seconds": time.perf_counter() - wall,
+            }
+            out.append(SampleSet(traces, cost))
+        return out
+
+    def _decoding(self, max_new_tokens: int, top_logprobs: int, stop_strings: list[str]) -> dict[str, Any]:
+        """What a trace records of how it was decoded (greedy; `sample_answers` adds its sampling keys)."""
+        return {
+            "strategy": "greedy",
+            "max_new_tokens": max_new_tokens,
+            "temperature": 1.0,
+            "top_logprobs": top_logprobs,
+            "stop_strings": stop_strings,
+            "recorded_logits": "llama.cpp's logits of each step (the GGUF's weights, llama.cpp's CPU kernels)",
+            "chat_template": self.chat,
+            "backend": "llama.cpp",
+            "llama_cpp_python": importlib.metadata.version("llama-cpp-python"),
+            "n_threads": int(self.llm.context_params.n_threads),
+            "extra_buffers": bool(self.llm.model_params.use_extra_bufts),
+        }
 
     # ------------------------------------------------------------------ Backend
     def generate(
@@ -279,19 +378,7 @@ class LlamaCppModel(TokenizerBackend):
         stop_strings = [stop_strings] if isinstance(stop_strings, str) else list(stop_strings)
         encoded = [self.encode_prompt(p) for p in prompts]
         self._check_length(encoded, max_new_tokens)
-        decoding = {
-            "strategy": "greedy",
-            "max_new_tokens": max_new_tokens,
-            "temperature": 1.0,
-            "top_logprobs": top_logprobs,
-            "stop_strings": stop_strings,
-            "recorded_logits": "llama.cpp's logits of each step (the GGUF's weights, llama.cpp's CPU kernels)",
-            "chat_template": self.chat,
-            "backend": "llama.cpp",
-            "llama_cpp_python": importlib.metadata.version("llama-cpp-python"),
-            "n_threads": int(self.llm.context_params.n_threads),
-            "extra_buffers": bool(self.llm.model_params.use_extra_bufts),
-        }
+        decoding = self._decoding(max_new_tokens, top_logprobs, stop_strings)
         out = []
         for i, (p, pids) in enumerate(zip(prompts, encoded, strict=True)):
             new, s, h, top, hit = self._decode(pids, max_new_tokens, top_logprobs, stop_strings)

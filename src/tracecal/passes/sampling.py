@@ -12,7 +12,7 @@ Per question the pass stores (`SamplesPass.to_table`):
   is correct under the task's labeller with the greedy answer in the gold's place: `Labeller.agrees`),
   ``sample_cluster`` (the index of the first sample of j's cluster: `answer_clusters`) and ``sample_trace`` (the
   TRACE confidence of sample j, METHOD §2 with its default operators; NaN for an empty sample);
-* the cost of drawing them (one value per question, `tracecal.backends.hf.SampleSet`): ``sample_prefill_tokens``,
+* the cost of drawing them (one value per question, `tracecal.backends.base.SampleSet`): ``sample_prefill_tokens``,
   ``sample_decode_tokens``, ``sample_answer_tokens``, ``sample_forward_passes``, ``sample_cpu_seconds``,
   ``sample_wall_seconds``;
 * every sample's trace (`RAW_COLUMNS`): text, token ids and strings, s_t, H_t (nats) and stop reason.
@@ -48,7 +48,7 @@ COST_STATS = (
     "sample_cpu_seconds",
     "sample_wall_seconds",
 )
-"""The per-question cost columns (one float each; `tracecal.backends.hf.SampleSet` defines them)."""
+"""The per-question cost columns (one float each; `tracecal.backends.base.SampleSet` defines them)."""
 RAW_COLUMNS = {
     "sample_text": pa.list_(pa.string()),
     "sample_token_ids": pa.list_(pa.list_(pa.int64())),
@@ -99,7 +99,7 @@ class SamplesPass(Pass):
     }
     cost_weight = 4.0  # K = 10: ≈ 74 against ≈ 20 CPU-s per question for greedy (Qwen bf16 TriviaQA, 8-question smoke)
     description = "K answers sampled at temperature T per question, each with its trace (self-consistency, SE)"
-    requires = frozenset({SAMPLING})  # K answers in one batch with a shared prompt cache: the HF backend
+    requires = frozenset({SAMPLING})  # K answers with a shared prompt cache: the HF and llama.cpp backends
 
     def __init__(
         self, num_samples: int = 10, temperature: float = 1.0, seed: int = 0, max_new_tokens: int | None = None
@@ -114,7 +114,7 @@ class SamplesPass(Pass):
     def compute(self, model: Any, task: Any, examples: Sequence[Any], traces: Sequence[Any]) -> dict[str, Any]:
         """The K samples of each question (``traces``: the greedy answers, compared with them)."""
         if not hasattr(model, "sample_answers"):
-            raise BackendUnsupportedError(f"{type(model).__name__} cannot draw K samples per prompt: use --backend hf")
+            raise BackendUnsupportedError(f"{type(model).__name__} cannot draw K samples per prompt: use --backend hf or llamacpp")
         sets = model.sample_answers(
             [task.prompt(ex, chat=model.chat) for ex in examples],
             self.num_samples,
