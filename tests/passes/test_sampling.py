@@ -11,8 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import tracecal.passes.sampling as sampling
-from tracecal.backends.base import BackendUnsupportedError
-from tracecal.backends.base import SampleSet
+from tracecal.backends.base import BackendUnsupportedError, SampleSet
 from tracecal.evaluation.config import EvalConfig
 from tracecal.evaluation.run import evaluate
 from tracecal.passes import PASSES

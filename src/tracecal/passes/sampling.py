@@ -114,7 +114,9 @@ class SamplesPass(Pass):
     def compute(self, model: Any, task: Any, examples: Sequence[Any], traces: Sequence[Any]) -> dict[str, Any]:
         """The K samples of each question (``traces``: the greedy answers, compared with them)."""
         if not hasattr(model, "sample_answers"):
-            raise BackendUnsupportedError(f"{type(model).__name__} cannot draw K samples per prompt: use --backend hf or llamacpp")
+            raise BackendUnsupportedError(
+                f"{type(model).__name__} cannot draw K samples per prompt: use --backend hf or llamacpp"
+            )
         sets = model.sample_answers(
             [task.prompt(ex, chat=model.chat) for ex in examples],
             self.num_samples,
