@@ -9,7 +9,7 @@ import pytest
 
 from tracecal.errors import ValidationError
 from tracecal.secl import SECLConfig
-from tracecal.secl.detector import PAGE_HINKLEY_DEFAULTS, PageHinkleySettings
+from tracecal.stats.drift import PAGE_HINKLEY_DEFAULTS, PageHinkleySettings
 
 
 def test_config_validation_and_round_trip() -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import tracecal.secl
-from tracecal.secl.detector import PageHinkley
+from tracecal.stats.drift import PageHinkley
 
 
 def test_every_export_is_importable_from_the_package() -> None:
@@ -11,4 +11,4 @@ def test_every_export_is_importable_from_the_package() -> None:
     for name in tracecal.secl.__all__:
         assert getattr(tracecal.secl, name) is not None, name
     assert tracecal.secl.PageHinkley is PageHinkley
-    assert not hasattr(tracecal.secl.detector, "ChangeDetector")  # the unused protocol is gone
+    assert not hasattr(tracecal.secl.gate, "ChangeDetector")  # the unused protocol is gone

@@ -58,7 +58,7 @@ def test_a_bad_setting_is_refused_by_name(bad: dict[str, object], message: str) 
 
 
 def test_the_drift_settings_are_page_hinkley_settings() -> None:
-    from tracecal.secl.detector import PAGE_HINKLEY_DEFAULTS, PageHinkleySettings
+    from tracecal.stats.drift import PAGE_HINKLEY_DEFAULTS, PageHinkleySettings
 
     cfg = ServeConfig()
     assert cfg.page_hinkley() == PageHinkleySettings(threshold=8.0)  # the gateway's λ, the shared δ and window

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tracecal.secl.detector import PageHinkleySettings
 from tracecal.serve.drift import DriftMonitor
+from tracecal.stats.drift import PageHinkleySettings
 
 
 def test_drift_monitor_alarms_after_a_shift_and_not_before() -> None:

@@ -22,21 +22,12 @@ CLI: ``tracecal secl --stream triviaqa,svamp,arc_easy,truthfulqa --per-domain 15
 from tracecal.secl.adapter import SECLAdapter, UpdateInfo, directional_loss, expected_confidence, mse_loss, target_bins
 from tracecal.secl.config import SECLConfig
 from tracecal.secl.cost import CostMeter
-from tracecal.secl.detector import (
-    AlwaysGate,
-    DetectorGate,
-    Gate,
-    GateStep,
-    NeverGate,
-    PageHinkley,
-    PageHinkleySettings,
-    false_alarm_rate,
-    make_gate,
-)
 from tracecal.secl.frozen import FrozenPass, frozen_pass
+from tracecal.secl.gate import AlwaysGate, DetectorGate, Gate, GateStep, NeverGate, make_gate
 from tracecal.secl.result import SECLRecord, SECLResult
 from tracecal.secl.run import SECLRun, run_secl
 from tracecal.secl.stream import StreamItem, answer_statistic, build_stream
+from tracecal.stats.drift import PageHinkley, PageHinkleySettings, false_alarm_rate
 
 __all__ = [
     "AlwaysGate",

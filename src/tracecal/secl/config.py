@@ -1,7 +1,7 @@
 """`SECLConfig`: every choice of SECL (METHOD §6) as a named parameter, with our defaults.
 
 Every constrained setting has one entry in ``SECLConfig.parameter_constraints`` (`tracecal._validation`); the
-``ph_*`` settings take their defaults and constraints from `tracecal.secl.detector.PageHinkleySettings` (the one
+``ph_*`` settings take their defaults and constraints from `tracecal.stats.drift.PageHinkleySettings` (the one
 declaration the gateway's drift settings share). A bad value is a `tracecal.errors.ValidationError` (a
 ``ValueError``) naming the setting.
 """
@@ -14,8 +14,8 @@ from typing import Any, ClassVar
 
 from tracecal._validation import Constraint, Interval, Options, check_params
 from tracecal.errors import ValidationError
-from tracecal.secl.detector import PAGE_HINKLEY_DEFAULTS as PH
-from tracecal.secl.detector import PageHinkleySettings, page_hinkley_constraints
+from tracecal.stats.drift import PAGE_HINKLEY_DEFAULTS as PH
+from tracecal.stats.drift import PageHinkleySettings, page_hinkley_constraints
 
 __all__ = ["SECLConfig", "GATES", "LOSSES", "POSITIVE", "RESET_AT", "SCOPES", "STATISTICS", "TARGETS"]
 

@@ -32,8 +32,8 @@ import numpy as np
 from tracecal.secl.adapter import SECLAdapter, UpdateInfo, require_hf
 from tracecal.secl.config import SECLConfig
 from tracecal.secl.cost import CostMeter
-from tracecal.secl.detector import Gate, GateStep, make_gate
 from tracecal.secl.frozen import FrozenPass, frozen_pass, weights_dtype
+from tracecal.secl.gate import Gate, GateStep, make_gate
 from tracecal.secl.result import SECLRecord, SECLResult
 from tracecal.secl.stream import Progress, StreamItem, answer_statistic, generate_answers, read_tau, verbal_prompts
 from tracecal.secl.targets import READS_PTRUE, target_series

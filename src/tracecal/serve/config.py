@@ -11,8 +11,8 @@ from typing import ClassVar
 
 from tracecal._validation import Constraint, Interval, Options, check_params
 from tracecal.errors import ValidationError
-from tracecal.secl.detector import PAGE_HINKLEY_DEFAULTS as PH
-from tracecal.secl.detector import PageHinkleySettings, page_hinkley_constraints
+from tracecal.stats.drift import PAGE_HINKLEY_DEFAULTS as PH
+from tracecal.stats.drift import PageHinkleySettings, page_hinkley_constraints
 
 __all__ = ["COUNT", "DRIFT_STATISTICS", "ServeConfig"]
 
@@ -41,7 +41,7 @@ class ServeConfig:
     (the server-wide default of the request field: stop generating once the running c_TRACE of the tokens so far
     falls below it; None = never), ``risk_min_tokens`` (tokens before early stopping may act).
     Auth: ``auth_token_env`` names the environment variable holding the bearer token (unset or empty: no auth).
-    Drift: a Page-Hinkley detector (`tracecal.secl.detector.PageHinkley`) on ``drift_statistic`` per answer, with
+    Drift: a Page-Hinkley detector (`tracecal.stats.drift.PageHinkley`) on ``drift_statistic`` per answer, with
     ``drift_delta``, ``drift_threshold`` (sd units), ``drift_min_samples`` (reference window) and
     ``drift_direction`` (``both``, ``up``, ``down``): `PageHinkleySettings` under the gateway's names (its defaults
     and constraints, with λ = 8), given to the detector by ``page_hinkley()``.

@@ -1,4 +1,4 @@
-"""Drift alarm: SECL's Page-Hinkley detector (`tracecal.secl.detector.PageHinkley`) on the stream of answers.
+"""Drift alarm: the Page-Hinkley detector (`tracecal.stats.drift.PageHinkley`) on the stream of answers.
 
 Each finished, non-empty answer contributes one statistic x (``mean_entropy``: the mean H_t of the answer in
 nats, the default; ``c_trace``: its c_TRACE). The detector standardises x on its first ``min_samples``
@@ -18,8 +18,8 @@ from typing import Any
 import numpy as np
 
 from tracecal._validation import Options, check_param
-from tracecal.secl.detector import PageHinkley, PageHinkleySettings
 from tracecal.serve.config import DRIFT_STATISTICS, ServeConfig
+from tracecal.stats.drift import PageHinkley, PageHinkleySettings
 
 __all__ = ["DriftMonitor"]
 
