@@ -35,11 +35,11 @@ import pandas as pd
 from sklearn.linear_model import LogisticRegression
 from sklearn.preprocessing import StandardScaler
 
+from tracecal.evaluation.docblocks import write_block
 from tracecal.signals.features import trace_plus_features
 from tracecal.signals.spans import char_bounds, span_table
 from tracecal.stats.bootstrap import bootstrap_counts, percentile_interval, weighted_auroc
 from tracecal.stats.metrics import auroc
-from tracecal.traces.docblocks import write_block
 from tracecal.traces.io import load_traces
 from tracecal.traces.trace import TraceBatch
 

@@ -26,7 +26,7 @@ from selective_tables import DEFAULT_ESTIMATORS, model_table
 from tracecal.analysis.cross_model import cross_model_markdown, cross_model_table, read_results
 from tracecal.analysis.evidence import MIN_CORRECT, ablation_markdown, headline_markdown
 from tracecal.errors import TracecalError
-from tracecal.traces.docblocks import write_block
+from tracecal.evaluation.docblocks import write_block
 
 BLOCK = "evidence-tables"
 DEFAULT_RUNS = (

@@ -152,7 +152,7 @@ def test_secl_refuses_a_backend_without_gradients_before_any_work(tiny_model, st
 def test_a_saved_adapter_is_replaced_whole_and_a_folder_of_other_files_never(
     tiny_model, stream, frozen, tmp_path: Path
 ) -> None:  # type: ignore[no-untyped-def]
-    """`SECLAdapter.save` writes through `tracecal.traces.folders.atomic_write_dir`: an earlier adapter is replaced,
+    """`SECLAdapter.save` writes through `tracecal.secl.folders.atomic_write_dir`: an earlier adapter is replaced,
     a folder of the user's files is refused and left byte-identical, and a full disk is an ``OSError`` naming the
     folder (safetensors' own error mapped to it) with the earlier adapter kept."""
     from tests.traces.disk import fill, small_filesystem

@@ -219,11 +219,11 @@ def check_outputs(
     out: Path | None, cache: Path | None, save_adapter: Path | None, model: str | None = None, data_dir: Any = None
 ) -> list[tuple[str, Any, str]]:
     """What ``--out`` must not write over (the ``--cache`` file, the files of ``--save-adapter``), and what the
-    ``--save-adapter`` folder must not replace (`tracecal.traces.folders.check_output_dir`: a file, a folder holding
+    ``--save-adapter`` folder must not replace (`tracecal.secl.folders.check_output_dir`: a file, a folder holding
     an input or ``--out``, a non-empty folder that is not a saved SECL adapter), checked before anything is computed;
     `ValidationError` for ``--out`` equal to ``--cache`` (also before the cache is written)."""
     from tracecal.secl.adapter import ADAPTER_FOLDER
-    from tracecal.traces.folders import check_output_dir
+    from tracecal.secl.folders import check_output_dir
     from tracecal.traces.io import check_output
 
     inputs = [("--cache file", cache, "*"), ("--save-adapter folder's file", save_adapter, "*")]

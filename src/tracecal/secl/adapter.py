@@ -43,7 +43,7 @@ from tracecal.backends.registry import backend_of, get_backend
 from tracecal.passes.selfeval import confidence_bins, number_distribution
 from tracecal.secl.config import SECLConfig
 from tracecal.secl.cost import CostMeter
-from tracecal.traces.folders import FolderKind
+from tracecal.secl.folders import FolderKind
 from tracecal.traces.io import Inputs
 
 if TYPE_CHECKING:
@@ -333,10 +333,10 @@ class SECLAdapter:
     # ------------------------------------------------------------------ persistence
     def save(self, path: str | Path, inputs: Inputs = ()) -> Path:
         """Write the LoRA adapter (``adapter_model.safetensors`` + ``adapter_config.json``) and ``secl_config.json``
-        into the folder ``path`` with `tracecal.traces.folders.atomic_write_dir`: a temporary sibling renamed into
+        into the folder ``path`` with `tracecal.secl.folders.atomic_write_dir`: a temporary sibling renamed into
         place, never over a file, a folder holding one of ``inputs``, or a non-empty folder that is not a saved
         SECL adapter (`ADAPTER_FOLDER`); a full disk is an ``OSError`` naming ``path``."""
-        from tracecal.traces.folders import atomic_write_dir
+        from tracecal.secl.folders import atomic_write_dir
 
         def write(folder: str) -> None:
             with warnings.catch_warnings():  # GGUF-loaded models have no config.json next to the weights

@@ -21,9 +21,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tracecal.evaluation.docblocks import write_block
 from tracecal.secl.config import SECLConfig
 from tracecal.secl.grid import GROUPS, VARIANTS, Variant
-from tracecal.traces.docblocks import write_block
 
 __all__ = [
     "FAMILIES",

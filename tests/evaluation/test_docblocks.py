@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from tracecal.errors import ValidationError
-from tracecal.traces.docblocks import markers, write_block
+from tracecal.evaluation.docblocks import markers, write_block
 
 
 def test_only_the_named_block_is_replaced(tmp_path: Path) -> None:

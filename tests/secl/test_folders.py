@@ -1,4 +1,4 @@
-"""Atomic writes of a folder (`tracecal.traces.folders`): a temporary sibling renamed into place, an earlier output of
+"""Atomic writes of a folder (`tracecal.secl.folders`): a temporary sibling renamed into place, an earlier output of
 the same kind replaced whole, and never a file, a device, a folder of the user's files or one holding an input."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pytest
 
 from tests.traces.disk import fill, read_only, small_filesystem
 from tracecal.errors import ValidationError
-from tracecal.traces.folders import FolderKind, atomic_write_dir, check_output_dir
+from tracecal.secl.folders import FolderKind, atomic_write_dir, check_output_dir
 
 KIND = FolderKind("a saved adapter", marker="cfg.json", names=frozenset({"cfg.json", "weights.bin"}))
 
