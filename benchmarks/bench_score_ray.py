@@ -8,7 +8,7 @@ build), then `tracecal.evaluation.run.score_run` on it — what ``tracecal evalu
 the tasks are loaded (24 estimators × 20 splits, Platt, every metric, ``--n-boot`` resamples, the tables and
 results written) — each mode in a fresh process, one after another:
 
-* ``local``: the blocks in this process (`tracecal.evaluation.blocks.LocalBlocks`);
+* ``local``: the blocks in this process (`tracecal.evaluation.blockscore.LocalBlocks`);
 * ``memory``: this tree's `load_task_stats` (every column of every pass, a `Trace` per answer) and `score_tasks`,
   as `score_run` scored before the blocks (its results.json lacks what `score_run` adds: ``not_run_reasons``);
 * ``ray1`` / ``ray2``: a local Ray instance (``ray.init`` with this machine's CPUs, workers at nice 0 like the

@@ -16,7 +16,7 @@ from tracecal.cli.app import app
 from tracecal.evaluation.protocol import ScoreConfig, score_tasks
 from tracecal.evaluation.results import results_csv, results_markdown
 from tracecal.evaluation.runstore import RunStore
-from tracecal.evaluation.stored import load_stored_tasks
+from tracecal.evaluation.stored_tasks import load_stored_tasks
 from tracecal.report import write_report
 from tracecal.report.learning_curve import run_learning_curve as draw_learning_curve
 from tracecal.testing import write_synthetic_run

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from tests.evaluation.test_blocks import TASKS, assert_same_results, assert_same_table, stored_tasks
+from tests.evaluation.test_blockscore import TASKS, assert_same_results, assert_same_table, stored_tasks
 from tests.evaluation.test_ray import cluster  # noqa: F401  (the local 2-node Ray cluster, module-scoped)
 from tracecal.evaluation.protocol import Block, ScoreConfig
 from tracecal.evaluation.rayscore import block_to_ipc, ipc_to_block, score_block_ipc
@@ -80,7 +80,7 @@ def synthetic(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.mark.integration
 def test_ray_blocks_equal_the_local_blocks(cluster: Any, synthetic: Path) -> None:  # noqa: F811 - the fixture
-    from tracecal.evaluation.blocks import score_stored
+    from tracecal.evaluation.blockscore import score_stored
     from tracecal.evaluation.ray import RayExecutor, RayOptions
     from tracecal.evaluation.rayscore import RayBlocks
 

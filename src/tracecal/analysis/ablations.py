@@ -35,9 +35,9 @@ from tracecal.analysis.ablation_tables import ablation_markdown
 from tracecal.calibrators import TracePlus, make_calibrator
 from tracecal.errors import ValidationError
 from tracecal.estimators import MissingStatError, get_estimator
-from tracecal.evaluation.outputs import merge_partial
 from tracecal.evaluation.protocol import TaskStats, sanitize
 from tracecal.evaluation.ranking import informative
+from tracecal.evaluation.result_json import merge_partial
 from tracecal.evaluation.runstore import RunStore
 from tracecal.signals.features import feature_names, trace_plus_features
 from tracecal.signals.operators import TraceConfig, decayed_mean, length_norm_sum, window_peak
@@ -287,7 +287,7 @@ def run_ablations(
     """Every ablation on a scored run's stored traces (and its MARS pass where present); written into the run
     as ``ablations.json`` and ``ablations.md`` and returned. ``groups`` restricts to some groups (default: all,
     ``transfer`` included), merged into the run's earlier ablations (`merge_partial`: never replaced with less)."""
-    from tracecal.evaluation.stored import load_stored_tasks
+    from tracecal.evaluation.stored_tasks import load_stored_tasks
 
     store = run_dir if isinstance(run_dir, RunStore) else RunStore(run_dir)
     data = load_stored_tasks(store, ["trace", "mars"], tasks)

@@ -25,7 +25,7 @@ from typing import Any
 
 from tracecal._inputs import read_json
 from tracecal.errors import ValidationError
-from tracecal.evaluation.outputs import nan_for_null
+from tracecal.evaluation.result_json import nan_for_null
 
 __all__ = [
     "CANDIDATES",

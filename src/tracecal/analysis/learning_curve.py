@@ -9,7 +9,7 @@ questions (`tracecal.stats.bootstrap.split_draws`: one resample applied to every
 with fewer than `tracecal.stats.bootstrap.MIN_PER_CLASS` answers of a class).
 
 `run_learning_curve` reads a scored run with the labels it was scored with
-(`tracecal.evaluation.stored.load_stored_tasks`: no data files needed) and writes ``RUN/learning_curve.json``
+(`tracecal.evaluation.stored_tasks.load_stored_tasks`: no data files needed) and writes ``RUN/learning_curve.json``
 (merged by task) and ``learning_curve.csv``; it returns the document, which `tracecal.report.learning_curve`
 draws (``learning_curve_<task>.svg``).
 """
@@ -29,10 +29,10 @@ import numpy as np
 
 from tracecal._validation import check_param
 from tracecal.estimators import REGISTRY, get_estimator, needs_of, resolve_estimators
-from tracecal.evaluation.outputs import plain_json
 from tracecal.evaluation.protocol import Progress, ScoreConfig, TaskStats, one_split, sanitize
+from tracecal.evaluation.result_json import plain_json
 from tracecal.evaluation.runstore import RunStore
-from tracecal.evaluation.stored import load_stored_tasks
+from tracecal.evaluation.stored_tasks import load_stored_tasks
 from tracecal.stats.bootstrap import (
     bootstrap_counts,
     check_boot_params,

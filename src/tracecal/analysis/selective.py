@@ -1,6 +1,6 @@
 """Selective answering on a scored run: coverage and realised risk of the guaranteed threshold per estimator.
 
-`run_selective` re-scores a run's tasks with its stored labels (`tracecal.evaluation.stored.load_stored_tasks`)
+`run_selective` re-scores a run's tasks with its stored labels (`tracecal.evaluation.stored_tasks.load_stored_tasks`)
 under the split protocol, choosing on each calibration split the Learn-then-Test threshold of `tracecal.stats.selective`
 (error rate among answered ≤ α with probability ≥ 1 − δ) and applying it to the evaluation split. Per task and
 estimator: mean coverage and realised risk over the splits, the share of splits whose realised risk exceeds α
@@ -28,7 +28,7 @@ from tracecal.evaluation.config import legacy_identity
 from tracecal.evaluation.protocol import ScoreConfig, TaskStats, sanitize, score_tasks
 from tracecal.evaluation.results import Results
 from tracecal.evaluation.runstore import RunStore
-from tracecal.evaluation.stored import load_stored_tasks
+from tracecal.evaluation.stored_tasks import load_stored_tasks
 from tracecal.stats.metrics import SingleClassWarning
 from tracecal.stats.selective import check_alpha_delta, check_holdout, ltt_threshold
 from tracecal.stats.splits import threshold_split

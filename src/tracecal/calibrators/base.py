@@ -58,7 +58,7 @@ from tracecal.calibrators.values import (
 )
 from tracecal.errors import ValidationError
 from tracecal.signals.operators import trace_confidence
-from tracecal.traces.io import Inputs, atomic_write
+from tracecal.traces.io import InputPaths, atomic_write
 from tracecal.traces.provenance import provenance, read_provenance, traces_provenance
 from tracecal.traces.trace import Trace, TraceBatch
 from tracecal.version import __version__
@@ -384,7 +384,7 @@ class Calibrator(BaseEstimator):
         obj.provenance = read_provenance(d.get("provenance"), CalibratorFileError)
         return obj
 
-    def save(self, path: str | os.PathLike[str], inputs: Inputs = ()) -> Path:
+    def save(self, path: str | os.PathLike[str], inputs: InputPaths = ()) -> Path:
         """Write the fitted calibrator as JSON (`to_dict`), atomically and never over one of ``inputs``
         (`tracecal.traces.io.atomic_write`); returns the path."""
         text = json.dumps(self.to_dict(), indent=2, allow_nan=False)

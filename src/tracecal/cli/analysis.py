@@ -73,7 +73,7 @@ def cross_model_command(
     import json
 
     from tracecal.analysis.cross_model import cross_model_markdown, cross_model_table, read_results
-    from tracecal.evaluation.outputs import plain_json
+    from tracecal.evaluation.result_json import plain_json
     from tracecal.traces.io import atomic_write, check_output
 
     paths = _runs(runs)

@@ -18,7 +18,7 @@ from tracecal.estimators.base import Estimator, FittedModelEstimator, Inputs, re
 from tracecal.signals.operators import TraceConfig, trace_confidence
 
 __all__ = [
-    "Trace_",
+    "TraceEstimator",
     "TracePlusEstimator",
     "TracePlusSeqLik",
     "TracePlusPriorEstimator",
@@ -29,7 +29,7 @@ __all__ = [
 
 # ------------------------------------------------------------------------------------------- TRACE family
 @register
-class Trace_(Estimator):
+class TraceEstimator(Estimator):
     """c_TRACE = exp(−R), R = α·D_λ(H) + β·M^(w)(H) + γ·L_ρ(s) (METHOD §2)."""
 
     name = "trace"

@@ -8,7 +8,7 @@ self-calibrated estimators (TRACE+) are their own calibrator. Non-finite scores 
 mapped to the least confident value and counted. Each estimator is scored on all splits at once
 (`tracecal.evaluation.splitscore`: one sort of a label-free score for every split, Platt fitted on every split
 together); `one_split` gives one split's numbers alone. The unit is a *block*, one task × estimator (`score_block`),
-merged per task (`task_parts`) and over tasks (`results_of`): `tracecal.evaluation.blocks` scores a stored run block
+merged per task (`task_parts`) and over tasks (`results_of`): `tracecal.evaluation.blockscore` scores a stored run block
 by block out of core, `tracecal.evaluation.rayscore` on a Ray cluster, with the same numbers.
 
 Statistics beyond the means (`tracecal.stats.bootstrap`, `tracecal.stats.selective`): per task, every
@@ -165,7 +165,7 @@ class TaskStats:
 @dataclass
 class TaskFrame:
     """What scoring needs of a task besides its estimators' inputs (`TaskStats.frame`, or read from the shards'
-    light columns by `tracecal.evaluation.blocks`): ids, labels, answer lengths (tokens), each answer's stop reason
+    light columns by `tracecal.evaluation.blockscore`): ids, labels, answer lengths (tokens), each answer's stop reason
     and entropy kind (empty when unknown), the ``rows`` columns and the passes not (completely) computed."""
 
     task: str

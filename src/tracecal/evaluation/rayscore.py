@@ -1,10 +1,10 @@
 """``tracecal evaluate --score-only --ray``: the scoring blocks of a stored run as Ray tasks, merged by the driver.
 
-`tracecal.evaluation.blocks` scores a run one task × estimator block at a time; `RayBlocks` is its runner on a
+`tracecal.evaluation.blockscore` scores a run one task × estimator block at a time; `RayBlocks` is its runner on a
 Ray cluster (the `RayExecutor` of ``--ray`` / ``--ray-address``: a local instance bound to 127.0.0.1, or a cluster):
 
 * each block is one Ray task (`score_block_ipc`, one CPU) that opens the run directory **at the driver's path** and
-  reads that block's columns itself (`tracecal.evaluation.blocks.score_stored_block`; a worker process keeps the
+  reads that block's columns itself (`tracecal.evaluation.blockscore.score_stored_block`; a worker process keeps the
   last task's s_t and H_t for that task's next blocks, `_task_batch`): on a cluster of several
   machines the run directory must be on a file system every node mounts at the same path (NFS, a cluster file
   system); a node that cannot see it fails the run with a `RunStoreError` saying so. Only the labels, the scoring
@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from tracecal.evaluation.blocks import Job, read_batch, score_stored_block
+from tracecal.evaluation.blockscore import Job, read_batch, score_stored_block
 from tracecal.evaluation.protocol import Block, ScoreConfig, task_counts
 from tracecal.evaluation.ray import RayExecutor, ipc_to_table, table_to_ipc
 from tracecal.evaluation.runstore import TRACES, RunStore, RunStoreError
@@ -99,7 +99,7 @@ def score_block_on_node(*args: Any) -> tuple[bytes, str]:
 
 
 class RayBlocks:
-    """A `tracecal.evaluation.blocks.Runner` on the cluster of ``executor`` (connected on first use; the
+    """A `tracecal.evaluation.blockscore.Runner` on the cluster of ``executor`` (connected on first use; the
     executor closes it): the blocks as Ray tasks, at most ``workers`` in flight (default: the executor's
     ``actors``, else the cluster's CPUs ÷ its ``num_cpus``), yielded in the jobs' order. ``nodes`` counts the
     blocks each Ray node scored."""

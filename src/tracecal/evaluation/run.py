@@ -22,7 +22,7 @@ import numpy as np
 
 from tracecal.backends.registry import DTYPE, backend_of, get_backend
 from tracecal.estimators import Inputs, needs_of
-from tracecal.evaluation.blocks import Runner, answered, check_pass, read_frames, rows_of, score_frames, stat_array
+from tracecal.evaluation.blockscore import Runner, answered, check_pass, read_frames, rows_of, score_frames, stat_array
 from tracecal.evaluation.config import (
     IDENTITY_DEFAULTS,
     ConfigError,
@@ -53,7 +53,7 @@ def load_task_stats(
     store: RunStore, task: Any, examples: list[Any], passes: Sequence[str], allow_missing: bool = False
 ) -> TaskStats:
     """One task's traces, labels and the stats of ``passes`` from the run store (see `TaskStats`), every column of
-    every pass in memory (`score_run` reads only what each estimator needs: `tracecal.evaluation.blocks`)."""
+    every pass in memory (`score_run` reads only what each estimator needs: `tracecal.evaluation.blockscore`)."""
     traces = store.read_traces(task.name)
     ids = [t.id for t in traces]
     exs = answered(task, ids, examples)
@@ -98,7 +98,7 @@ def score_run(
     runner: Runner | None = None,
 ) -> Results:
     """Score what a run directory holds (loads no model) and write the results into it, one task × estimator
-    block at a time, each reading only the columns it needs (`tracecal.evaluation.blocks`; ``runner``: where the
+    block at a time, each reading only the columns it needs (`tracecal.evaluation.blockscore`; ``runner``: where the
     blocks run, default this process, `tracecal.evaluation.rayscore.RayBlocks` on a Ray cluster).
 
     ``allow_missing``: an estimator whose pass is not complete for a task is reported as not run there (NaN

@@ -22,7 +22,7 @@ budget, shard size, ...) are fixed by the first writer; a later open with a diff
 `ConfigMismatchError` and writes nothing. The read-modify-write of ``config.json`` is done under a lock. A folder
 with other files, a ``config.json`` that is not a run's, or shards without their ``config.json`` is refused and
 never written into. Each shard's metadata holds the digest of each answer's question (`write_shard`, `shard_stamp`):
-a resumed run notices changed data. JSON is standard (`tracecal.evaluation.outputs`: NaN and ±∞ as null); an
+a resumed run notices changed data. JSON is standard (`tracecal.evaluation.result_json`: NaN and ±∞ as null); an
 ``OSError`` of a write (full disk, read-only folder) is a `RunStoreError` saying what to do; files stay whole.
 """
 
@@ -43,7 +43,7 @@ import pyarrow.parquet as pq
 
 from tracecal._inputs import read_json
 from tracecal.errors import TracecalError
-from tracecal.evaluation.outputs import nan_for_null, os_error_message, plain_json
+from tracecal.evaluation.result_json import nan_for_null, os_error_message, plain_json
 from tracecal.traces.io import FILE_MODE, atomic_write, load_traces, traces_to_table
 from tracecal.traces.trace import Trace
 
@@ -300,7 +300,8 @@ class RunStore:
         return pa.concat_tables(tables, promote_options="default")
 
     def shard_files(self, pass_name: str, task: str) -> list[Path]:
-        """The shard files of a pass for a task, in shard order (read as one dataset: `tracecal.evaluation.blocks`)."""
+        """The shard files of a pass for a task, in shard order (read as one dataset:
+        `tracecal.evaluation.blockscore`)."""
         d = self._p(_safe_name(pass_name, "pass"), _safe_name(task, "task"))
         return sorted(d.glob("*.parquet")) if d.is_dir() else []
 
@@ -359,7 +360,7 @@ class RunStore:
         self._atomic(self._p("results.md"), lambda tmp: Path(tmp).write_text(markdown, encoding="utf-8"))
 
     def read_results(self) -> dict[str, Any]:
-        """``results.json``, a null metric read as NaN (`tracecal.evaluation.outputs.nan_for_null`)."""
+        """``results.json``, a null metric read as NaN (`tracecal.evaluation.result_json.nan_for_null`)."""
         doc = nan_for_null(self._read_json(self._p("results.json")))
         if doc is None:
             raise NotARunError(

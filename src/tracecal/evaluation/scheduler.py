@@ -32,8 +32,8 @@ import pyarrow.parquet as pq
 from tracecal.backends.registry import get_backend
 from tracecal.estimators import needs_of
 from tracecal.evaluation.config import EvalConfig, resolve_embedder_dtype
-from tracecal.evaluation.outputs import plain_json
 from tracecal.evaluation.protocol import Progress
+from tracecal.evaluation.result_json import plain_json
 from tracecal.evaluation.runstore import TRACES, DataChangedError, RunStore, RunStoreError
 from tracecal.passes import PASSES, Pass
 

@@ -64,7 +64,7 @@ from tracecal.report.selective import certified_summary
 from tracecal.report.stats import statistics_section
 from tracecal.report.svg import export_figures
 from tracecal.signals.operators import TraceConfig
-from tracecal.traces.io import Inputs, atomic_write, check_output
+from tracecal.traces.io import InputPaths, atomic_write, check_output
 
 __all__ = ["write_report", "build_html", "example_payload", "peak_windows", "load_run", "RunData"]
 
@@ -229,7 +229,7 @@ def build_html(
     figures_dir: str | os.PathLike[str] | None = None,
     max_examples: int | None = None,
     learning: dict[str, Any] | None = None,
-    inputs: Inputs = (),
+    inputs: InputPaths = (),
     verdict: dict[str, Any] | None = None,
 ) -> str:
     """Render the report of a loaded run (its figures also written to ``figures_dir`` as SVG files when given,

@@ -23,7 +23,7 @@ from tracecal.report.html import collapsed, e, figure_block, num
 from tracecal.report.overview import OVERVIEW_FILE, overview_svg
 from tracecal.report.plotdata import TaskPlots
 from tracecal.report.svg import XML_PROLOG, histogram_svg, reliability_svg, risk_coverage_svg
-from tracecal.traces.io import Inputs, atomic_write
+from tracecal.traces.io import InputPaths, atomic_write
 
 __all__ = ["KEY_MAX", "NOT_RANKED_FILE", "key_estimators", "overview_section", "figure_sections"]
 
@@ -64,7 +64,7 @@ def key_estimators(results: dict[str, Any], tasks: list[str], shown: list[str], 
     return out[:k]
 
 
-def _write_svg(figures_dir: str | os.PathLike[str] | None, name: str, svg: str, inputs: Inputs) -> None:
+def _write_svg(figures_dir: str | os.PathLike[str] | None, name: str, svg: str, inputs: InputPaths) -> None:
     if figures_dir is not None and svg:
         text = XML_PROLOG + svg
         atomic_write(
@@ -78,7 +78,7 @@ def overview_section(
     estimators: list[str],
     skip: dict[str, str],
     figures_dir: str | os.PathLike[str] | None = None,
-    inputs: Inputs = (),
+    inputs: InputPaths = (),
 ) -> str:
     """The figure the report opens with, of the ranked tasks (not in ``skip``, task → why not ranked); the others'
     panels collapsed under it with their reasons. Both figures also written to ``figures_dir`` (`OVERVIEW_FILE`,

@@ -38,7 +38,7 @@ from pathlib import Path
 import numpy as np
 
 from tracecal.report.plotdata import Curve, Hist, Reliability, TaskPlots
-from tracecal.traces.io import Inputs, atomic_write
+from tracecal.traces.io import InputPaths, atomic_write
 
 __all__ = [
     "reliability_svg",
@@ -338,7 +338,7 @@ def _text_writer(text: str) -> Callable[[str], object]:
     return lambda name: Path(name).write_text(text, encoding="utf-8")
 
 
-def export_figures(plots: list[TaskPlots], directory: str | os.PathLike[str], inputs: Inputs = ()) -> list[Path]:
+def export_figures(plots: list[TaskPlots], directory: str | os.PathLike[str], inputs: InputPaths = ()) -> list[Path]:
     """Write every figure of every task into ``directory`` as ``<kind>_<task>.svg`` (the report's documents), each
     with `tracecal.traces.io.atomic_write` (never over one of ``inputs``)."""
     directory = Path(directory)

@@ -44,7 +44,7 @@ from tracecal.passes.selfeval import confidence_bins, number_distribution
 from tracecal.secl.config import SECLConfig
 from tracecal.secl.cost import CostMeter
 from tracecal.secl.folders import FolderKind
-from tracecal.traces.io import Inputs
+from tracecal.traces.io import InputPaths
 
 if TYPE_CHECKING:
     from tracecal.backends.hf import HFModel
@@ -331,7 +331,7 @@ class SECLAdapter:
         return UpdateInfo(True, v0, v1, float(tau), loss_val, gn, alpha, rereads)
 
     # ------------------------------------------------------------------ persistence
-    def save(self, path: str | Path, inputs: Inputs = ()) -> Path:
+    def save(self, path: str | Path, inputs: InputPaths = ()) -> Path:
         """Write the LoRA adapter (``adapter_model.safetensors`` + ``adapter_config.json``) and ``secl_config.json``
         into the folder ``path`` with `tracecal.secl.folders.atomic_write_dir`: a temporary sibling renamed into
         place, never over a file, a folder holding one of ``inputs``, or a non-empty folder that is not a saved

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from tracecal.errors import ValidationError
-from tracecal.traces.io import FILE_MODE, Inputs
+from tracecal.traces.io import FILE_MODE, InputPaths
 
 __all__ = ["FolderKind", "atomic_write_dir", "check_output_dir"]
 
@@ -51,7 +51,7 @@ def _is_kind(real: Path, entries: list[str], kind: FolderKind) -> bool:
 
 
 def check_output_dir(
-    path: str | os.PathLike[str], kind: FolderKind, inputs: Inputs = (), option: str = "the output folder"
+    path: str | os.PathLike[str], kind: FolderKind, inputs: InputPaths = (), option: str = "the output folder"
 ) -> None:
     """Refuse (`ValidationError` naming ``option``) to write the folder ``path``: when it is not a folder (a file,
     a device), when one of ``inputs`` is that folder or lies inside it (``(what, path)`` pairs, a None path is an
@@ -123,7 +123,7 @@ def atomic_write_dir(
     path: str | os.PathLike[str],
     write: Callable[[str], object],
     kind: FolderKind,
-    inputs: Inputs = (),
+    inputs: InputPaths = (),
     option: str = "the output folder",
 ) -> None:
     """Write the folder ``path`` by calling ``write(name)`` with the name of an empty folder to fill.

@@ -47,7 +47,7 @@ __all__ = [
     "FILE_MODE",
     "SCHEMA",
     "TRACE_SCHEMA_VERSION",
-    "Inputs",
+    "InputPaths",
     "TraceFileError",
     "atomic_write",
     "check_output",
@@ -171,12 +171,12 @@ def _target(path: Path) -> tuple[Path, bool]:
     raise OSError(errno.EINVAL, why, str(path))
 
 
-Inputs = Iterable[tuple[str, "str | os.PathLike[str] | None"] | tuple[str, "str | os.PathLike[str] | None", str]]
+InputPaths = Iterable[tuple[str, "str | os.PathLike[str] | None"] | tuple[str, "str | os.PathLike[str] | None", str]]
 """What a writer reads: ``(what, path)`` or ``(what, path, pattern)``; a None path is an input not given, a folder
 stands for its files that match ``pattern`` (default ``*.parquet``, the shards `load_traces` reads; ``**/*``: all)."""
 
 
-def check_output(path: str | os.PathLike[str], inputs: Inputs = (), option: str = "the output") -> None:
+def check_output(path: str | os.PathLike[str], inputs: InputPaths = (), option: str = "the output") -> None:
     """Refuse (`ValidationError` naming ``option`` and the input) to write ``path`` when it is one of ``inputs``:
     the same file, through symbolic and hard links (device and inode). A path that does not exist yet, a
     character device and a named pipe (written into, never replaced) are no input's file."""
@@ -216,7 +216,7 @@ def _unnamed(e: OSError, temporary: str) -> bool:
 
 
 def atomic_write(
-    path: str | os.PathLike[str], write: Callable[[str], object], inputs: Inputs = (), option: str = "the output"
+    path: str | os.PathLike[str], write: Callable[[str], object], inputs: InputPaths = (), option: str = "the output"
 ) -> None:
     """Write ``path`` by calling ``write(name)`` with the name of the file to write.
 
@@ -272,7 +272,7 @@ def _check_writable(traces: list[Trace], path: Path) -> None:
     _check_traces(traces, lambda i: describe_trace(traces[i], f"{path}: not written: answer {i}"), clip=False)
 
 
-def save_traces(traces: Iterable[Trace], path: str | os.PathLike[str], inputs: Inputs = ()) -> Path:
+def save_traces(traces: Iterable[Trace], path: str | os.PathLike[str], inputs: InputPaths = ()) -> Path:
     """Write traces to a Parquet file with `atomic_write` (a crash never leaves a half-written file; never over
     one of ``inputs``).
 
@@ -354,7 +354,7 @@ def load_trace_batch(path: str | os.PathLike[str]) -> TraceBatch:
     return TraceBatch(s, h, off, ids.astype(np.int64), values_checked=True)
 
 
-def export_jsonl(traces: Iterable[Trace], path: str | os.PathLike[str], inputs: Inputs = ()) -> Path:
+def export_jsonl(traces: Iterable[Trace], path: str | os.PathLike[str], inputs: InputPaths = ()) -> Path:
     """Write one standard-JSON object per trace with `atomic_write` (never over one of ``inputs``): floats
     round-trip exactly, a missing top-k log-prob (−∞) and any other non-finite number is written as null
     (`json_safe`; `import_jsonl` reads a top-k null back as −∞). The values are checked first as in `save_traces`

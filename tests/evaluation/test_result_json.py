@@ -9,7 +9,7 @@ import math
 
 import numpy as np
 
-from tracecal.evaluation.outputs import nan_for_null, os_error_message, plain_json
+from tracecal.evaluation.result_json import nan_for_null, os_error_message, plain_json
 
 
 def test_plain_json_is_standard_json() -> None:
@@ -66,7 +66,7 @@ def test_merge_partial_keeps_what_was_not_recomputed_and_refuses_other_settings(
     import pytest
 
     from tracecal.errors import ValidationError
-    from tracecal.evaluation.outputs import merge_partial
+    from tracecal.evaluation.result_json import merge_partial
 
     old = {"seed": 0, "variants": {"a": {"mean": 1}, "b": {"mean": 2}}, "transfer": {"x": 1}}
     new = {"seed": 0, "variants": {"a": {"mean": 5}, "b": {"mean": None}, "c": {"mean": None}}}

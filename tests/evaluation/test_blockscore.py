@@ -1,4 +1,4 @@
-"""Scoring a stored run block by block (`tracecal.evaluation.blocks`): the same results as `score_tasks` on every
+"""Scoring a stored run block by block (`tracecal.evaluation.blockscore`): the same results as `score_tasks` on every
 column of every pass in memory (`load_task_stats`), bit for bit, and only the columns each block needs read."""
 
 from __future__ import annotations
@@ -13,12 +13,12 @@ import pyarrow.parquet as pq
 import pytest
 
 from tracecal.estimators import REGISTRY
-from tracecal.evaluation import blocks
-from tracecal.evaluation.blocks import Job, block_inputs, read_columns, score_stored, score_stored_block
+from tracecal.evaluation import blockscore
+from tracecal.evaluation.blockscore import Job, block_inputs, read_columns, score_stored, score_stored_block
 from tracecal.evaluation.protocol import ScoreConfig, score_tasks, split_set, task_counts
 from tracecal.evaluation.run import load_task_stats
 from tracecal.evaluation.runstore import RunStore, RunStoreError
-from tracecal.evaluation.stored import StoredLabels
+from tracecal.evaluation.stored_tasks import StoredLabels
 from tracecal.testing import SYNTHETIC_ESTIMATORS, add_synthetic_passes, write_synthetic_run
 
 TASKS = ("qa1", "qa2")
@@ -110,13 +110,13 @@ def test_an_incomplete_pass_leaves_its_estimators_not_run_as_before(run: Path, t
 def test_a_block_reads_only_its_columns(run: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     store = RunStore(run)
     reads: list[tuple[str, tuple[str, ...]]] = []
-    real = blocks.read_columns
+    real = blockscore.read_columns
 
     def spy(store: RunStore, pass_name: str, task: str, columns: Any) -> Any:
         reads.append((pass_name, tuple(columns)))
         return real(store, pass_name, task, columns)
 
-    monkeypatch.setattr(blocks, "read_columns", spy)
+    monkeypatch.setattr(blockscore, "read_columns", spy)
     cfg = ScoreConfig(["mars"], n_seeds=2, n_boot=0)
     y = score_stored(store, stored_tasks(store)[:1], cfg).answers["rows"].column("correct").to_numpy()
     assert reads[-2:] == [("traces", ("surprisal", "entropy")), ("semantic", ("mars_u",))]  # the block

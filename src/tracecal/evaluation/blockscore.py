@@ -11,7 +11,7 @@ prompts, token strings or top-k lists and never a `Trace` object. `score_stored`
 2. the blocks, in task × estimator order, by a *runner*: `LocalBlocks` (this process; one task's inputs — the union
    of its estimators' columns — held at a time) or `tracecal.evaluation.rayscore.RayBlocks` (Ray tasks);
 3. the merge in that order (`task_parts`, `results_of`): the numbers, tables and draws of `score_tasks` on
-   `tracecal.evaluation.run.load_task_stats`, bit for bit (tests/evaluation/test_blocks.py).
+   `tracecal.evaluation.run.load_task_stats`, bit for bit (tests/evaluation/test_blockscore.py).
 
 Memory: one task's needed columns in the local path (a 250,000-answer task of 32 tokens on average: 128 MB for s_t
 and H_t, as much again for a token-level stat such as TokenSAR's weights), plus every task's frame and outputs

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from tracecal.evaluation.runstore import NotARunError, RunStore
-from tracecal.evaluation.stored import load_stored_tasks
+from tracecal.evaluation.stored_tasks import load_stored_tasks
 from tracecal.testing import write_synthetic_run
 
 
