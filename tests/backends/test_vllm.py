@@ -110,7 +110,7 @@ def test_vllm_chat_endpoint_answers_through_its_own_template(vllm_url: str, loca
 
 
 def test_vllm_prompt_logprobs_score_given_answers(vllm_url: str, local: list[Any]) -> None:
-    """``trace_answers`` through ``prompt_logprobs`` (tracecal.backends.http_answers): the HF backend's greedy answers,
+    """``trace_answers`` through ``prompt_logprobs`` (tracecal.backends.http.answers): the HF backend's greedy answers,
     appended to their chat prompts, get back their generation-time s_t (to ``TOL_S``), an H_t estimate within the
     top-k bounds, the same prompt ids and the same stop reason; answers the model did not give get finite,
     non-negative values."""

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
-from tests.backends.test_http_stream import streaming
+from tests.backends.http.test_stream import streaming
 from tracecal.backends.http import HTTPModel
 from tracecal.backends.topk import topk_entropy
 from tracecal.serve import ServeConfig, create_app
@@ -212,7 +212,7 @@ def test_no_content_reaches_the_upstream_as_a_special_token_string(proxied, toke
     from hypothesis import HealthCheck, given, settings
     from hypothesis import strategies as st
 
-    from tracecal.backends.http_prompt import special_token_text
+    from tracecal.backends.http.prompt import special_token_text
     from tracecal.backends.prompting import control_token_ids
 
     c, seen = proxied

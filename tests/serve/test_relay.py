@@ -15,10 +15,10 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
-from tests.backends.test_http_stream import recorded
+from tests.backends.http.test_stream import recorded
 from tests.serve.helpers import Server, sse_events
 from tests.serve.test_proxy import TOKENS, upstream
-from tracecal.backends.http_stream import StreamedToken
+from tracecal.backends.http.stream import StreamedToken
 from tracecal.serve import ServeConfig, create_app
 from tracecal.serve.batching import Job
 from tracecal.serve.proxy import proxy_backends

@@ -177,7 +177,7 @@ class BackendUnsupportedError(TracecalError, ValueError, NotImplementedError):
 
 def supports_on_step(model: Any, hook: str = "on_step") -> bool:
     """Whether ``model.generate`` takes an ``on_step`` callback (per-step tokens with s_t, H_t; early stop), or the
-    callback named ``hook`` (the HTTP backend's ``on_token``: `tracecal.backends.http_stream.TokenHook`)."""
+    callback named ``hook`` (the HTTP backend's ``on_token``: `tracecal.backends.http.stream.TokenHook`)."""
     import inspect
 
     try:

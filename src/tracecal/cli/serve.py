@@ -14,7 +14,7 @@ fitted on scores or a `TraceBatch`; one fitted on `Trace` objects records their 
 
 Behind ``--upstream`` the upstream tokenises text itself: ``--tokenizer`` (the served model's) renders every prompt
 here, user text as text, and sends token ids; without it, user text that spells a special-token string is refused
-with a 400 (`tracecal.backends.http_prompt`).
+with a 400 (`tracecal.backends.http.prompt`).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Streamed answers of a remote backend (proxy mode), relayed token by token as the upstream sends them.
 
 A streamed request's job is handed to the HTTP backend with ``on_token`` = a `TokenRelay`
-(`tracecal.backends.http_stream`: the upstream is asked with ``stream: true``): each token the upstream sends
+(`tracecal.backends.http.stream`: the upstream is asked with ``stream: true``): each token the upstream sends
 becomes the client's next chunk at once, with the running risk R_t of the tokens so far
 (`tracecal.serve.scoring.running_risk`, the numbers an in-process stream carries), and the relay ends the upstream
 request (the connection is closed, so the upstream stops decoding) when the client has gone or the running c_TRACE
@@ -36,7 +36,7 @@ class TokenRelay:
         self.jobs, self.risk_min_tokens, self.trace_config = list(jobs), risk_min_tokens, trace_config
 
     def __call__(self, token: Any) -> bool:
-        """Relay one `tracecal.backends.http_stream.StreamedToken` to its job's client; True ends that answer (the
+        """Relay one `tracecal.backends.http.stream.StreamedToken` to its job's client; True ends that answer (the
         client has gone: ``finish`` ``cancelled``; or c_t < ``stop_on_risk``: ``risk``)."""
         j = self.jobs[token.row]
         j.ids.append(-1)  # a server sends no token ids

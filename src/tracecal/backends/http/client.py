@@ -29,6 +29,7 @@ __all__ = [
     "LogprobsUnavailableError",
     "RetryingClient",
     "api_key_headers",
+    "check_retry_settings",
     "check_url",
     "mentions_logprobs",
     "parse_retry_after",
@@ -110,6 +111,17 @@ def mentions_logprobs(text: str) -> bool:
     return "logprob" in t or "logits_all" in t
 
 
+def check_retry_settings(timeout: Any, max_retries: Any, backoff: Any, max_wait: Any) -> None:
+    """Refuse (`ValidationError` naming the setting) a ``timeout`` ≤ 0, a negative ``backoff`` or ``max_wait``
+    (seconds) or a ``max_retries`` that is not a whole number ≥ 0."""
+    for name, value in (("timeout", timeout), ("backoff", backoff), ("max_wait", max_wait)):
+        if not SECONDS[name].accepts(value):
+            raise ValidationError(
+                f"{name} must be a number of seconds {'> 0' if name == 'timeout' else '≥ 0'}, got {value!r}"
+            )
+    check_param("max_retries", max_retries, RETRIES)
+
+
 class RetryingClient:
     """API calls to ``base_url`` over one `httpx.Client`, retried on transient faults (module docstring).
 
@@ -139,12 +151,7 @@ class RetryingClient:
     ) -> None:
         import httpx
 
-        for name, value in (("timeout", timeout), ("backoff", backoff), ("max_wait", max_wait)):
-            if not SECONDS[name].accepts(value):
-                raise ValidationError(
-                    f"{name} must be a number of seconds {'> 0' if name == 'timeout' else '≥ 0'}, got {value!r}"
-                )
-        check_param("max_retries", max_retries, RETRIES)
+        check_retry_settings(timeout, max_retries, backoff, max_wait)
         self.base_url = base_url
         self.timeout, self.max_retries = float(timeout), int(max_retries)
         self.backoff, self.max_wait = float(backoff), float(max_wait)

@@ -1,4 +1,4 @@
-"""What the HTTP backend sends for a prompt (`tracecal.backends.http_prompt`): token ids rendered with the served
+"""What the HTTP backend sends for a prompt (`tracecal.backends.http.prompt`): token ids rendered with the served
 model's tokenizer, or text without a special-token string; the turn markup of every shipped chat template is among
 the strings refused without a tokenizer."""
 
@@ -13,7 +13,7 @@ import pytest
 from tests.backends.test_prompting import shipped  # noqa: F401  (fixture: every tokenizer we ship)
 from tracecal.backends.defaults import tokenizer_stop_ids
 from tracecal.backends.http import HTTPModel
-from tracecal.backends.http_prompt import check_user_texts, special_token_text
+from tracecal.backends.http.prompt import check_user_texts, special_token_text
 from tracecal.backends.prompting import control_token_ids, prompt_ids, user_text_ids
 from tracecal.errors import ValidationError
 

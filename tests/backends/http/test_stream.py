@@ -1,4 +1,4 @@
-"""Streamed answers of the HTTP backend (`tracecal.backends.http_stream`) against mock servers that send server-sent
+"""Streamed answers of the HTTP backend (`tracecal.backends.http.stream`) against mock servers that send server-sent
 events as vLLM does: the hook gets each token as its chunk arrives, the trace is the one of the same answer not
 streamed, a hook can end an answer, and faults mid-stream raise `HTTPBackendError`.
 
@@ -18,9 +18,9 @@ import httpx
 import numpy as np
 import pytest
 
-from tests.backends.test_http import Handler, flaky, make, server, status
+from tests.backends.http.test_model import Handler, flaky, make, server, status
 from tracecal.backends.http import HTTPBackendError, LogprobsUnavailableError
-from tracecal.backends.http_stream import StreamedToken
+from tracecal.backends.http.stream import StreamedToken
 
 Chunks = Callable[[list[bytes]], Iterator[bytes]]
 

@@ -1,4 +1,4 @@
-"""The HTTP client of the OpenAI-compatible backend (`tracecal.backends.http_client`): retries with backoff and
+"""The HTTP client of the OpenAI-compatible backend (`tracecal.backends.http.client`): retries with backoff and
 jitter, Retry-After, timeouts, which failures are retried and which are settings to fix, API keys."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.backends.test_http import Fake, flaky, make, raises, server, status
+from tests.backends.http.test_model import Fake, flaky, make, raises, server, status
 from tracecal.backends.http import HTTPBackendError, HTTPModel
 from tracecal.traces.io import export_jsonl, save_traces
 

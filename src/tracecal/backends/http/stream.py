@@ -8,10 +8,10 @@ go to the hook one by one, with s_t and the top-k estimate of H_t, and the chunk
 same request without ``stream`` returns, so that the backend builds the very trace it builds from that answer.
 
 A token the server lists after a ``stop`` but which is no part of the answer (``<|im_end|>``,
-`tracecal.backends.http_reply.ends_with_end_of_turn`) is held back until a later token shows it is text, so the
+`tracecal.backends.http.reply.ends_with_end_of_turn`) is held back until a later token shows it is text, so the
 hook sees exactly the trace's tokens. A hook that returns True ends the answer after that token: the connection
 is closed (the server stops decoding it) and the answer is what came so far, with ``finish_reason`` ``stopped``.
-Faults before the answer starts are retried (`tracecal.backends.http_client.RetryingClient.open_stream`); an error
+Faults before the answer starts are retried (`tracecal.backends.http.client.RetryingClient.open_stream`); an error
 event, a broken connection or an unreadable chunk after it started raise `HTTPBackendError`, never retried.
 """
 
@@ -24,8 +24,9 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from tracecal.backends.http_client import LOGPROBS_HELP, HTTPBackendError, LogprobsUnavailableError
-from tracecal.backends.http_reply import ends_with_end_of_turn
+from tracecal.backends.http.client import LOGPROBS_HELP, HTTPBackendError, LogprobsUnavailableError, RetryingClient
+from tracecal.backends.http.reply import ends_with_end_of_turn
+from tracecal.backends.http.settings import HTTPSettings
 from tracecal.backends.topk import topk_entropy
 
 __all__ = ["StreamedToken", "TokenHook", "active_hook", "post_streamed", "streamed_each"]
@@ -73,8 +74,8 @@ def streamed_each(one: Callable[[int], Any], hook: TokenHook) -> Callable[[int],
 class _Answer:
     """The chunks of one streamed answer so far, and what the hook has been given of them."""
 
-    def __init__(self, backend: Any, chat: bool, hook: TokenHook, index: int) -> None:
-        self.backend, self.chat, self.hook, self.index = backend, chat, hook, index
+    def __init__(self, settings: HTTPSettings, chat: bool, hook: TokenHook, index: int) -> None:
+        self.settings, self.chat, self.hook, self.index = settings, chat, hook, index
         self.texts: list[str] = []
         self.raw: list[Any] = []  # chat: the logprobs.content items; completions: (token, logprob, top) triples
         self.tokens: list[str] = []
@@ -118,10 +119,10 @@ class _Answer:
         for (tok, lp, top), piece in zip(new, per, strict=True):
             if not top:
                 raise LogprobsUnavailableError(
-                    f"{self.backend.base_url} streamed a token's log-prob but no top-k alternatives. " + LOGPROBS_HELP
+                    f"{self.settings.base_url} streamed a token's log-prob but no top-k alternatives. " + LOGPROBS_HELP
                 )
             top_sorted = -np.sort(-np.asarray([top], dtype=np.float64))
-            h = topk_entropy(top_sorted, self.backend.vocab_size, self.backend.entropy_estimator)[0]
+            h = topk_entropy(top_sorted, self.settings.vocab_size, self.settings.entropy_estimator)[0]
             if self._offer(StreamedToken(self.index, piece, tok, -lp, float(h))):
                 return True
         if self.finish is not None and not self.complete:
@@ -193,18 +194,20 @@ class _Answer:
         return {"choices": [choice | {"finish_reason": self.finish}]}
 
 
-def post_streamed(backend: Any, path: str, body: dict[str, Any], hook: TokenHook, index: int) -> dict[str, Any]:
-    """``POST path`` with ``stream: true`` through ``backend.http`` (a `RetryingClient`), each token to ``hook`` as
-    prompt ``index``'s while the events arrive; the answer as the same request without ``stream`` returns it (a
-    server that answers with one JSON object instead of events is read as one chunk)."""
+def post_streamed(
+    http: RetryingClient, settings: HTTPSettings, path: str, body: dict[str, Any], hook: TokenHook, index: int
+) -> dict[str, Any]:
+    """``POST path`` with ``stream: true`` through ``http``, each token to ``hook`` as prompt ``index``'s while the
+    events arrive (H_t estimated as ``settings`` say); the answer as the same request without ``stream`` returns it
+    (a server that answers with one JSON object instead of events is read as one chunk)."""
     import httpx
 
-    answer = _Answer(backend, path.endswith("/chat/completions"), hook, index)
-    r = backend.http.open_stream(path, body | {"stream": True})
+    answer = _Answer(settings, path.endswith("/chat/completions"), hook, index)
+    r = http.open_stream(path, body | {"stream": True})
     try:
         if not r.headers.get("content-type", "").startswith("text/event-stream"):
             r.read()
-            choices = backend.http.decode(path, r).get("choices") or []
+            choices = http.decode(path, r).get("choices") or []
             if choices:
                 answer.choice(choices[0], "message")
         else:
@@ -213,12 +216,12 @@ def post_streamed(backend: Any, path: str, body: dict[str, Any], hook: TokenHook
                     break
             if not answer.complete and answer.finish != "stopped":
                 raise HTTPBackendError(
-                    f"{backend.base_url}{path}: the stream ended after {len(answer.reported)} tokens without a "
+                    f"{settings.base_url}{path}: the stream ended after {len(answer.reported)} tokens without a "
                     "finish_reason or [DONE]"
                 )
     except httpx.HTTPError as e:
         raise HTTPBackendError(
-            f"{backend.base_url}{path}: the stream broke after {len(answer.reported)} tokens ({type(e).__name__}: {e})"
+            f"{settings.base_url}{path}: the stream broke after {len(answer.reported)} tokens ({type(e).__name__}: {e})"
         ) from e
     finally:
         r.close()

@@ -1,4 +1,4 @@
-"""`HTTPModel.trace_answers` through vLLM's ``prompt_logprobs`` (tracecal.backends.http_answers), against a fake vLLM
+"""`HTTPModel.trace_answers` through vLLM's ``prompt_logprobs`` (tracecal.backends.http.answers), against a fake vLLM
 server (httpx.MockTransport) that answers ``/tokenize`` and ``/v1/completions`` as vLLM's OpenAI-compatible server
 documents them; servers that cannot score a given answer get `BackendUnsupportedError`. The real-server check is in
 tests/backends/test_vllm.py (integration)."""

@@ -4,10 +4,10 @@ An OpenAI-compatible server (vLLM, llama.cpp's server) renders a chat's template
 special-token strings of the text parsed as control tokens: a message content ``"<|im_end|><|im_start|>system\\n…"``
 would open a system turn. So the HTTP backend never sends user text that could be read so:
 
-* given the served model's tokenizer (``HTTPModel(tokenizer=...)``, ``tracecal serve --upstream URL --tokenizer
-  NAME``), the prompt is rendered here by the one chat-template path of the in-process backends
-  (`tracecal.backends.prompting.prompt_ids`: contents encoded as text, `user_text_ids` for answers) and sent as
-  token ids to the upstream's ``/completions`` (vLLM and llama.cpp's ``llama-server`` take a list of ids as the
+* given the served model's tokenizer (`HTTPSettings.tokenizer`: ``HTTPModel(tokenizer=...)``, ``tracecal serve
+  --upstream URL --tokenizer NAME``), the prompt is rendered here by the one chat-template path of the in-process
+  backends (`tracecal.backends.prompting.prompt_ids`: contents encoded as text, `user_text_ids` for answers) and sent
+  as token ids to the upstream's ``/completions`` (vLLM and llama.cpp's ``llama-server`` take a list of ids as the
   prompt; llama-cpp-python's server does not);
 * without one, a content, prompt or answer that spells a special-token string of the common chat templates
   (`SPECIAL_TOKEN_TEXT`: ``<|…|>`` of ChatML / Llama 3 / Phi, DeepSeek's ``<｜…｜>``, Gemma's ``<start_of_turn>``,
@@ -28,9 +28,10 @@ import re
 from typing import Any
 
 from tracecal.backends.base import Prompt
+from tracecal.backends.http.settings import HTTPSettings
 from tracecal.errors import ValidationError
 
-__all__ = ["SPECIAL_TOKEN_TEXT", "check_user_texts", "is_plain_text", "special_token_text"]
+__all__ = ["SPECIAL_TOKEN_TEXT", "check_prompt", "check_user_texts", "is_plain_text", "special_token_text"]
 
 SPECIAL_TOKEN_TEXT = re.compile(
     r"<\|[^<>|\s]{1,64}\|>"  # ChatML, Llama 3, Phi: <|im_end|>, <|eot_id|>, <|start_header_id|>, <|user|>
@@ -86,3 +87,11 @@ def check_user_texts(prompt: Prompt | None, answer: Any = None) -> None:
         found = special_token_text(text) if isinstance(text, str) else None
         if found is not None:
             raise ValidationError(f"{what} spells {found!r}, a special-token string: {HELP}")
+
+
+def check_prompt(settings: HTTPSettings, prompt: Prompt, answer: Any = None) -> None:
+    """Refuse (`ValidationError`) user text the server would read as control tokens: without the settings'
+    ``tokenizer``, a prompt (or text ``answer``) that spells a special-token string (`check_user_texts`; a plain-text
+    prompt passes as it is with ``raw_prompts``)."""
+    if settings.tokenizer is None:
+        check_user_texts(None if settings.raw_prompts and is_plain_text(prompt) else prompt, answer)

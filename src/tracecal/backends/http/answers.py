@@ -4,13 +4,13 @@ vLLM's OpenAI-compatible server takes ``prompt_logprobs=k`` on ``/v1/completions
 parameters) and returns, for every prompt token, the log-prob of that token and of the k most likely tokens at its
 position: ``choices[0].prompt_logprobs``, a list with ``null`` for the first token and then
 ``{"<token id>": {"logprob": …, "rank": …, "decoded_token": …}}`` per token. `HTTPModel.trace_answers
-<tracecal.backends.http.HTTPModel.trace_answers>` uses it so:
+<tracecal.backends.http.model.HTTPModel.trace_answers>` uses it so:
 
 1. the prompt's ids come from vLLM's ``/tokenize`` (at the server root, beside ``/v1``): ``messages`` with
    ``add_generation_prompt`` for chat prompts, the ``prompt`` text otherwise, as ``/chat/completions`` and
    ``/completions`` tokenize them when they generate; a text answer's ids likewise, without special tokens. With
    the backend's ``tokenizer`` both are tokenised here instead, user text as text
-   (`tracecal.backends.http_prompt`); without one, a special-token string in them is refused;
+   (`tracecal.backends.http.prompt`); without one, a special-token string in them is refused;
 2. prompt ids + answer ids go as the prompt of one ``/v1/completions`` request (``max_tokens=1``, temperature 0,
    ``prompt_logprobs=k``);
 3. s_t = −logprob(a_t); H_t is estimated from the log-probs of rank ≤ k with the backend's ``entropy_estimator``,
@@ -30,9 +30,11 @@ import numpy as np
 from tracecal.backends.answers import AnswerArgs, end_reason
 from tracecal.backends.base import BackendUnsupportedError, Prompt, prompt_text
 from tracecal.backends.defaults import END_OF_TURN_TOKENS
-from tracecal.backends.http_client import HTTPBackendError, RetryingClient
-from tracecal.backends.http_reply import Reply, reply_trace
-from tracecal.backends.prompting import user_text_ids
+from tracecal.backends.http.client import HTTPBackendError, RetryingClient
+from tracecal.backends.http.prompt import check_prompt
+from tracecal.backends.http.reply import Reply, reply_trace
+from tracecal.backends.http.settings import HTTPSettings
+from tracecal.backends.prompting import prompt_ids, user_text_ids
 from tracecal.traces.trace import Trace
 
 __all__ = ["UNSUPPORTED", "ScoredAnswer", "answer_trace", "prompt_ids_of", "root_client", "score_answer", "tokenize"]
@@ -150,15 +152,20 @@ def score_answer(
     return ScoredAnswer(prompt_ids, answer_ids[: len(tokens)], tokens, logprobs, top, next_text, finish, ended)
 
 
-def answer_trace(backend: Any, root: RetryingClient, args: AnswerArgs, i: int) -> Trace:
-    """The trace of answer ``i`` of ``args`` from ``backend`` (an `HTTPModel`), by `score_answer` (module docstring):
-    `reply_trace`'s top-k entropy estimate, vLLM's token ids, the stop reason of `tracecal.backends.answers`. With the
-    backend's ``tokenizer`` the prompt and a text answer are tokenised here, as text (`prompt_ids`, `user_text_ids`),
-    not by ``/tokenize``; without one a special-token string in them is refused (`HTTPModel.check_prompt`)."""
+def answer_trace(
+    settings: HTTPSettings, http: RetryingClient, root: RetryingClient, name: str, args: AnswerArgs, i: int
+) -> Trace:
+    """The trace of answer ``i`` of ``args`` from the server of ``settings`` serving ``name`` (``http``: its API,
+    ``root``: its root, `root_client`), by `score_answer` (module docstring): `reply_trace`'s top-k entropy estimate,
+    vLLM's token ids, the stop reason of `tracecal.backends.answers`. With the settings' ``tokenizer`` the prompt and
+    a text answer are tokenised here, as text (`tracecal.backends.prompting.prompt_ids`, `user_text_ids`), not by
+    ``/tokenize``; without one a special-token string in them is refused (`tracecal.backends.http.prompt`)."""
     prompt, answer = args.prompts[i], args.answers[i]
-    name, tok = backend.model_id, backend.tokenizer
-    backend.check_prompt(prompt, answer)  # without a tokenizer: no special-token string sent as text
-    p_ids = backend.encode_prompt(prompt) if tok is not None else prompt_ids_of(root, name, prompt, backend.chat)
+    tok = settings.tokenizer
+    check_prompt(settings, prompt, answer)  # without a tokenizer: no special-token string sent as text
+    p_ids = (
+        prompt_ids(tok, prompt, settings.chat) if tok is not None else prompt_ids_of(root, name, prompt, settings.chat)
+    )
     if isinstance(answer, str):
         a_ids = (
             user_text_ids(tok, answer, "the answer")
@@ -167,11 +174,11 @@ def answer_trace(backend: Any, root: RetryingClient, args: AnswerArgs, i: int) -
         )
     else:
         a_ids = [int(x) for x in answer]
-    body = backend.extra_body | {"model": name}
-    sc = score_answer(backend.http, root, body, p_ids, a_ids, backend.requested_logprobs)
+    body = settings.extra_body | {"model": name}
+    sc = score_answer(http, root, body, p_ids, a_ids, settings.requested_logprobs)
     text = answer if isinstance(answer, str) and not sc.ended else "".join(sc.tokens)
     reply = Reply(text, sc.tokens, sc.logprobs, sc.top, "length", prompt_text(prompt), "completions")
-    t = reply_trace(reply, backend, args.max_new_tokens, 0.0)
+    t = reply_trace(reply, settings, name, args.max_new_tokens, 0.0)
     t.token_ids, t.prompt_ids = np.asarray(sc.answer_ids, np.int64), np.asarray(p_ids, np.int64)
     t.stop_reason = end_reason(len(sc.answer_ids), sc.ended, sc.finish == "stop", lambda: text + sc.next_text, args)
     t.decoding |= {"strategy": "teacher_forced", "endpoint": "completions (prompt_logprobs)"}
