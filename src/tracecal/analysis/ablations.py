@@ -2,7 +2,7 @@
 
 Every ablation is a *variant*: a function of one task's stored stats that returns either a score per answer
 (higher = more confident; Brier and ECE through the Platt calibrator fitted on the calibration split, as in
-METHOD §5), a probability used as it is (``raw``: no calibration), or a feature matrix (a logistic calibrator,
+docs/method.md §5), a probability used as it is (``raw``: no calibration), or a feature matrix (a logistic calibrator,
 `tracecal.calibrators.TracePlus` on the matrix, fitted on the calibration split). Each variant is scored under
 the protocol's splits (``cal_frac`` stratified calibration share, ``n_seeds`` seeds; AUROC on the evaluation
 split, Brier and ECE on its probabilities) and averaged over splits, then over tasks.

@@ -1,4 +1,4 @@
-"""Change detection and the adaptation gate of SECL (METHOD §6 "Gate").
+"""Change detection and the adaptation gate of SECL (docs/method.md §6 "Gate").
 
 Page-Hinkley test (two-sided by default) on a per-question statistic x_t (default: the answer's mean token
 entropy). After a (re)start, the first ``min_samples`` observations give a reference mean μ and sd σ; with
