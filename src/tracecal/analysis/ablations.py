@@ -315,7 +315,10 @@ def run_ablations(
         doc["transfer"] = _transfer(data, n_seeds, cal_frac)
     _refuse_nothing_ran(data, chosen, doc)
     if groups is not None:  # part of the output: merged into the one there, never replacing it with less
-        same, where = ("model", "dtype", "tasks", "n_seeds", "cal_frac", "seed"), f"{store.path}/{ARTEFACT}.json"
+        same, where = (
+            ("model", "dtype", "tasks", "n_seeds", "cal_frac", "seed"),
+            str(store.artefact_path(f"{ARTEFACT}.json")),
+        )
         doc = merge_partial(store.read_artefact(ARTEFACT), doc, same, ("variants", "transfer"), where)
     store.write_artefact(ARTEFACT, doc)
     store.write_text(f"{ARTEFACT}.md", ablation_markdown(doc))
