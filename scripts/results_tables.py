@@ -7,9 +7,9 @@
 
 Each LABEL=RUN_DIR is a scored run (`tracecal evaluate`) with its ``ablations.json`` (`tracecal ablate RUN`).
 The block holds, in order: per model the accuracy and AUROC / Brier of the key estimators
-(`tracecal.analysis.evidence.headline_markdown`); the paper's Table 2 across the models
+(`tracecal_papers.evidence.headline_markdown`); the paper's Table 2 across the models
 (`tracecal.analysis.cross_model`, as `tracecal cross-model` prints it); the TRACE paper's ablations side by side
-(`tracecal.analysis.evidence.ablation_markdown`); with ``--selective``, the selective-answering table of each
+(`tracecal_papers.evidence.ablation_markdown`); with ``--selective``, the selective-answering table of each
 model (`scripts/selective_tables.py`: Learn-then-Test coverage at α = 0.1 / 0.2 / 0.3 and the smallest
 certified α at δ = 0.1; needs the runs' shards and takes a few minutes).
 """
@@ -24,9 +24,9 @@ from pathlib import Path
 from selective_tables import DEFAULT_ESTIMATORS, model_table
 
 from tracecal.analysis.cross_model import cross_model_markdown, cross_model_table, read_results
-from tracecal.analysis.evidence import MIN_CORRECT, ablation_markdown, headline_markdown
 from tracecal.errors import TracecalError
 from tracecal.evaluation.docblocks import write_block
+from tracecal_papers.evidence import MIN_CORRECT, ablation_markdown, headline_markdown
 
 BLOCK = "evidence-tables"
 DEFAULT_RUNS = (

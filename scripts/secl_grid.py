@@ -1,4 +1,4 @@
-"""Run the SECL grid (`tracecal.secl.grid`: the default configuration and the seven ablations) for one model,
+"""Run the SECL grid (`tracecal_papers.secl_grid`: the default configuration and the seven ablations) for one model,
 resumably: every (variant, seed) goes to ``docs/runs/secl-<model>-<variant>-s<seed>/secl.json``; a run whose
 file is there is skipped, so the same command continues an interrupted grid. The frozen pass is computed once per
 model and size and shared through a cache; full results (with per-question records) and logs stay in ``--work``.
@@ -22,8 +22,8 @@ import time
 from pathlib import Path
 
 from tracecal.errors import TracecalError
-from tracecal.secl.grid import estimate_seconds, finish_run, model_slug, plan, secl_args, select_variants
-from tracecal.secl.tables import load_runs, measured_rates
+from tracecal_papers.secl_grid import estimate_seconds, finish_run, model_slug, plan, secl_args, select_variants
+from tracecal_papers.secl_tables import load_runs, measured_rates
 
 REFERENCE = "smollm2-135m-instruct"
 DOC_RUNS = Path(__file__).resolve().parents[1] / "docs" / "runs"

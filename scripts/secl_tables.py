@@ -1,6 +1,6 @@
-"""docs/secl.md's SECL tables from the run JSONs under docs/runs/secl*/ (`tracecal.secl.tables`): the three-family
-table (default configuration, every seed found) and the seven-ablation table of each model named; a (model,
-variant) without a run is a "not run" row.
+"""docs/secl.md's SECL tables from the run JSONs under docs/runs/secl*/ (`tracecal_papers.secl_tables`): the
+three-family table (default configuration, every seed found) and the seven-ablation table of each model named; a
+(model, variant) without a run is a "not run" row.
 
     python scripts/secl_tables.py                                   # print the markdown
     python scripts/secl_tables.py --write docs/secl.md              # replace the block between the markers
@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 from tracecal.errors import TracecalError
-from tracecal.secl.tables import load_runs, render, write_between_markers
+from tracecal_papers.secl_tables import load_runs, render, write_between_markers
 
 
 def main() -> int:

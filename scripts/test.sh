@@ -8,7 +8,7 @@ bash scripts/setup_vllm.sh   # the vLLM server of the integration tests (its own
 . scripts/env.sh
 .venv/bin/ruff check src tests benchmarks scripts
 .venv/bin/ruff format --check src tests benchmarks scripts
-.venv/bin/mypy   # settings in pyproject.toml [tool.mypy]: src/tracecal, zero errors
+.venv/bin/mypy   # settings in pyproject.toml [tool.mypy]: src/tracecal and src/tracecal_papers, zero errors
 # two workers (one torch thread each, tests/conftest.py); the integration tests (servers, clusters) run one after
 # another on one of them (--dist loadgroup). TRACECAL_TEST_WORKERS=0: a single process.
 .venv/bin/python -m pytest -q -p no:cacheprovider -n "${TRACECAL_TEST_WORKERS:-2}" --dist loadgroup "$@"

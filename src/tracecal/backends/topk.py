@@ -1,4 +1,4 @@
-"""Estimates of the full-vocabulary entropy H_t from the top-k log-probs a server returns (METHOD §1).
+"""Estimates of the full-vocabulary entropy H_t from the top-k log-probs a server returns (docs/method.md §1).
 
 A server gives, per generated token, the k largest log-probs l_1 ≥ … ≥ l_k of the next-token distribution
 over |V| tokens, not the other |V| − k. Write p_i = exp(l_i), the head mass S = Σ p_i, the tail mass
@@ -7,7 +7,7 @@ tail tokens. Then H = head + tail, with head = −Σ p_i log p_i known and tail 
 where the q_j sum to r and each q_j ≤ p_k (the tail tokens are by definition no likelier than the k-th).
 Estimators, vectorised over rows (one row = one step; ``-inf`` entries = fewer than k alternatives):
 
-``uniform_tail`` (METHOD §1; an upper bound)
+``uniform_tail`` (docs/method.md §1; an upper bound)
     r spread evenly over the n tail tokens: tail = r·log(n / r), the largest entropy mass r can have on n
     tokens.
 ``head_only`` (a lower bound)
@@ -195,7 +195,7 @@ def topk_parts(topk_logprobs: np.ndarray, vocab_size: int) -> TopK:
 def topk_entropy(topk_logprobs: np.ndarray, vocab_size: int, estimator: str = "uniform_tail") -> np.ndarray:
     """Estimated H_t (nats) of each row of top-k log-probs (shape (N, k) or (k,); ``-inf`` = missing entry).
 
-    ``estimator``: one of `TOPK_ESTIMATORS` (module docstring). The default is METHOD §1's uniform tail (the
+    ``estimator``: one of `TOPK_ESTIMATORS` (module docstring). The default is docs/method.md §1's uniform tail (the
     upper bound); the HTTP backend uses `DEFAULT_TOPK_ESTIMATOR`. The two tail models are clipped into
     [``capped_tail``, ``uniform_tail``] (their numerical sums may overshoot by rounding); the rest are returned as is.
     """

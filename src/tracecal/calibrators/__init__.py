@@ -1,4 +1,5 @@
-"""Calibrators: map a confidence (or a decoding trace) to P(correct), fitted on labelled answers (METHOD §3, §5).
+"""Calibrators: map a confidence (or a decoding trace) to P(correct), fitted on labelled answers
+(docs/method.md §3, §5).
 
 The registry of every calibrator class, and the ways in:
 

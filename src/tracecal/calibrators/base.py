@@ -245,7 +245,7 @@ class Calibrator(BaseEstimator):
     def input_of(self, traces: Sequence[Trace] | TraceBatch | None = None, score: Any = None) -> Any:
         """What ``fit`` / ``predict_proba`` read for these answers: the traces as given (``reads == "traces"``), or
         one score per answer as a float array (``"score"``): ``score`` when given, else c_TRACE = exp(−R) of the
-        traces (METHOD §2; NaN for a zero-token answer). `ValidationError` when what it reads is missing or the
+        traces (docs/method.md §2; NaN for a zero-token answer). `ValidationError` when what it reads is missing or the
         score has not one value per answer."""
         if self.reads not in READS:
             raise ValidationError(f"{type(self).__name__}.reads must be one of {READS}, got {self.reads!r}")

@@ -1,4 +1,4 @@
-"""Scalar calibrators that map one confidence score per answer to P(correct) (METHOD §5).
+"""Scalar calibrators that map one confidence score per answer to P(correct) (docs/method.md §5).
 
 * `PlattCalibrator`       p = σ(b + w·(s − μ)/σ_s): logistic regression on the standardised score.
 * `IsotonicCalibrator`    p = non-decreasing step/linear fit of y on s (clipped outside the fit range).
@@ -355,7 +355,7 @@ CALIBRATORS: dict[str, type[ScalarCalibrator]] = {
     "isotonic": IsotonicCalibrator,
     "temperature": TemperatureCalibrator,
 }
-"""Scalar calibrators by name (METHOD §5: Platt by default; isotonic and temperature available)."""
+"""Scalar calibrators by name (docs/method.md §5: Platt by default; isotonic and temperature available)."""
 SCALAR_CLASSES: dict[str, type[Calibrator]] = {cls.__name__: cls for cls in CALIBRATORS.values()}
 """The fixed registry `ScalarCalibrator.load` / `calibrator_from_dict` dispatch on (by class name)."""
 

@@ -1,4 +1,4 @@
-"""TRACE+: a calibrated P(correct) from trace-only features (METHOD §3).
+"""TRACE+: a calibrated P(correct) from trace-only features (docs/method.md §3).
 
     c_TRACE+ = σ(b + wᵀ · z(φ)),   z = (φ − μ) / σ_φ  with μ, σ_φ from the calibration split
 

@@ -31,7 +31,9 @@ def ablate_command(
     seed: Annotated[int, typer.Option("--seed", help="seed of the within-trace shuffle")] = 0,
 ) -> None:
     """Score the TRACE ablations on a run's stored traces; writes RUN/ablations.json and RUN/ablations.md."""
+    from tracecal.analysis.ablation_tables import ablation_markdown
     from tracecal.analysis.ablations import run_ablations
+    from tracecal.evaluation.runstore import RunStore
 
     check_option("--seeds", seeds, SPLITS)
     check_option("--cal-frac", cal_frac, Interval(float, 0, 1, closed="neither"))
@@ -39,9 +41,10 @@ def ablate_command(
     unknown = [g for g in chosen or () if g not in GROUPS]
     if unknown:
         raise ValidationError(f"unknown ablation group {unknown[0]!r}; groups: {', '.join(GROUPS)}")
-    run_ablations(run_dir, split_names(tasks) or None, seeds, cal_frac, seed, chosen)
-    out_console.print(safe_text((run_dir / "ablations.md").read_text(), newlines=True), markup=False, highlight=False)
-    note(f"wrote {run_dir / 'ablations.json'} and {run_dir / 'ablations.md'}")
+    doc = run_ablations(run_dir, split_names(tasks) or None, seeds, cal_frac, seed, chosen)
+    store = RunStore(run_dir)
+    out_console.print(safe_text(ablation_markdown(doc), newlines=True), markup=False, highlight=False)
+    note(f"wrote {store.artefact_path('ablations.json')} and {store.artefact_path('ablations.md')}")
 
 
 def _write_text(name: str, text: str) -> None:

@@ -12,8 +12,8 @@ optionally ``id``. The keys read are said on stderr. A malformed row is reported
 or two answers refuses the file, naming its line.
 
 Output: one Parquet file holding the traces (`tracecal.traces.io.SCHEMA`: ``tracecal score`` and ``load_traces``
-read it) plus, per row, ``line`` (where the row is in FILE), ``c_trace`` (c_TRACE = exp(−R), METHOD §2; NaN for an
-empty answer), ``spans`` (the answer's risky spans as JSON, character offsets into it: `tracecal.risk_spans`,
+read it) plus, per row, ``line`` (where the row is in FILE), ``c_trace`` (c_TRACE = exp(−R), docs/method.md §2; NaN
+for an empty answer), ``spans`` (the answer's risky spans as JSON, character offsets into it: `tracecal.risk_spans`,
 docs/localisation.md) and, with ``--calibrator``, ``p_correct`` (the calibrated probability; a TRACE+ file reads the
 trace, a scalar calibrator file - Platt, isotonic, temperature - reads c_TRACE, as in the gateway). The first
 ``--show`` rows are printed as a table (stdout), then a summary line: rows scored, mean confidence, the file.

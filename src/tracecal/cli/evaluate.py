@@ -129,8 +129,9 @@ def stored_settings(run_dir: Path, kw: dict[str, Any], given: set[str]) -> dict[
     from tracecal.evaluation.protocol import SCORE_CONSTRAINTS
     from tracecal.evaluation.runstore import RunStore
 
-    doc = RunStore(run_dir).config()
-    stored, where = doc.get("config") or {}, Path(run_dir) / "config.json"
+    store = RunStore(run_dir)
+    doc = store.config()
+    stored, where = doc.get("config") or {}, store.artefact_path("config.json")
     constraints = EVAL_CONSTRAINTS | SCORE_CONSTRAINTS
     out = dict(kw)
     for key in STORED_WITH_SCORE_ONLY:

@@ -311,7 +311,7 @@ def secl_command(
     ] = "auto",
     set_: SetOpt = None,
 ) -> None:
-    """SECL: test-time self-calibration of verbalised confidence over a stream of domains (METHOD §6)."""
+    """SECL: test-time self-calibration of verbalised confidence over a stream of domains (docs/method.md §6)."""
     from tracecal.secl.config import SECLConfig
     from tracecal.secl.stream import build_stream, order_domains
 

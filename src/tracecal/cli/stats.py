@@ -86,6 +86,7 @@ def selective_command(
     """Selective answering with a guarantee: per estimator the threshold with risk ≤ alpha w.p. ≥ 1 − delta
     (Learn-then-Test on each calibration split), its coverage and realised risk on the evaluation splits."""
     from tracecal.analysis.selective import run_selective
+    from tracecal.evaluation.runstore import RunStore
 
     t0 = time.perf_counter()
     check_option("--splits", splits, SPLITS)
@@ -93,7 +94,7 @@ def selective_command(
     doc = run_selective(run_dir, alpha, delta, _names(estimators), chosen, splits)
     for task, per in doc["tasks"].items():
         out_console.print(_selective_table(task, per, alpha, delta, doc["n_splits"]))
-    path = Path(run_dir) / "selective.json"
+    path = RunStore(run_dir).artefact_path("selective.json")
     console.print(f"selective: [bold]{shown(path)}[/] ({time.perf_counter() - t0:.1f} s)", highlight=False)
 
 
@@ -169,6 +170,7 @@ def learning_curve_command(
     """Learning curves: AUROC and Brier of each method against the number of calibration answers (mean over
     splits ± bootstrap interval) → RUN/learning_curve.json, .csv and an SVG figure per task; with --focus, each
     focus method's paired differences against the others at every size (▲ / ▼ significantly better / worse)."""
+    from tracecal.evaluation.runstore import RunStore
     from tracecal.report.learning_curve import run_learning_curve
 
     t0 = time.perf_counter()
@@ -180,7 +182,7 @@ def learning_curve_command(
         for f in split_names(focus):
             out_console.print(_focus_table(task, f, lc))
     console.print(
-        f"learning curves: [bold]{shown(Path(run_dir) / 'learning_curve.json')}[/], .csv, "
+        f"learning curves: [bold]{shown(RunStore(run_dir).artefact_path('learning_curve.json'))}[/], .csv, "
         f"learning_curve_<task>.svg ({time.perf_counter() - t0:.1f} s)",
         highlight=False,
     )

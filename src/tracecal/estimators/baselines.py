@@ -1,4 +1,4 @@
-"""The 19 baselines of METHOD §4: the 14 single trace statistics, 3 beam-search scores, TokenSAR and MARS.
+"""The 19 baselines of docs/method.md §4: the 14 single trace statistics, 3 beam-search scores, TokenSAR and MARS.
 
 All higher = more confident. p_t = exp(−s_t); H_t in nats. A zero-token answer scores NaN (the harness maps NaN
 to the least confident value and reports how many it mapped). `PAPER_BASELINES` lists them in the paper's order.
@@ -131,7 +131,7 @@ class BeamNegEntropy(BeamSoftmax):
 # ------------------------------------------------------------------------------------- semantic (18–19)
 @register
 class TokenSAR(Estimator):
-    """TokenSAR: −Σ_t s_t·R̃_t with R̃ the normalised leave-one-token-out relevance (METHOD §4)."""
+    """TokenSAR: −Σ_t s_t·R̃_t with R̃ the normalised leave-one-token-out relevance (docs/method.md §4)."""
 
     name, family, stats = "tokensar", "semantic", frozenset({"tokensar_rel"})
     description = "TokenSAR: −Σ s_t·R̃_t, relevance from all-MiniLM-L6-v2 cosine (substitute for the cross-encoder)"

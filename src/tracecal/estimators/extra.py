@@ -1,4 +1,4 @@
-"""Estimators that read one value per answer from an extra inference (METHOD §4): P(True) and verbalised
+"""Estimators that read one value per answer from an extra inference (docs/method.md §4): P(True) and verbalised
 confidence, computed by `tracecal.passes.selfeval`."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The TRACE family (METHOD §2–§3): TRACE itself and the TRACE+ calibrators wrapped as estimators.
+"""The TRACE family (docs/method.md §2–§3): TRACE itself and the TRACE+ calibrators wrapped as estimators.
 
 All higher = more confident. p_t = exp(−s_t); H_t in nats; operators from `tracecal.signals.operators`, computed
 over the whole batch at once. TRACE+ and its variants are `FittedModelEstimator` s: the calibrator of
@@ -30,7 +30,7 @@ __all__ = [
 # ------------------------------------------------------------------------------------------- TRACE family
 @register
 class TraceEstimator(Estimator):
-    """c_TRACE = exp(−R), R = α·D_λ(H) + β·M^(w)(H) + γ·L_ρ(s) (METHOD §2)."""
+    """c_TRACE = exp(−R), R = α·D_λ(H) + β·M^(w)(H) + γ·L_ρ(s) (docs/method.md §2)."""
 
     name = "trace"
     family = "TRACE"
@@ -56,7 +56,7 @@ class TraceEstimator(Estimator):
 
 @register
 class TracePlusEstimator(FittedModelEstimator):
-    """TRACE+: logistic calibrator on the 8 trace features, fitted on the calibration split (METHOD §3)."""
+    """TRACE+: logistic calibrator on the 8 trace features, fitted on the calibration split (docs/method.md §3)."""
 
     name = "trace_plus"
     family = "TRACE"

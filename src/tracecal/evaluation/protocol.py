@@ -1,4 +1,4 @@
-"""The evaluation protocol (METHOD §5) as a pure function: stored stats + labels + settings → `Results`.
+"""The evaluation protocol (docs/method.md §5) as a pure function: stored stats + labels + settings → `Results`.
 
 No model, no files: `score_tasks` takes what the passes computed per task (`TaskStats`) and returns every
 estimator × task × seed scored. For each of ``n_seeds`` seeds a stratified ``cal_frac`` calibration /

@@ -23,7 +23,6 @@ from __future__ import annotations
 import json
 import socket
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -66,7 +65,7 @@ def ipc_to_block(blob: bytes) -> Block:
 def score_block_ipc(run: str, task: str, name: str, y: np.ndarray, counts: Any, cfg: dict[str, Any]) -> bytes:
     """The body of one Ray task: estimator ``name`` on ``task`` of the run directory at path ``run`` (which this
     node must see), as `block_to_ipc` bytes."""
-    if not (Path(run) / "config.json").is_file():
+    if not RunStore(run).exists():
         raise RunStoreError(
             f"{run} is not a run directory on Ray node {socket.gethostname()}: --score-only --ray reads the shards "
             "on every node, so the run directory must be on a file system all nodes mount at the same path"

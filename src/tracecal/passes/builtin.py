@@ -22,7 +22,7 @@ __all__ = ["GenerationPass", "SelfEvalPass", "EmbeddingPass", "BeamPass"]
 
 @register_pass
 class GenerationPass(Pass):
-    """The one decoding pass that produces each answer and its trace (s_t, H_t per token; METHOD §1)."""
+    """The one decoding pass that produces each answer and its trace (s_t, H_t per token; docs/method.md §1)."""
 
     name = "traces"
     depends = ()
@@ -54,7 +54,7 @@ class GenerationPass(Pass):
 
 @register_pass
 class SelfEvalPass(Pass):
-    """P(True) and verbalised confidence: the model judges its own answer (METHOD §4 "Broader").
+    """P(True) and verbalised confidence: the model judges its own answer (docs/method.md §4 "Broader").
 
     Both prompts show the question as `self_eval_question` builds it (options and context included), the same
     text SECL and the service use; the same prompt ids on the HF and llama.cpp backends (`tracecal.passes.selfeval`).
@@ -77,7 +77,7 @@ class SelfEvalPass(Pass):
 
 @register_pass
 class EmbeddingPass(Pass):
-    """TokenSAR relevances R̃_t and MARS importances u_t from leave-one-out sentence embeddings (METHOD §4)."""
+    """TokenSAR relevances R̃_t and MARS importances u_t from leave-one-out sentence embeddings (docs/method.md §4)."""
 
     name = "semantic"
     provides = {"tokensar_rel": TOKEN, "mars_u": TOKEN}
@@ -96,7 +96,7 @@ class EmbeddingPass(Pass):
 
 @register_pass
 class BeamPass(Pass):
-    """Length-normalised log-scores of the final beams of one beam search per prompt, best first (METHOD §4)."""
+    """Length-normalised log-scores of the final beams of one beam search per prompt, best first (docs/method.md §4)."""
 
     name = "beam"
     provides = {"beam": VECTOR}

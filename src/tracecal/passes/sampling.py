@@ -11,7 +11,7 @@ Per question the pass stores (`SamplesPass.to_table`):
 * the stats estimators read, each a vector over the K samples in the order drawn: ``sample_agree`` (1 iff sample j
   is correct under the task's labeller with the greedy answer in the gold's place: `Labeller.agrees`),
   ``sample_cluster`` (the index of the first sample of j's cluster: `answer_clusters`) and ``sample_trace`` (the
-  TRACE confidence of sample j, METHOD §2 with its default operators; NaN for an empty sample);
+  TRACE confidence of sample j, docs/method.md §2 with its default operators; NaN for an empty sample);
 * the cost of drawing them (one value per question, `tracecal.backends.base.SampleSet`): ``sample_prefill_tokens``,
   ``sample_decode_tokens``, ``sample_answer_tokens``, ``sample_forward_passes``, ``sample_cpu_seconds``,
   ``sample_wall_seconds``;

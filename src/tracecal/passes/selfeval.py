@@ -1,11 +1,11 @@
-"""Extra-inference confidences: P(True) and verbalised confidence (METHOD §4 "Broader").
+"""Extra-inference confidences: P(True) and verbalised confidence (docs/method.md §4 "Broader").
 
 Both read next-token distributions from forward passes over a prompt that shows the model its own answer;
 neither generates text.
 
 * P(True) = P(yes) / (P(yes) + P(no)), where P(yes) sums the probabilities of the single-token variants of
   "Yes" (``Yes``, `` Yes``, ``yes``, `` yes``, ``YES``) at the first answer position, and likewise "No".
-  The same quantity is SECL's self-supervision target NormPTrue τ (METHOD §6).
+  The same quantity is SECL's self-supervision target NormPTrue τ (docs/method.md §6).
 * Verbalised confidence: the prompt asks for a number from 0 to 100 and the assistant turn is pre-filled
   with ``"Confidence: "``. Tokenizers that write numbers digit by digit (SmolLM2, Llama 3, Qwen) need a
   short tree of next-token distributions: P(d₁) for the first digit, P(d₂ | d₁) for each of the ten first

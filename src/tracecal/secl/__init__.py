@@ -1,4 +1,4 @@
-"""SECL: test-time self-calibration of verbalised confidence (METHOD §6).
+"""SECL: test-time self-calibration of verbalised confidence (docs/method.md §6).
 
 A stream of questions (domain after domain); per question the model's answer (with its decoding trace), its
 verbalised confidence v and the label-free target NormPTrue τ. A Page-Hinkley detector on the answers' mean

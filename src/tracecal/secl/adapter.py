@@ -1,4 +1,4 @@
-"""LoRA adapter for SECL: the confidence read, the update step, reset, save and load (METHOD §6).
+"""LoRA adapter for SECL: the confidence read, the update step, reset, save and load (docs/method.md §6).
 
 Confidence. For a prompt that shows the model a question and its own answer and asks for 0–100
 (`tracecal.passes.selfeval.verbalized_prompt_ids`), `number_distribution` gives P(n), n = 0…100, differentiable

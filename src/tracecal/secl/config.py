@@ -1,4 +1,4 @@
-"""`SECLConfig`: every choice of SECL (METHOD §6) as a named parameter, with our defaults.
+"""`SECLConfig`: every choice of SECL (docs/method.md §6) as a named parameter, with our defaults.
 
 Every constrained setting has one entry in ``SECLConfig.parameter_constraints`` (`tracecal._validation`); the
 ``ph_*`` settings take their defaults and constraints from `tracecal.stats.drift.PageHinkleySettings` (the one
@@ -31,7 +31,7 @@ POSITIVE = Interval(float, 0, None, closed="neither")
 
 @dataclass
 class SECLConfig:
-    """Parameters of a SECL run (defaults in brackets are our choices where METHOD §6 leaves one open).
+    """Parameters of a SECL run (defaults in brackets are our choices where docs/method.md §6 leaves one open).
 
     Gate (when to adapt):
         gate: ``"detector"`` (Page-Hinkley opens bursts) | ``"always"`` (every question may train) |
@@ -50,7 +50,7 @@ class SECLConfig:
 
     Target (what v is pulled toward; `tracecal.secl.targets`):
         target: ``"norm_ptrue"`` — NormPTrue τ = P(yes)/(P(yes)+P(no)) [default] | ``"ptrue"`` — raw P(yes),
-            not renormalised | ``"trace"`` — c_TRACE = exp(−R) of the answer's trace (label-free, METHOD §2) |
+            not renormalised | ``"trace"`` — c_TRACE = exp(−R) of the answer's trace (label-free, docs/method.md §2) |
             ``"trace_rank"`` — c_TRACE's mid-rank among the answers seen so far, (#{j<i: c_j<c_i} +
             ½·#{j<i: c_j=c_i} + ½)/i (label-free, online) | ``"oracle"`` — the answer's label (an upper bound
             that reads labels; the only target that does). Other than ``norm_ptrue`` needs ``scope="confidence"``.

@@ -1,4 +1,4 @@
-"""The frozen pass: the base model over a SECL stream, batched (METHOD §6, baselines (a) and (b)).
+"""The frozen pass: the base model over a SECL stream, batched (docs/method.md §6, baselines (a) and (b)).
 
 For every question of the stream: the answer with its trace (one generation), NormPTrue τ and the verbalised
 confidence v, with their cost. It gives the baselines frozen v and τ, and SECL reuses it wherever the model

@@ -1,4 +1,4 @@
-"""The result of a SECL run and its scoring (METHOD §6 "Report").
+"""The result of a SECL run and its scoring (docs/method.md §6 "Report").
 
 `SECLRecord` is what the run records per question (one numpy array per field); `SECLResult` holds it with the
 frozen baselines, the answers, the labels and the costs, and scores frozen v, τ and SECL v (ECE, Brier,

@@ -1,4 +1,4 @@
-"""The SECL pass (METHOD §6): the stream in order, through the gate, with bounded LoRA steps.
+"""The SECL pass (docs/method.md §6): the stream in order, through the gate, with bounded LoRA steps.
 
 Per question i: the statistic x_i of the answer's trace goes to the gate (`SECLRun.observe`); inside an open
 gate τ_i is read and, if |v_i − τ_i| > update_threshold, one bounded LoRA step is taken (`SECLRun.update`)

@@ -1,4 +1,4 @@
-"""The SECL stream (METHOD §6): its questions, and what the model reads off each one.
+"""The SECL stream (docs/method.md §6): its questions, and what the model reads off each one.
 
 A stream is an ordered list of questions, domain after domain (`build_stream`). Per question SECL needs the
 model's answer with its decoding trace (`generate_answers`), the detector's input statistic of that trace

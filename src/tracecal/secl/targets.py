@@ -3,9 +3,9 @@
 Every target is a number in [0, 1] per question of the stream, computed from the frozen pass (the base model's
 answers, traces and P(True) reads; ``scope="confidence"``):
 
-    norm_ptrue   τ = P(yes) / (P(yes) + P(no))                        (METHOD §6; the default)
+    norm_ptrue   τ = P(yes) / (P(yes) + P(no))                        (docs/method.md §6; the default)
     ptrue        τ = P(yes), raw: Σ over the Yes variants, not renormalised against No
-    trace        τ = c_TRACE = exp(−R), R = 0.4·D_2(H) + 0.4·M^(4)(H) + 0.2·L_{1/4}(s)  (METHOD §2, no fitting)
+    trace        τ = c_TRACE = exp(−R), R = 0.4·D_2(H) + 0.4·M^(4)(H) + 0.2·L_{1/4}(s)  (docs/method.md §2, no fitting)
     trace_rank   τ_i = (#{j < i: c_j < c_i} + ½·#{j < i: c_j = c_i} + ½) / i   (i = 1, 2, …: the mid-rank of
                  c_TRACE among the answers seen so far, this one included — online, label-free, uniform on
                  (0, 1) for an exchangeable stream; the first question gets ½)

@@ -1,4 +1,4 @@
-"""Confidence of answers and the running risk of answers still being written (TRACE operators, METHOD §2).
+"""Confidence of answers and the running risk of answers still being written (TRACE operators, docs/method.md §2).
 
 Per finished answer (`Scorer.confidence`): c_TRACE = exp(−R) with R = 0.4·D_2(H) + 0.4·M^(4)(H) + 0.2·L_{1/4}(s)
 (`tracecal.signals.operators.trace_risk`), the calibrated probability when a calibrator is loaded (a calibrator of
@@ -95,7 +95,7 @@ class Scorer:
     Args:
         calibrator: a fitted calibrator of any class (`tracecal.calibrators.load_calibrator`), or None.
         abstain_below: threshold under which ``abstain`` is true; None: never.
-        config: the TRACE configuration (default: METHOD §2's).
+        config: the TRACE configuration (default: docs/method.md §2's).
         abstain_on: the score ``abstain_below`` applies to: ``auto`` (the probability with a calibrator, else
             c_TRACE), ``c_trace`` (e.g. a `tracecal selective` threshold of the ``trace`` estimator) or
             ``probability``.

@@ -1,4 +1,4 @@
-"""TRACE+ feature vector φ (METHOD §3), vectorised over a `TraceBatch` (values validated by `as_batch`).
+"""TRACE+ feature vector φ (docs/method.md §3), vectorised over a `TraceBatch` (values validated by `as_batch`).
 
 "confidence" means exp(−·). The 8 base features, per answer:
 

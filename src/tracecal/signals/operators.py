@@ -1,4 +1,4 @@
-"""Local risk operators over ragged per-token sequences, and the TRACE score (METHOD §2).
+"""Local risk operators over ragged per-token sequences, and the TRACE score (docs/method.md §2).
 
 Every operator takes the concatenated per-token values ``u`` (shape ``(N,)``) and the segment layout
 (`Segments`, built from ``offsets`` of shape ``(B+1,)``) and returns one value per answer (shape
@@ -52,7 +52,7 @@ __all__ = [
 
 
 def exp_kernel(pos: np.ndarray, lam: float) -> np.ndarray:
-    """w = exp(−(t−1)/λ): the default kernel (our choice; METHOD §2)."""
+    """w = exp(−(t−1)/λ): the default kernel (our choice; docs/method.md §2)."""
     return np.exp(-pos / lam)
 
 
@@ -215,7 +215,7 @@ def last_k_mean(u: np.ndarray, seg: Segments | np.ndarray, k: int = 3) -> np.nda
 
 @dataclass(frozen=True)
 class TraceConfig:
-    """The fixed TRACE configuration (METHOD §2); defaults are the paper's.
+    """The fixed TRACE configuration (docs/method.md §2); defaults are the paper's.
 
     R = alpha·D_lam(H) + beta·M^(window)(H) + gamma·L_rho(s); alpha + beta + gamma must equal 1.
     """

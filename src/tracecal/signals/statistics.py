@@ -1,4 +1,4 @@
-"""The single trace statistics (METHOD §4, baselines 1–14): one confidence per answer from s_t and H_t alone.
+"""The single trace statistics (docs/method.md §4, baselines 1–14): one confidence per answer from s_t and H_t alone.
 
 The one definition of each statistic: `tracecal.estimators` registers each as a label-free estimator of the same
 name, `tracecal.calibrators.traceplus_cv.TracePlusCV` selects among them (with TRACE) on labelled answers, and

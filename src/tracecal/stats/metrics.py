@@ -1,4 +1,4 @@
-"""Evaluation metrics for confidence scores and calibrated probabilities (METHOD §5).
+"""Evaluation metrics for confidence scores and calibrated probabilities (docs/method.md §5).
 
 Conventions: ``y`` holds correctness labels z ∈ {0, 1} (1 = the answer is correct); ``score`` is any
 real-valued confidence (higher = more confident; only its order matters); ``prob`` is a probability of
@@ -51,7 +51,7 @@ __all__ = [
 ]
 
 SELECTIVE_COVERAGES: dict[str, float] = {"risk@10": 0.1, "risk@50": 0.5, "risk@90": 0.9}
-"""Coverages reported by `compute_all` (METHOD §5: selective risk at 10/50/90% coverage)."""
+"""Coverages reported by `compute_all` (docs/method.md §5: selective risk at 10/50/90% coverage)."""
 
 
 class SingleClassWarning(UserWarning):
@@ -233,7 +233,7 @@ def reliability_bins(y: ArrayLike, p: ArrayLike, n_bins: int = 10) -> Reliabilit
 
 
 def ece(y: ArrayLike, p: ArrayLike, n_bins: int = 10) -> float:
-    """Expected calibration error with ``n_bins`` equal-width bins (METHOD §5).
+    """Expected calibration error with ``n_bins`` equal-width bins (docs/method.md §5).
 
     ECE = Σ_b (n_b / n) · |acc_b − conf_b|, acc_b = mean of y in bin b, conf_b = mean of p in bin b,
     bin b = min(floor(p·n_bins), n_bins − 1) (last bin closed at 1); empty bins contribute 0.
@@ -368,7 +368,7 @@ def selective_risk(y: ArrayLike, score: ArrayLike, coverage: float) -> float:
 
 
 def compute_all(y: ArrayLike, score: ArrayLike, prob: ArrayLike, n_bins: int = 10) -> dict[str, float]:
-    """Every METHOD §5 metric for one method on one split.
+    """Every docs/method.md §5 metric for one method on one split.
 
     ``score`` (raw confidence) feeds the ranking metrics: "auroc", "auprc", "aurc", "risk@10",
     "risk@50", "risk@90"; ``prob`` (calibrated P(correct)) feeds "brier", "ece", "aece" (``n_bins``

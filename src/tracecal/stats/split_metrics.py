@@ -1,4 +1,4 @@
-"""Every METHOD §5 metric of one method on S evaluation splits at once, from rows already sorted by score.
+"""Every docs/method.md §5 metric of one method on S evaluation splits at once, from rows already sorted by score.
 
 The protocol scores each estimator on S (= 20) evaluation splits of one task. The ranking metrics depend on the
 order of the scores only, so one sort of the task's scores serves every split: `restrict` keeps, in sorted order,

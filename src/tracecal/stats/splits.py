@@ -3,7 +3,7 @@
 Each split returns the positions of two parts, both sorted: the part drawn (calibration, or the threshold part)
 and the rest (`partition`). Three draws, each for its own reason:
 
-* `stratified_split` (the protocol, METHOD §5): a share ``cal_frac`` of each class, round(cal_frac·n_c) of the
+* `stratified_split` (the protocol, docs/method.md §5): a share ``cal_frac`` of each class, round(cal_frac·n_c) of the
   n_c answers of class c, from ``numpy.random.default_rng(seed)``: one permutation per class (wrong answers
   first); a purely random share when a class has fewer than 2 answers.
 * `stratified_draw` (learning curves): a calibration set of a given ``size`` with round(size·n₁/n) correct

@@ -1,4 +1,5 @@
-"""The multiple-choice correctness rule (METHOD §5): which option an answer chooses, and whether it is the gold one.
+"""The multiple-choice correctness rule (docs/method.md §5): which option an answer chooses, and whether it is the
+gold one.
 
 An answer chooses an option by letter (``The answer is C``, a leading ``B.``, ``(B)``; `extract_choice_letter`)
 or, with no letter, by naming the option's text (compared exactly, then case-folded, then SQuAD-normalised with

@@ -1,4 +1,4 @@
-"""Correctness labellers (METHOD §5): pure functions from an answer text and gold references to 0/1.
+"""Correctness labellers (docs/method.md §5): pure functions from an answer text and gold references to 0/1.
 
 Each labeller is a plain function with a docstring that names its rule (the multiple-choice rule:
 `tracecal.tasks.choices`); `tracecal.tasks.labellers.LABELLERS` wraps them as ``Labeller`` objects (name +

@@ -1,7 +1,7 @@
 """Decoding traces: one answer (`Trace`) and a batch over ragged arrays (`TraceBatch`).
 
 A trace holds O(T) numbers per answer, recorded during the single decoding pass that produced it
-(METHOD §1):
+(docs/method.md §1):
 
 * ``surprisal[t] = -log p_t`` in nats, where ``p_t`` is the probability of the chosen token;
 * ``entropy[t] = -sum_v P_t(v) log P_t(v)`` in nats over the full vocabulary (``entropy_kind="exact"``),
@@ -68,7 +68,7 @@ class Trace:
         offsets: start character offset of each token in ``text``, int64, shape ``(T,)``.
         prompt: the prompt as the user gave it (before any chat template).
         prompt_ids: exactly the ids fed to the model (after the chat template).
-        entropy_kind: ``"exact"`` (full vocabulary) or ``"topk"`` (truncated estimate, METHOD §1).
+        entropy_kind: ``"exact"`` (full vocabulary) or ``"topk"`` (truncated estimate, docs/method.md §1).
         stop_reason: ``"eos"`` (a stop token ended the answer), ``"length"`` (max_new_tokens reached).
         model_id: the model that produced the answer.
         decoding: decoding settings (greedy / temperature / top-p ..., and which logits were recorded).

@@ -1,6 +1,6 @@
 """The SECL evidence grid: the default configuration and the SECL paper's seven ablations as named variants, where
 each run goes, what is left to run and about how long it takes (``scripts/secl_grid.py`` runs it,
-`tracecal.secl.tables` reads the results).
+`tracecal_papers.secl_tables` reads the results).
 
 A variant is a set of `SECLConfig` overrides and, for the domain-ordering ablation, a permutation of the stream
 ``DEFAULT_STREAM`` (TriviaQA → SVAMP → ARC-Easy → TruthfulQA). Each changes one thing against the default:

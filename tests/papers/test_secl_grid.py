@@ -1,5 +1,5 @@
-"""`tracecal.secl.grid`: the variants of the SECL grid (each one change against the default, selectable by the CLI's
-own ``--set`` parsing), the run folders, what is done, and the time estimate."""
+"""`tracecal_papers.secl_grid`: the variants of the SECL grid (each one change against the default, selectable by the
+CLI's own ``--set`` parsing), the run folders, what is done, and the time estimate."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 from tracecal.cli.secl import parse_overrides
 from tracecal.errors import ValidationError
 from tracecal.secl import SECLConfig
-from tracecal.secl.grid import (
+from tracecal_papers.secl_grid import (
     DEFAULT_STREAM,
     GROUPS,
     VARIANTS,

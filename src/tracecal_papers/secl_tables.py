@@ -1,5 +1,5 @@
 """docs/secl.md's tables from the SECL run JSONs under ``docs/runs/secl*/``: the three-family table and the
-ablation table (`tracecal.secl.grid`'s variants), every number read from a run file, never typed.
+ablation table (`tracecal_papers.secl_grid`'s variants), every number read from a run file, never typed.
 
 A run is any JSON file in a ``secl*`` folder with a SECL result's keys (``model_id``, ``config``, ``summary``,
 ``metrics``, ``stream``); it is matched to the grid variant whose configuration equals its own (all `SECLConfig`
@@ -23,7 +23,8 @@ from typing import Any
 
 from tracecal.evaluation.docblocks import write_block
 from tracecal.secl.config import SECLConfig
-from tracecal.secl.grid import GROUPS, VARIANTS, Variant
+from tracecal.evaluation.docblocks import write_block
+from tracecal_papers.secl_grid import GROUPS, VARIANTS, Variant
 
 __all__ = [
     "FAMILIES",

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from tracecal.analysis.evidence import ABLATION_ROWS, ablation_markdown, headline_markdown
+from tracecal_papers.evidence import ABLATION_ROWS, ablation_markdown, headline_markdown
 
 
 def _cell(auroc: float, brier: float) -> dict[str, Any]:

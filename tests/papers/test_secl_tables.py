@@ -1,6 +1,6 @@
-"""`tracecal.secl.tables`: docs/secl.md's tables from synthetic run JSONs — runs matched to their variant by their
-configuration and stream order, means ± seed sd, "not run" rows for what is missing, notes for what is left out —
-and from a real (tiny-model) result file."""
+"""`tracecal_papers.secl_tables`: docs/secl.md's tables from synthetic run JSONs — runs matched to their variant by
+their configuration and stream order, means ± seed sd, "not run" rows for what is missing, notes for what is left out
+— and from a real (tiny-model) result file."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ import pytest
 
 from tracecal.errors import ValidationError
 from tracecal.secl import SECLConfig
-from tracecal.secl.grid import DEFAULT_STREAM
-from tracecal.secl.tables import (
+from tracecal_papers.secl_grid import DEFAULT_STREAM
+from tracecal_papers.secl_tables import (
     ablation_table,
     classify,
     family_table,
@@ -102,7 +102,7 @@ def test_the_family_table_with_seed_spread_and_a_missing_model(runs_dir: Path) -
 
 
 def test_the_ablation_table_lists_every_variant_with_not_run_rows(runs_dir: Path) -> None:
-    from tracecal.secl.grid import VARIANTS
+    from tracecal_papers.secl_grid import VARIANTS
 
     runs, _ = load_runs(runs_dir)
     lines = ablation_table(runs, "smollm2-135m-instruct").splitlines()[2:]
