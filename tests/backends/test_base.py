@@ -92,7 +92,7 @@ def test_local_trace_and_name_trace() -> None:
 def test_every_backend_error_is_a_tracecal_error() -> None:
     from tracecal.backends.hf import ModelLoadError
     from tracecal.backends.http.client import HTTPBackendError, LogprobsUnavailableError
-    from tracecal.backends.llamacpp import LlamaCppMissingError
+    from tracecal.backends.llamacpp_load import LlamaCppMissingError
     from tracecal.backends.servers import ServerExitedError, ServerTimeoutError
 
     for cls, builtin in [

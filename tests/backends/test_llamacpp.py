@@ -254,15 +254,6 @@ def test_trace_answers_of_other_answers_are_finite_and_non_negative(lcpp) -> Non
     assert top_k(x, float(logsumexp(x)), 2)[0].tolist() == [1, 2]
 
 
-def test_draw_follows_the_softmax() -> None:
-    from tracecal.backends.llamacpp import _draw
-
-    x = np.log(np.array([0.5, 0.3, 0.2, 0.0]) + 1e-300)
-    rng = np.random.default_rng(0)
-    counts = np.bincount([_draw(x, float(logsumexp(x)), rng) for _ in range(20000)], minlength=4)
-    np.testing.assert_allclose(counts / 20000, [0.5, 0.3, 0.2, 0.0], atol=0.015)
-
-
 def test_sample_answers_record_the_sampled_distribution_and_repeat_by_seed(lcpp) -> None:  # type: ignore[no-untyped-def]
     sets = lcpp.sample_answers(PROMPTS[:2], 5, 6, temperature=2.0, seeds=[11, 12])
     again = lcpp.sample_answers(PROMPTS[1:2], 5, 6, temperature=2.0, seeds=[12])[0]

@@ -1,8 +1,7 @@
 """What every backend provides, and helpers shared between backends.
 
-A backend turns prompts into `Trace` objects recorded during its own decoding pass. Nothing downstream
-knows which backend produced a trace; what differs is written in the trace (``entropy_kind``,
-``decoding``, ``model_id``).
+A backend turns prompts into `Trace` objects recorded during its own decoding pass. Nothing downstream knows
+which backend produced a trace; what differs is written in the trace (``entropy_kind``, ``decoding``, ``model_id``).
 
 >>> from tracecal.backends.base import check_generate_args, stop_string_hit
 >>> check_generate_args("Hi", 8, None, 16)
@@ -54,10 +53,8 @@ Prompt = str | list[dict[str, str]] | dict[str, Any]
 
 
 class SampleSet(NamedTuple):
-    """The answers a backend's ``sample_answers`` drew for one prompt, with what drawing them cost: ``cost`` holds
-    ``prefill_tokens`` (the prompt, once), ``decode_tokens`` (decoding steps over all rows), ``answer_tokens``
-    (Σ answer lengths), ``forward_passes`` (model calls), ``cpu_seconds`` (this process, every thread) and
-    ``wall_seconds``."""
+    """A prompt's answers drawn by ``sample_answers`` and their cost: prefill_tokens, decode_tokens, answer_tokens,
+    forward_passes, cpu_seconds, wall_seconds (the backends' ``sample_answers`` docstrings define them)."""
 
     traces: list[Trace]
     cost: dict[str, float]

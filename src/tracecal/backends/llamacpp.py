@@ -20,12 +20,10 @@ too. Extra: ``pip install 'tracecal[llamacpp]'``. Its OpenAI-compatible server: 
 
 from __future__ import annotations
 
-import contextlib
 import importlib.metadata
 import os
 import time
-from collections.abc import Callable, Iterator, Sequence
-from pathlib import Path
+from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
 
 import numpy as np
@@ -43,16 +41,10 @@ from tracecal.backends.base import (
     name_trace,
     stop_string_hit,
 )
-from tracecal.backends.defaults import (
-    DEFAULT_MODEL,
-    NAMED_MODELS,
-    gguf_tokenizer,
-    named_gguf_path,
-)
-from tracecal.backends.llamacpp_steps import logits_stats, stack_top, top_k
+from tracecal.backends.llamacpp_load import LlamaCppMissingError, import_llama_cpp, llama_model_params, open_gguf
+from tracecal.backends.llamacpp_steps import draw, logits_stats, stack_top, top_k
 from tracecal.backends.prompting import TokenizerBackend
-from tracecal.backends.runtime import resolve_threads
-from tracecal.errors import TracecalError, ValidationError
+from tracecal.errors import ValidationError
 from tracecal.traces.trace import Trace
 
 __all__ = [
@@ -62,49 +54,6 @@ __all__ = [
     "llama_model_params",
     "logits_stats",
 ]
-
-
-class LlamaCppMissingError(TracecalError, ImportError):
-    """llama-cpp-python is not installed (the extra ``tracecal[llamacpp]``)."""
-
-
-@contextlib.contextmanager
-def llama_model_params(extra_buffers: bool) -> Iterator[None]:
-    """While ``Llama(...)`` is built: llama.cpp's ``use_extra_bufts`` (repacked / AMX weight layouts) set.
-
-    llama-cpp-python 0.3.16 has no argument for it, so its default-params function is wrapped for the block
-    (process-wide: do not build other ``Llama`` objects in other threads meanwhile).
-    """
-    lib = import_llama_cpp().llama_cpp
-    orig = lib.llama_model_default_params
-
-    def params() -> Any:
-        out = orig()
-        out.use_extra_bufts = extra_buffers
-        return out
-
-    lib.llama_model_default_params = params
-    try:
-        yield
-    finally:
-        lib.llama_model_default_params = orig
-
-
-def import_llama_cpp() -> Any:
-    try:
-        import llama_cpp
-    except ImportError as e:
-        raise LlamaCppMissingError(
-            "the llama.cpp backend needs llama-cpp-python: pip install 'tracecal[llamacpp]' "
-            "(it compiles llama.cpp, a few minutes)"
-        ) from e
-    return llama_cpp
-
-
-def _draw(x: np.ndarray, lse: float, rng: np.random.Generator) -> int:
-    """One token id drawn from softmax(x) (log-normaliser ``lse``) by inverse CDF: one uniform draw per step."""
-    cdf = np.cumsum(np.exp(x - lse))
-    return int(min(np.searchsorted(cdf, rng.random() * cdf[-1], side="right"), len(x) - 1))
 
 
 class LlamaCppModel(TokenizerBackend):
@@ -165,34 +114,7 @@ class LlamaCppModel(TokenizerBackend):
         default: with them this build's Q4 matmuls depend on how the tokens are batched and are far less exact
         (docs/backends.md; ggml-org/llama.cpp#16315); without them traces are batch-invariant.
         """
-        for key, value in (("dtype", dtype), ("device", device)):
-            if value not in ("auto", None):
-                raise ValidationError(f"{key}={value!r} does not apply to llama.cpp (the GGUF decides): use auto")
-        model_id = DEFAULT_MODEL if path is None else str(path)
-        p = named_gguf_path(model_id) if model_id in NAMED_MODELS else Path(model_id)  # a named model: defaults.py
-        if p.suffix != ".gguf":
-            raise ValidationError(f"the llama.cpp backend loads .gguf files, got {str(p)!r}")
-        if not p.exists():
-            raise FileNotFoundError(f"GGUF file not found: {p}")
-        llama_cpp = import_llama_cpp()
-        if tokenizer is None or isinstance(tokenizer, str | os.PathLike):
-            from transformers import AutoTokenizer
-
-            tokenizer = (
-                AutoTokenizer.from_pretrained(str(gguf_tokenizer(p)))  # the GGUF's, parsed once (defaults.py)
-                if tokenizer is None
-                else AutoTokenizer.from_pretrained(str(tokenizer))
-            )
-        n_threads = check_positive_int(resolve_threads("auto") if n_threads is None else n_threads, "n_threads")
-        with llama_model_params(extra_buffers):
-            llm = llama_cpp.Llama(
-                model_path=str(p),
-                n_ctx=check_positive_int(n_ctx, "n_ctx"),
-                n_threads=n_threads,
-                n_threads_batch=n_threads,
-                logits_all=False,
-                verbose=False,
-            )
+        llm, tokenizer, model_id = open_gguf(path, n_ctx, n_threads, tokenizer, dtype, device, extra_buffers)
         return cls(llm, tokenizer, model_id=model_id, **kwargs)
 
     @property
@@ -258,7 +180,7 @@ class LlamaCppModel(TokenizerBackend):
             if temperature != 1.0:
                 x /= temperature
             lse, ent = logits_stats(x)
-            tok = int(np.argmax(x)) if rng is None else _draw(x, lse, rng)
+            tok = int(np.argmax(x)) if rng is None else draw(x, lse, rng)
             new.append(tok)
             s.append(lse - float(x[tok]))
             h.append(ent)

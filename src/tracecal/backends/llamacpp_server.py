@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from tracecal.backends.defaults import default_gguf_path
-from tracecal.backends.llamacpp import llama_model_params
+from tracecal.backends.llamacpp_load import llama_model_params
 from tracecal.backends.servers import free_port, served_process
 
 __all__ = ["run_server", "serve_gguf"]

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-__all__ = ["logits_stats", "stack_top", "top_k"]
+__all__ = ["draw", "logits_stats", "stack_top", "top_k"]
 
 
 def logits_stats(x: np.ndarray) -> tuple[float, float]:
@@ -42,3 +42,9 @@ def top_k(x: np.ndarray, lse: float, k: int) -> tuple[np.ndarray, np.ndarray]:
 def stack_top(top: Sequence[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray | None, np.ndarray | None]:
     """Per-step (ids, log-probs) pairs of `top_k` as two (T, k) arrays; (None, None) for no steps."""
     return (np.stack([t[0] for t in top]), np.stack([t[1] for t in top])) if len(top) else (None, None)
+
+
+def draw(x: np.ndarray, lse: float, rng: np.random.Generator) -> int:
+    """One token id drawn from softmax(x) (log-normaliser ``lse``) by inverse CDF: one uniform draw per step."""
+    cdf = np.cumsum(np.exp(x - lse))
+    return int(min(np.searchsorted(cdf, rng.random() * cdf[-1], side="right"), len(x) - 1))

@@ -1,4 +1,4 @@
-"""The adaptation gate of SECL (METHOD §6 "Gate"): which questions may train, from a change detector's alarms.
+"""The adaptation gate of SECL (docs/method.md §6 "Gate"): which questions may train, from a change detector's alarms.
 
 The gate turns alarms of a Page-Hinkley detector (`tracecal.stats.drift.PageHinkley`) into adaptation bursts: an
 alarm (or the stream start, with ``start_burst``) opens a burst covering the next ``burst_size`` questions (that

@@ -1,0 +1,35 @@
+"""`tracecal.backends.llamacpp_load`: opening a GGUF — what is refused before llama.cpp is called, and the extra
+buffer switch restored after the block."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tracecal.backends.llamacpp_load import import_llama_cpp, llama_model_params, open_gguf
+from tracecal.errors import ValidationError
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.parametrize(("key", "kwargs"), [("dtype", {"dtype": "float32"}), ("device", {"device": "cuda"})])
+def test_dtype_and_device_must_stay_auto(key: str, kwargs: dict[str, str]) -> None:
+    args = {"dtype": "auto", "device": "auto"} | kwargs
+    with pytest.raises(ValidationError, match=f"{key}=.*does not apply to llama.cpp"):
+        open_gguf(None, 256, 1, None, args["dtype"], args["device"], False)
+
+
+def test_a_file_that_is_not_gguf_or_missing_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ValidationError, match=r"loads \.gguf files"):
+        open_gguf(ROOT / "README.md", 256, 1, None, "auto", "auto", False)
+    with pytest.raises(FileNotFoundError, match="GGUF file not found"):
+        open_gguf(tmp_path / "absent.gguf", 256, 1, None, "auto", "auto", False)
+
+
+def test_extra_buffers_switch_is_set_inside_the_block_and_restored() -> None:
+    lib = import_llama_cpp().llama_cpp
+    before = lib.llama_model_default_params
+    with llama_model_params(True):
+        assert lib.llama_model_default_params().use_extra_bufts is True
+    assert lib.llama_model_default_params is before
