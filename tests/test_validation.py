@@ -9,7 +9,15 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tracecal._validation import Interval, Options, check_param, check_params, is_number
+from tracecal._validation import (
+    Flag,
+    Interval,
+    ListOf,
+    Options,
+    check_param,
+    check_params,
+    is_number,
+)
 from tracecal.errors import TracecalError, ValidationError
 
 
@@ -67,3 +75,35 @@ def test_check_params_renames_and_uses_the_callers_error() -> None:
 def test_is_number() -> None:
     assert is_number(1) and is_number(1.5) and is_number(np.float32(2)) and not is_number(True)
     assert is_number(3, integer=True) and not is_number(3.0, integer=True) and not is_number(math.nan)
+
+
+def test_flag_and_list_constraints() -> None:
+    assert Flag().accepts(True) and Flag().accepts(np.bool_(False)) and not Flag().accepts(1)
+    lams = ListOf(Interval(float, 0, None, closed="neither"), "decay rates λ > 0")
+    assert lams.accepts((2.0, 4)) and lams.accepts([0.5]) and lams.accepts(np.array([1.0, 2.0]))
+    for bad in ((), "2,4", (2.0, -1.0), (float("inf"),), (True,), np.ones((2, 2)), None):
+        assert not lams.accepts(bad), bad
+    assert lams.problem("lams", (2.0, -1.0)) == "; lams[1] = -1.0 is not a finite number > 0"
+    pens = ListOf(Interval(float, 0, None, closed="neither"), "λ", allow_inf=True)
+    assert pens.accepts((1.0, float("inf"))) and not pens.accepts((float("-inf"),))
+    names = ListOf(Options("a", "b"), "names", unique=True)
+    assert names.accepts(("a", "b")) and not names.accepts(("a", "a")) and not names.accepts(("c",))
+    assert names.problem("n", ["a", "a"]) == "; 'a' is given twice"
+
+
+def test_check_params_checks_in_order_with_one_message_format() -> None:
+    constraints = {
+        "k": Interval(int, 1, None),
+        "kind": Options("x", "y"),
+        "flag": Flag(),
+        "lams": ListOf(Interval(float, 0, None, closed="neither"), "decay rates"),
+    }
+    check_params({"k": 2, "kind": "x", "flag": False, "lams": [1.0], "other": object()}, constraints)
+    with pytest.raises(ValidationError, match=r"^k must be a whole number ≥ 1, got 0$"):
+        check_params({"k": 0, "kind": "z"}, constraints)  # the first declared fails first
+    with pytest.raises(ValidationError, match=r"^kind must be one of x, y, got 'z'$"):
+        check_params({"kind": "z"}, constraints)
+    with pytest.raises(ValueError, match=r"^flag must be true or false, got 'yes'$"):
+        check_params({"flag": "yes"}, constraints)
+    with pytest.raises(ValueError, match=r"^lams must be a non-empty list of decay rates, got \[\]$"):
+        check_params({"lams": []}, constraints)
