@@ -22,7 +22,8 @@ from typing import Any
 
 import numpy as np
 
-from tracecal._inputs import read_bytes, read_json
+from tracecal._inputs import UserFileError, read_bytes, read_json
+from tracecal.errors import ValidationError
 from tracecal.estimators import REGISTRY, get_estimator, resolve_estimators
 from tracecal.evaluation.config import legacy_identity
 from tracecal.evaluation.protocol import ScoreConfig, TaskStats, sanitize, score_tasks
@@ -159,22 +160,22 @@ def deployed_threshold(
     try:
         doc = json.loads(raw)
     except (ValueError, RecursionError) as e:
-        raise ValueError(f"guarantee file {p}: not the JSON `tracecal selective` writes ({e})") from None
+        raise UserFileError(f"guarantee file {p}: not the JSON `tracecal selective` writes ({e})") from None
     if not isinstance(doc, dict) or not isinstance(doc.get("tasks"), dict) or not {"alpha", "delta"} <= set(doc):
-        raise ValueError(f"{p} is not a selective.json (written by `tracecal selective RUN`)")
+        raise UserFileError(f"{p} is not a selective.json (written by `tracecal selective RUN`)")
     tasks = sorted(doc["tasks"])
     if task is None and len(tasks) != 1:
-        raise ValueError(f"{p} holds the tasks {', '.join(tasks)}: name one")
+        raise UserFileError(f"{p} holds the tasks {', '.join(tasks)}: name one")
     task = tasks[0] if task is None else task
     if task not in doc["tasks"]:
-        raise ValueError(f"{p} has no task {task!r}; it holds {', '.join(tasks)}")
+        raise UserFileError(f"{p} has no task {task!r}; it holds {', '.join(tasks)}")
     entry = doc["tasks"][task].get(estimator)
     deploy = entry.get("deploy") if isinstance(entry, dict) else None
     if not isinstance(deploy, dict):
-        raise ValueError(f"{p} has no deployable threshold of {estimator!r} for {task!r}")
+        raise UserFileError(f"{p} has no deployable threshold of {estimator!r} for {task!r}")
     thr = math.inf if deploy.get("threshold") is None else float(deploy["threshold"])  # null: none certified
     if not math.isfinite(thr):
-        raise ValueError(
+        raise ValidationError(
             f"{p}: no threshold of {estimator!r} on {task!r} keeps the error rate ≤ α = {doc['alpha']:g} "
             f"with probability ≥ 1 − δ = {1 - doc['delta']:g}: every answer would abstain. Rerun "
             "`tracecal selective` with a larger --alpha"

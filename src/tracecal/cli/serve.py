@@ -243,7 +243,7 @@ def _build_app(cfg: Any, o: dict[str, Any]) -> Any:
                 tokenizer=tok,
             )
         except HTTPBackendError as e:
-            raise ValueError(str(e)) from e
+            raise ValidationError(str(e)) from e
         return create_app(chat, cal, cfg, text_model=text, calibrator_path=calibrator)
     from tracecal.backends import load_model
 

@@ -14,7 +14,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from tracecal.errors import TracecalError
+from tracecal.errors import TracecalError, ValidationError
 from tracecal.passes import PASSES, TOKEN, passes_for, provider_of, stat_kind
 from tracecal.traces.trace import Trace, TraceBatch
 
@@ -147,7 +147,7 @@ REGISTRY: dict[str, type[Estimator]] = {}
 
 def register(cls: type[Estimator]) -> type[Estimator]:
     if not cls.name or cls.name in REGISTRY:
-        raise ValueError(f"estimator name {cls.name!r} is empty or already registered")
+        raise ValidationError(f"estimator name {cls.name!r} is empty or already registered")
     REGISTRY[cls.name] = cls
     return cls
 

@@ -37,6 +37,7 @@ from tracecal.passes.semantic import EMBEDDER_DTYPES as _EMBEDDER_DTYPES
 __all__ = [
     "EvalConfig",
     "ConfigError",
+    "UnknownSettingError",
     "BACKENDS",
     "DTYPES",
     "EMBEDDER_DTYPES",
@@ -107,6 +108,11 @@ class ConfigError(ValidationError):
     """An evaluation setting is invalid (found before anything is written)."""
 
 
+class UnknownSettingError(ConfigError, TypeError):
+    """`EvalConfig` was given a keyword it does not know, or ``score`` together with its settings (a ``TypeError``,
+    as Python's own for an unexpected keyword, and a `ConfigError`)."""
+
+
 def cli_name(name: str) -> str:
     """A setting as the command line spells it: ``cal_frac`` → ``cal-frac``."""
     return name.replace("_", "-")
@@ -159,9 +165,9 @@ class EvalConfig:
         scoring = {k: settings.pop(k) for k in SCORE_FIELDS if k in settings}
         own = {f.name: f for f in fields(EvalConfig) if f.name not in ("tasks", "score")}
         if unknown := sorted(set(settings) - set(own)):
-            raise TypeError(f"EvalConfig got unexpected keyword argument(s): {', '.join(unknown)}")
+            raise UnknownSettingError(f"EvalConfig got unexpected keyword argument(s): {', '.join(unknown)}")
         if score is not None and scoring:
-            raise TypeError(f"EvalConfig takes score or its settings, not both ({', '.join(scoring)})")
+            raise UnknownSettingError(f"EvalConfig takes score or its settings, not both ({', '.join(scoring)})")
         self.tasks = tasks
         for name, f in own.items():
             object.__setattr__(self, name, settings.get(name, f.default))

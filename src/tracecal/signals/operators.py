@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tracecal.errors import ValidationError
 from tracecal.traces.segments import DecayKernel, Segments
 from tracecal.traces.trace import Trace, TraceBatch
 
@@ -76,7 +77,7 @@ def get_kernel(kernel: str | DecayKernel) -> DecayKernel:
     try:
         return KERNELS[kernel]
     except (KeyError, TypeError):
-        raise ValueError(f"unknown decay kernel {kernel!r}; valid kernels: {', '.join(KERNELS)}") from None
+        raise ValidationError(f"unknown decay kernel {kernel!r}; valid kernels: {', '.join(KERNELS)}") from None
 
 
 def _seg(x: Segments | np.ndarray | TraceBatch) -> Segments:
@@ -120,7 +121,7 @@ def decayed_mean(
 ) -> np.ndarray:
     """D_λ(u) = Σ_t w_t u_t / Σ_t w_t with w_t = kernel(t−1; λ) (default exp(−(t−1)/λ))."""
     if lam <= 0:
-        raise ValueError(f"decay rate λ must be > 0, got {lam}")
+        raise ValidationError(f"decay rate λ must be > 0, got {lam}")
     seg = _seg(seg)
     k = get_kernel(kernel)
     w, wsum = seg.kernel_weights(k, lam)
@@ -132,7 +133,7 @@ def window_peak(u: np.ndarray, seg: Segments | np.ndarray, w: int = 4, total: np
     """M^(w)(u) = max over t of mean(u_t … u_{t+w−1}); the mean of all T values when T < w (``total`` as in
     `seg_mean`)."""
     if w < 1:
-        raise ValueError(f"window w must be ≥ 1, got {w}")
+        raise ValidationError(f"window w must be ≥ 1, got {w}")
     seg = _seg(seg)
     n = seg.n_tokens
     if w == 1:
@@ -189,7 +190,7 @@ def slope(u: np.ndarray, seg: Segments | np.ndarray, total: np.ndarray | None = 
 def _edge_k_mean(u: np.ndarray, seg: Segments, k: int, from_end: bool) -> np.ndarray:
     """Mean of the first / last min(k, T) values via k per-answer gathers (no pass over all tokens)."""
     if k < 1:
-        raise ValueError(f"k must be ≥ 1, got {k}")
+        raise ValidationError(f"k must be ≥ 1, got {k}")
     total = np.zeros(len(seg))
     if seg.n_tokens:
         for j in range(k):
@@ -230,9 +231,9 @@ class TraceConfig:
 
     def __post_init__(self) -> None:
         if abs(self.alpha + self.beta + self.gamma - 1.0) > 1e-9:
-            raise ValueError(f"alpha + beta + gamma must be 1, got {self.alpha + self.beta + self.gamma}")
+            raise ValidationError(f"alpha + beta + gamma must be 1, got {self.alpha + self.beta + self.gamma}")
         if min(self.alpha, self.beta, self.gamma) < 0:
-            raise ValueError("alpha, beta, gamma must be non-negative")
+            raise ValidationError("alpha, beta, gamma must be non-negative")
         get_kernel(self.kernel)
 
 
