@@ -22,9 +22,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
+from tracecal._validation import Constraint, Interval, Options, check_params
 from tracecal.errors import ValidationError
 from tracecal.traces.segments import DecayKernel, Segments
 from tracecal.traces.trace import Trace, TraceBatch
@@ -43,6 +45,8 @@ __all__ = [
     "first_k_mean",
     "last_k_mean",
     "TraceConfig",
+    "TRACE_CONSTRAINTS",
+    "check_trace_params",
     "trace_risk",
     "batch_risk",
     "trace_confidence",
@@ -214,11 +218,26 @@ def last_k_mean(u: np.ndarray, seg: Segments | np.ndarray, k: int = 3) -> np.nda
 # --------------------------------------------------------------------------------------------------- TRACE
 
 
+_WEIGHT = Interval(float, 0, 1)
+TRACE_CONSTRAINTS: dict[str, Constraint] = {
+    "alpha": _WEIGHT,
+    "beta": _WEIGHT,
+    "gamma": _WEIGHT,
+    "lam": Interval(float, 0, None, closed="neither"),
+    "window": Interval(int, 1, None),
+    "rho": Interval(float, None, None),
+    "kernel": Options(*KERNELS),
+}
+"""The constraint of each TRACE setting (`tracecal._validation`), declared once: `TraceConfig` and the ``trace``
+estimator check them; a decay kernel given as a function (`get_kernel`) is not checked against ``kernel``'s."""
+
+
 @dataclass(frozen=True)
 class TraceConfig:
     """The fixed TRACE configuration (METHOD §2); defaults are the paper's.
 
-    R = alpha·D_lam(H) + beta·M^(window)(H) + gamma·L_rho(s); alpha + beta + gamma must equal 1.
+    R = alpha·D_lam(H) + beta·M^(window)(H) + gamma·L_rho(s); alpha, beta, gamma in [0, 1] with alpha + beta + gamma
+    = 1; lam > 0; window ≥ 1 (`TRACE_CONSTRAINTS`).
     """
 
     alpha: float = 0.40
@@ -230,11 +249,18 @@ class TraceConfig:
     kernel: str = "exp"
 
     def __post_init__(self) -> None:
-        if abs(self.alpha + self.beta + self.gamma - 1.0) > 1e-9:
-            raise ValidationError(f"alpha + beta + gamma must be 1, got {self.alpha + self.beta + self.gamma}")
-        if min(self.alpha, self.beta, self.gamma) < 0:
-            raise ValidationError("alpha, beta, gamma must be non-negative")
-        get_kernel(self.kernel)
+        check_trace_params(vars(self))
+
+
+def check_trace_params(params: dict[str, Any]) -> None:
+    """Check TRACE settings against `TRACE_CONSTRAINTS` (a kernel function passes) and, when all three weights are
+    given, that alpha + beta + gamma = 1; `ValidationError` naming the setting."""
+    kernel = params.get("kernel")
+    check_params({k: v for k, v in params.items() if not (k == "kernel" and callable(kernel))}, TRACE_CONSTRAINTS)
+    if {"alpha", "beta", "gamma"} <= set(params):
+        total = params["alpha"] + params["beta"] + params["gamma"]
+        if abs(total - 1.0) > 1e-9:
+            raise ValidationError(f"alpha + beta + gamma must be 1, got {total:g}")
 
 
 def as_batch(traces: Sequence[Trace] | TraceBatch) -> TraceBatch:
