@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from tracecal._validation import check_param
+from tracecal._validation import SEED, check_param
 from tracecal.errors import ValidationError
 from tracecal.estimators import REGISTRY, get_estimator, needs_of, resolve_estimators
 from tracecal.evaluation.outputs import plain_json
@@ -188,6 +188,7 @@ def learning_curve(
         raise ValidationError(f"focus methods {', '.join(unknown)} are not among the estimators ({', '.join(names)})")
     sizes = _check_sizes(data, sizes)
     check_param("splits", n_splits, SPLITS)
+    check_param("seed", seed, SEED)
     cfg = ScoreConfig(names, n_seeds=n_splits, calibrator=calibrator, seed=seed, n_boot=n_boot, level=level)
     enough = n_boot > 0 and enough_per_class(data.y)  # else no interval (NaN bounds)
     counts = bootstrap_counts(data.y, n_boot, seed=(seed, zlib.crc32(data.task.encode()))) if enough else None

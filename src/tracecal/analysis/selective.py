@@ -25,7 +25,7 @@ import numpy as np
 from tracecal._inputs import UserFileError, read_bytes, read_json
 from tracecal.errors import ValidationError
 from tracecal.estimators import REGISTRY, get_estimator, resolve_estimators
-from tracecal.evaluation.config import legacy_identity
+from tracecal.evaluation.config import legacy_identity, stored_setting
 from tracecal.evaluation.protocol import ScoreConfig, TaskStats, sanitize, score_tasks
 from tracecal.evaluation.results import Results
 from tracecal.evaluation.runstore import RunStore
@@ -111,17 +111,18 @@ def run_selective(
     check_alpha_delta(alpha, delta)
     store = run_dir if isinstance(run_dir, RunStore) else RunStore(run_dir)
     conf = store.config()["config"]
+    run = {k: stored_setting(conf, k, store.path) for k in ("n_seeds", "sel_holdout", "cal_frac", "seed") if k in conf}
     names = resolve_estimators(list(estimators) if estimators else conf.get("estimators") or "all")
     data = load_stored_tasks(store, names, tasks)
-    n_seeds = n_splits or int(conf.get("n_seeds", 20))
-    holdout = float(conf.get("sel_holdout", 0.5)) if holdout is None else holdout
+    n_seeds = n_splits or run.get("n_seeds", 20)
+    holdout = run.get("sel_holdout", 0.5) if holdout is None else holdout
     check_holdout(holdout)
     cfg = ScoreConfig(
         names,
         n_seeds=n_seeds,
-        cal_frac=float(conf.get("cal_frac", 0.35)),
+        cal_frac=float(run.get("cal_frac", 0.35)),
         calibrator=conf.get("calibrator", "platt"),
-        seed=int(conf.get("seed", 0)),
+        seed=int(run.get("seed", 0)),
         n_boot=0,
         sel_alpha=alpha,
         sel_delta=delta,

@@ -17,6 +17,7 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
+from tracecal._validation import SEED
 from tracecal.cli.common import check_option, console, fmt_num, out_console, shown, split_names, user_errors
 from tracecal.errors import ValidationError
 from tracecal.stats.splits import SPLITS
@@ -171,6 +172,7 @@ def learning_curve_command(
     focus method's paired differences against the others at every size (▲ / ▼ significantly better / worse)."""
     from tracecal.report.learning_curve import run_learning_curve
 
+    check_option("--seed", seed, SEED)
     t0 = time.perf_counter()
     kw = {"sizes": _sizes(sizes), "n_splits": splits, "n_boot": n_boot, "level": level, "seed": seed}
     doc = run_learning_curve(run_dir, _names(tasks), _names(estimators), focus=split_names(focus), **kw)

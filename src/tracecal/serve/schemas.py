@@ -30,7 +30,9 @@ from pydantic import (
     model_validator,
 )
 
+from tracecal._validation import check_param
 from tracecal.errors import ValidationError
+from tracecal.serve.config import ServeConfig
 from tracecal.traces.segments import MAX_TOKEN_NATS
 
 __all__ = [
@@ -46,6 +48,9 @@ __all__ = [
     "TextPart",
     "ends_with_a_question",
 ]
+
+
+SERVE_CONSTRAINTS = ServeConfig.parameter_constraints
 
 
 def _unicode(v: str) -> str:
@@ -169,6 +174,14 @@ class _Common(BaseModel):
     stop_on_risk: Number | None = Field(
         None, ge=0, le=1, description="tracecal: stop once the running c_TRACE falls below this (finish 'risk')"
     )
+
+    @field_validator("stop_on_risk", mode="before")
+    @classmethod
+    def _as_declared(cls, v: object, info: ValidationInfo) -> object:
+        """The setting's one declared constraint (`tracecal.serve.config.ServeConfig`, as ``--stop-on-risk``), checked
+        before pydantic's own: the same value gets the same message on every surface."""
+        name = info.field_name or ""
+        return check_param(name, v, SERVE_CONSTRAINTS[name])
 
     @field_validator("temperature", "top_p", "n", "presence_penalty", "frequency_penalty")
     @classmethod
