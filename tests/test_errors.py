@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import re
 from pathlib import Path
 
 from tracecal.errors import TracecalError, ValidationError
@@ -33,6 +34,29 @@ def test_every_exception_class_derives_from_tracecal_error() -> None:
             if not issubclass(cls, TracecalError):
                 bad.append(f"{name}.{cls_name}")
     assert not bad, f"exception classes outside the TracecalError hierarchy: {bad}"
+
+
+#: A bare builtin raised where a user's input is wrong: each must be a `TracecalError` subclass (`ValidationError`
+#: keeps ``ValueError``), or argued on its line with ``# internal:`` (an invariant no user input can reach).
+BARE_RAISE = re.compile(r"raise (ValueError|TypeError|KeyError)\(")
+
+
+def test_no_unargued_bare_value_type_or_key_error_is_raised() -> None:
+    bad = [
+        f"{p.relative_to(PKG.parent)}:{i}: {line.strip()}"
+        for p in sorted(PKG.rglob("*.py"))
+        for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)
+        if BARE_RAISE.search(line) and "# internal:" not in line
+    ]
+    assert not bad, "raise a TracecalError subclass (e.g. ValidationError) or argue it with '# internal:':\n" + (
+        "\n".join(bad)
+    )
+
+
+def test_the_bare_raise_check_can_fail() -> None:
+    assert BARE_RAISE.search('        raise ValueError(f"bad {x}")')
+    assert BARE_RAISE.search("raise KeyError(name) from None")
+    assert not BARE_RAISE.search("raise ValidationError(msg)") and not BARE_RAISE.search("except ValueError:")
 
 
 def test_validation_error_is_a_value_error() -> None:

@@ -3,8 +3,13 @@
 calibrators alike, so a value is refused with the same message wherever it is given.
 
 A constraint is an `Interval` (a real or whole number between two ends), an `Options` (one of a fixed set
-of strings), ``None`` (the value may be None) or a tuple of those (any may match). `check_text` is the one check
-of user text before it reaches a tokenizer or a file: a string of valid Unicode (no lone surrogate).
+of strings), a `Flag` (true or false), a `ListOf` (a non-empty list whose items meet a constraint), ``None`` (the
+value may be None) or a tuple of those (any may match). Every surface a setting enters by — a Python argument, a
+command-line option (``--seed``), a JSON field of the gateway, a value read from a file (``config.json of RUN``) —
+checks it against the one declared constraint, so the same bad value gets the same message, prefixed by where it
+came from (`check_param`'s ``name``; `from_source` for a file). `SEED` is the one constraint of every random seed.
+`check_text` is the one check of user text before it reaches a tokenizer or a file: a string of valid Unicode (no
+lone surrogate).
 
 >>> from tracecal._validation import Interval, Options, check_param, check_params
 >>> check_param("cal_frac", 0.35, Interval(float, 0, 1, closed="neither"))
@@ -17,6 +22,10 @@ tracecal.errors.ValidationError: limit must be a whole number ≥ 1, got -5
 Traceback (most recent call last):
     ...
 tracecal.errors.ValidationError: dtype must be one of auto, float32, got 'float8'
+>>> check_param("--seed", -1, SEED)
+Traceback (most recent call last):
+    ...
+tracecal.errors.ValidationError: --seed must be a whole number ≥ 0, got -1
 """
 
 from __future__ import annotations
@@ -27,9 +36,23 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+import numpy as np
+
 from tracecal.errors import ValidationError
 
-__all__ = ["Interval", "Options", "Constraint", "check_param", "check_params", "check_text", "is_number"]
+__all__ = [
+    "Interval",
+    "Options",
+    "Flag",
+    "ListOf",
+    "Constraint",
+    "SEED",
+    "check_param",
+    "check_params",
+    "check_text",
+    "from_source",
+    "is_number",
+]
 
 
 def check_text(text: Any, what: str, error: type[Exception] = ValidationError) -> str:
@@ -105,7 +128,64 @@ class Options:
         return f"one of {', '.join(self.values)}"
 
 
-Constraint = Interval | Options | None | tuple[Any, ...]
+@dataclass(frozen=True)
+class Flag:
+    """True or false (``bool`` or ``numpy.bool_``; 0 / 1 are not flags)."""
+
+    def accepts(self, value: Any) -> bool:
+        return isinstance(value, bool | np.bool_)
+
+    def describe(self) -> str:
+        return "true or false"
+
+
+def _flat_list(value: Any) -> bool:
+    return isinstance(value, list | tuple) or (isinstance(value, np.ndarray) and value.ndim == 1)
+
+
+def _is_pos_inf(value: Any) -> bool:
+    return isinstance(value, numbers.Real) and not isinstance(value, bool) and value == math.inf
+
+
+@dataclass(frozen=True)
+class ListOf:
+    """A non-empty list, tuple or 1-D array whose every item meets ``item`` (or is +inf, with ``allow_inf``),
+    with no item twice (``unique``); ``what`` names the items in messages."""
+
+    item: Interval | Options
+    what: str
+    allow_inf: bool = False
+    unique: bool = False
+
+    def _bad_item(self, value: Any) -> int | None:
+        for i, v in enumerate(value):
+            if not (self.item.accepts(v) or (self.allow_inf and _is_pos_inf(v))):
+                return i
+        return None
+
+    def accepts(self, value: Any) -> bool:
+        if not _flat_list(value) or len(value) == 0:
+            return False
+        return self._bad_item(value) is None and (not self.unique or len(set(value)) == len(value))
+
+    def describe(self) -> str:
+        return f"a non-empty list of {self.what}"
+
+    def problem(self, name: str, value: Any) -> str:
+        """What is wrong with the items of a list that `accepts` refuses ("" when the list itself is wrong)."""
+        if not _flat_list(value):
+            return ""
+        i = self._bad_item(value)
+        if i is not None:
+            return f"; {name}[{i}] = {value[i]!r} is not {self.item.describe()}{' or inf' if self.allow_inf else ''}"
+        repeated = [v for j, v in enumerate(value) if v in list(value)[:j]]
+        return f"; {repeated[0]!r} is given twice" if repeated else ""
+
+
+Constraint = Interval | Options | Flag | ListOf | None | tuple[Any, ...]
+
+SEED = Interval(int, 0, None)
+"""Every random seed (numpy's generators take a whole number ≥ 0): ``--seed``, ``seed=``, a config's ``seed``."""
 
 
 def _alternatives(constraint: Constraint) -> tuple[Any, ...]:
@@ -113,14 +193,16 @@ def _alternatives(constraint: Constraint) -> tuple[Any, ...]:
 
 
 def check_param(name: str, value: Any, constraint: Constraint, error: type[Exception] = ValidationError) -> Any:
-    """``value`` unchanged if it meets ``constraint``; else ``error`` naming ``name``, what it must be and what it
-    got (one line, the same wherever the setting is given)."""
+    """``value`` unchanged if it meets ``constraint``; else ``error`` ``"<name> must be <what>, got <value>"`` (one
+    line, the same wherever the setting is given; ``name`` as that surface spells it: ``seed``, ``--seed``, a JSON
+    field, ``config.json of RUN: seed``), a `ListOf` adding which item is wrong."""
     alts = _alternatives(constraint)
     for c in alts:
         if (value is None and c is None) or (c is not None and value is not None and c.accepts(value)):
             return value
     what = " or ".join("None" if c is None else c.describe() for c in alts)
-    raise error(f"{name} must be {what}, got {value!r}")
+    detail = "".join(c.problem(name, value) for c in alts if isinstance(c, ListOf))
+    raise error(f"{name} must be {what}, got {value!r}{detail}")
 
 
 def check_params(
@@ -129,8 +211,15 @@ def check_params(
     error: type[Exception] = ValidationError,
     rename: Any = None,
 ) -> None:
-    """Check every parameter that has a constraint; ``rename(name)`` spells the name for the user (e.g. the CLI's
-    ``--cal-frac`` for ``cal_frac``)."""
+    """Check every parameter that has a constraint, in the order declared (the first that fails is reported);
+    ``rename(name)`` spells the name for the user (e.g. the CLI's ``--cal-frac`` for ``cal_frac``, or
+    `from_source`'s ``config.json of RUN: cal_frac``)."""
     for name, constraint in constraints.items():
         if name in params:
             check_param(rename(name) if rename else name, params[name], constraint, error)
+
+
+def from_source(source: Any) -> Any:
+    """A ``rename`` for `check_params` that names the file a value was read from: ``cal_frac`` →
+    ``config.json of runs/main: cal_frac`` (``source`` as given, e.g. ``"config.json of runs/main"``)."""
+    return lambda name: f"{source}: {name}"

@@ -23,7 +23,6 @@ from typing import Any
 
 from tracecal.evaluation.docblocks import write_block
 from tracecal.secl.config import SECLConfig
-from tracecal.evaluation.docblocks import write_block
 from tracecal_papers.secl_grid import GROUPS, VARIANTS, Variant
 
 __all__ = [

@@ -63,45 +63,6 @@ def test_calibrator_file_error_is_a_tracecal_error_and_a_value_error() -> None:
     assert issubclass(CalibratorFileError, TracecalError) and issubclass(CalibratorFileError, ValueError)
 
 
-def test_flag_and_list_constraints() -> None:
-    from tracecal._validation import Interval, Options
-    from tracecal.calibrators.base import Flag, ListOf
-
-    assert Flag().accepts(True) and Flag().accepts(np.bool_(False)) and not Flag().accepts(1)
-    lams = ListOf(Interval(float, 0, None, closed="neither"), "decay rates λ > 0")
-    assert lams.accepts((2.0, 4)) and lams.accepts([0.5]) and lams.accepts(np.array([1.0, 2.0]))
-    for bad in ((), "2,4", (2.0, -1.0), (float("inf"),), (True,), np.ones((2, 2)), None):
-        assert not lams.accepts(bad), bad
-    assert lams.problem("lams", (2.0, -1.0)) == "; lams[1] = -1.0 is not a finite number > 0"
-    pens = ListOf(Interval(float, 0, None, closed="neither"), "λ", allow_inf=True)
-    assert pens.accepts((1.0, float("inf"))) and not pens.accepts((float("-inf"),))
-    names = ListOf(Options("a", "b"), "names", unique=True)
-    assert names.accepts(("a", "b")) and not names.accepts(("a", "a")) and not names.accepts(("c",))
-    assert names.problem("n", ["a", "a"]) == "; 'a' is given twice"
-
-
-def test_check_constraints_checks_in_order_with_one_message_format() -> None:
-    from tracecal._validation import Interval, Options
-    from tracecal.calibrators.base import Flag, ListOf, check_constraints
-    from tracecal.errors import ValidationError
-
-    constraints = {
-        "k": Interval(int, 1, None),
-        "kind": Options("x", "y"),
-        "flag": Flag(),
-        "lams": ListOf(Interval(float, 0, None, closed="neither"), "decay rates"),
-    }
-    check_constraints({"k": 2, "kind": "x", "flag": False, "lams": [1.0], "other": object()}, constraints)
-    with pytest.raises(ValidationError, match=r"^k must be a whole number ≥ 1, got 0$"):
-        check_constraints({"k": 0, "kind": "z"}, constraints)  # the first declared fails first
-    with pytest.raises(ValidationError, match=r"^kind must be one of x, y, got 'z'$"):
-        check_constraints({"kind": "z"}, constraints)
-    with pytest.raises(ValueError, match=r"^flag must be true or false, got 'yes'$"):
-        check_constraints({"flag": "yes"}, constraints)
-    with pytest.raises(ValueError, match=r"^lams must be a non-empty list of decay rates, got \[\]$"):
-        check_constraints({"lams": []}, constraints)
-
-
 def test_every_calibrator_declares_a_constraint_for_each_parameter() -> None:
     from tracecal.calibrators import CALIBRATOR_CLASSES
 

@@ -79,7 +79,7 @@ MORE_CASES: list[tuple[str, list[str], str]] = [
     ("secl", ["--update-threshold", "-0.1"], "update_threshold must be a finite number ≥ 0"),
     ("secl", ["--ph-lambda", "0"], "ph_lambda must be a finite number > 0, got 0.0"),
     ("secl", ["--lora-rank", "0"], "lora_r must be a whole number ≥ 1, got 0"),
-    ("serve", ["--max-batch", "-1"], "max_batch must be"),
+    ("serve", ["--max-batch", "-1"], "--max-batch must be"),
     ("serve", ["--threads", "0"], "--threads must be a whole number ≥ 1, got 0"),
     ("serve", ["--calibrator", "{bad}.json", "--no-model"], "{bad}.json"),
     ("serve", ["--tokenizer", MARKUP], "--tokenizer goes with --upstream"),

@@ -101,13 +101,14 @@ def test_a_bad_value_in_config_json_names_the_file(tmp_path: Path, monkeypatch: 
     _score_only(tmp_path, monkeypatch)
     path = tmp_path / "run" / "config.json"
     doc = json.loads(path.read_text())
-    for key, value, msg in (("n_boot", -3, "n-boot must be"), ("sel_alpha", 2, "sel-alpha must be")):
+    for key, value, msg in (("n_boot", -3, "n_boot must be"), ("sel_alpha", 2, "sel_alpha must be")):
         bad = json.loads(json.dumps(doc))
         bad["config"][key] = value
         path.write_text(json.dumps(bad))
         r, cfg = _score_only(tmp_path, monkeypatch)
         line = _one_line_error(r)
-        assert line.startswith(f"error: {path}: {msg}") and "read from the run's config.json" in line, line
+        source = f"config.json of {path.parent}"
+        assert line.startswith(f"error: {source}: {msg}") and f"give --{key.replace('_', '-')}" in line, line
         r, cfg = _score_only(tmp_path, monkeypatch, f"--{key.replace('_', '-')}", "5" if key == "n_boot" else "0.2")
         assert r.exit_code == 0, r.output  # given on the command line: the stored value is not used
 

@@ -15,10 +15,10 @@ from tracecal.serve import ServeConfig, create_app
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--max-batch", "0"], "max_batch must be a whole number ≥ 1"),
-        (["--abstain-below", "2"], "abstain_below must be a finite number in [0, 1]"),
-        (["--drift-statistic", "perplexity"], "drift_statistic must be one of mean_entropy, c_trace"),
-        (["--request-timeout", "0"], "request_timeout must be a finite number"),
+        (["--max-batch", "0"], "--max-batch must be a whole number ≥ 1"),
+        (["--abstain-below", "2"], "--abstain-below must be a finite number in [0, 1]"),
+        (["--drift-statistic", "perplexity"], "--drift-statistic must be one of mean_entropy, c_trace"),
+        (["--request-timeout", "0"], "--request-timeout must be a finite number"),
         (["--upstream", "ftp://host/v1"], "base_url must be an http(s) URL"),
         (["--upstream", "http://h/v1", "--model", "x"], "leave out --model"),
         (["--backend", "vllm"], "--backend must be hf or llamacpp"),

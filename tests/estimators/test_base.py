@@ -199,3 +199,34 @@ def test_parse_confidence() -> None:
     assert parse_confidence("0.7") == pytest.approx(0.7)
     assert parse_confidence("90/100") == pytest.approx(0.9)
     assert math.isnan(parse_confidence("not sure"))
+
+
+def test_every_estimator_declares_a_constraint_for_each_parameter() -> None:
+    from tracecal.estimators import REGISTRY
+    from tracecal.estimators.base import FittedModelEstimator
+
+    for name, cls in REGISTRY.items():
+        est = cls()
+        declared = set(cls._parameter_constraints)
+        if issubclass(cls, FittedModelEstimator):
+            declared |= set(cls.model_class._parameter_constraints)
+        assert set(est.get_params()) <= declared, name
+        assert est.check_params() is est  # the defaults meet them
+
+
+@pytest.mark.parametrize(
+    ("name", "params", "message"),
+    [
+        ("trace", {"lam": -1}, r"^trace: lam must be a finite number > 0, got -1$"),
+        ("trace", {"window": 0}, r"^trace: window must be a whole number ≥ 1, got 0$"),
+        ("trace", {"alpha": 0.9}, r"^alpha \+ beta \+ gamma must be 1, got 1.5$"),
+        ("trace_plus", {"C": 0.0}, r"^trace_plus: C must be a finite number > 0, got 0.0$"),
+        ("trace_plus_prior", {"monotone": "yes"}, r"^trace_plus_prior: monotone must be true or false, got 'yes'$"),
+        ("beam_ratio", {"candidates": (2, 1)}, r"candidates\[1\] = 1 is not a whole number ≥ 2$"),
+    ],
+)
+def test_get_estimator_refuses_a_bad_parameter_by_name(name: str, params: dict, message: str) -> None:
+    from tracecal.errors import ValidationError
+
+    with pytest.raises(ValidationError, match=message):
+        get_estimator(name, **params)

@@ -115,6 +115,7 @@ def test_settings_are_checked_with_one_vocabulary() -> None:
     assert set(SCORE_CONSTRAINTS) == {"n_seeds", "cal_frac", "n_bins", "n_boot", "level", "sel_alpha", "sel_delta"} | {
         "sel_holdout",
         "min_per_class",
+        "seed",
     }
     with pytest.raises(ValueError, match=r"^n_seeds must be a whole number in \[1, 10000\], got 0$"):
         ScoreConfig(["trace"], n_seeds=0).validate()

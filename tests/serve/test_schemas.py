@@ -33,7 +33,7 @@ BAD_CHAT = [
     ({"logit_bias": {"1": 5}}, 400, "logit_bias is not supported"),
     ({"top_logprobs": 3}, 400, "top_logprobs is not supported"),
     ({"stop": ["a", "b", "c", "d", "e"]}, 400, "stop"),
-    ({"stop_on_risk": 2}, 400, "stop_on_risk: Input should be less than or equal to 1"),
+    ({"stop_on_risk": 2}, 400, "stop_on_risk must be a finite number in [0, 1] or None, got 2"),
     ({"return_trace": "yes"}, 400, "return_trace: Input should be a valid boolean"),
     ({"tools": []}, 400, "tools: Extra inputs are not permitted"),
 ]

@@ -9,7 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tracecal.errors import ValidationError
 from tracecal.signals.operators import (
+    KERNELS,
     TraceConfig,
     decayed_mean,
     first_k_mean,
@@ -77,6 +79,14 @@ def test_config_validation() -> None:
         TraceConfig(alpha=0.5, beta=0.5, gamma=0.5)
     with pytest.raises(ValueError):
         decayed_mean(np.ones(3), np.array([0, 3]), lam=0.0)
+    for bad, msg in [
+        ({"lam": 0.0}, r"^lam must be a finite number > 0, got 0.0$"),
+        ({"window": 2.5}, r"^window must be a whole number ≥ 1, got 2.5$"),
+        ({"alpha": -0.2, "beta": 1.0}, r"^alpha must be a finite number in \[0, 1\], got -0.2$"),
+        ({"rho": float("nan")}, r"^rho must be a finite number, got nan$"),
+    ]:
+        with pytest.raises(ValidationError, match=msg):
+            TraceConfig(**bad)
 
 
 @settings(max_examples=150, deadline=None)
@@ -189,8 +199,9 @@ def test_segments_reexported_from_operators() -> None:
 def test_unknown_kernel_is_a_clear_error() -> None:
     with pytest.raises(ValueError, match=r"unknown decay kernel 'gauss'; valid kernels: exp, hyperbolic, uniform"):
         decayed_mean(np.ones(3), np.array([0, 3]), 2.0, "gauss")
-    with pytest.raises(ValueError, match="unknown decay kernel"):
+    with pytest.raises(ValidationError, match=r"^kernel must be one of exp, hyperbolic, uniform, got 'gauss'$"):
         TraceConfig(kernel="gauss")
+    assert TraceConfig(kernel=KERNELS["uniform"]).kernel is KERNELS["uniform"]  # a kernel function passes
 
 
 def test_trace_confidence_validates_a_raw_batch() -> None:

@@ -31,6 +31,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from tracecal._validation import SEED, Constraint, Interval, check_params
 from tracecal.analysis.ablation_tables import ablation_markdown
 from tracecal.calibrators import TracePlus, make_calibrator
 from tracecal.errors import ValidationError
@@ -42,7 +43,7 @@ from tracecal.evaluation.runstore import RunStore
 from tracecal.signals.features import feature_names, trace_plus_features
 from tracecal.signals.operators import TraceConfig, decayed_mean, length_norm_sum, window_peak
 from tracecal.stats.metrics import auroc, brier, ece
-from tracecal.stats.splits import stratified_split
+from tracecal.stats.splits import SPLITS, stratified_split
 from tracecal.traces.trace import TraceBatch
 
 __all__ = [
@@ -276,6 +277,14 @@ def _transfer(data: Sequence[TaskStats], n_seeds: int, cal_frac: float) -> dict[
     return out
 
 
+ABLATION_CONSTRAINTS: dict[str, Constraint] = {
+    "n_seeds": SPLITS,
+    "cal_frac": Interval(float, 0, 1, closed="neither"),
+    "seed": SEED,
+}
+"""The constraint of each setting of `run_ablations` (``tracecal ablate`` checks its options against the same)."""
+
+
 def run_ablations(
     run_dir: str | os.PathLike[str] | RunStore,
     tasks: Sequence[str] | None = None,
@@ -289,6 +298,7 @@ def run_ablations(
     ``transfer`` included), merged into the run's earlier ablations (`merge_partial`: never replaced with less)."""
     from tracecal.evaluation.stored_tasks import load_stored_tasks
 
+    check_params({"n_seeds": n_seeds, "cal_frac": cal_frac, "seed": seed}, ABLATION_CONSTRAINTS)
     store = run_dir if isinstance(run_dir, RunStore) else RunStore(run_dir)
     data = load_stored_tasks(store, ["trace", "mars"], tasks)
     chosen = [v for v in ablation_variants(seed) if groups is None or v.group in groups]

@@ -27,7 +27,8 @@ from typing import Any
 
 import numpy as np
 
-from tracecal._validation import check_param
+from tracecal._validation import SEED, check_param
+from tracecal.errors import ValidationError
 from tracecal.estimators import REGISTRY, get_estimator, needs_of, resolve_estimators
 from tracecal.evaluation.protocol import Progress, ScoreConfig, TaskStats, one_split, sanitize
 from tracecal.evaluation.result_json import plain_json
@@ -60,18 +61,20 @@ ARTEFACT = "learning_curve"
 
 def _check_sizes(data: TaskStats, sizes: Sequence[int]) -> list[int]:
     if isinstance(sizes, str | bytes) or not len(sizes):
-        raise ValueError(f"sizes: give at least one calibration-set size (whole numbers ≥ 2, e.g. 100,200): {sizes!r}")
+        raise ValidationError(
+            f"sizes: give at least one calibration-set size (whole numbers ≥ 2, e.g. 100,200): {sizes!r}"
+        )
     n, n1 = len(data), int(data.y.sum())
     if n1 < 2 or n - n1 < 2:
-        raise ValueError(f"{data.task}: {n1} correct of {n} answers: a learning curve needs ≥ 2 of each class")
+        raise ValidationError(f"{data.task}: {n1} correct of {n} answers: a learning curve needs ≥ 2 of each class")
     ms = np.arange(2, n + 1)
     ks = np.clip(np.round(ms * n1 / n), 1, n1 - 1)
     largest = int(ms[ms - ks <= n - n1 - 1].max())  # at least one answer of each class left to evaluate on
     for m in sizes:
         if isinstance(m, bool) or not isinstance(m, int | np.integer) or m < 2:
-            raise ValueError(f"calibration-set sizes must be whole numbers ≥ 2, got {m!r}")
+            raise ValidationError(f"calibration-set sizes must be whole numbers ≥ 2, got {m!r}")
         if m > largest:
-            raise ValueError(
+            raise ValidationError(
                 f"size {m} leaves too few answers to evaluate on in {data.task} ({n} answers, {n1} "
                 f"correct): use sizes ≤ {largest}"
             )
@@ -177,12 +180,15 @@ def learning_curve(
     names = resolve_estimators(list(estimators))
     missing = [e for e in names if any(p in data.missing for p in needs_of([e]))]
     if missing:
-        raise ValueError(f"{data.task}: the run lacks the stats of {', '.join(missing)} (their pass is incomplete)")
+        raise ValidationError(
+            f"{data.task}: the run lacks the stats of {', '.join(missing)} (their pass is incomplete)"
+        )
     check_boot_params(n_boot, level)
     if unknown := [f for f in focus if f not in names]:
-        raise ValueError(f"focus methods {', '.join(unknown)} are not among the estimators ({', '.join(names)})")
+        raise ValidationError(f"focus methods {', '.join(unknown)} are not among the estimators ({', '.join(names)})")
     sizes = _check_sizes(data, sizes)
     check_param("splits", n_splits, SPLITS)
+    check_param("seed", seed, SEED)
     cfg = ScoreConfig(names, n_seeds=n_splits, calibrator=calibrator, seed=seed, n_boot=n_boot, level=level)
     enough = n_boot > 0 and enough_per_class(data.y)  # else no interval (NaN bounds)
     counts = bootstrap_counts(data.y, n_boot, seed=(seed, zlib.crc32(data.task.encode()))) if enough else None

@@ -22,9 +22,10 @@ from typing import Any
 
 import numpy as np
 
-from tracecal._inputs import read_bytes
+from tracecal._inputs import UserFileError, read_bytes
+from tracecal.errors import ValidationError
 from tracecal.estimators import REGISTRY, get_estimator, resolve_estimators
-from tracecal.evaluation.config import legacy_identity
+from tracecal.evaluation.config import legacy_identity, stored_setting
 from tracecal.evaluation.protocol import ScoreConfig, TaskStats, sanitize, score_tasks
 from tracecal.evaluation.results import Results
 from tracecal.evaluation.runstore import RunStore
@@ -110,17 +111,18 @@ def run_selective(
     check_alpha_delta(alpha, delta)
     store = run_dir if isinstance(run_dir, RunStore) else RunStore(run_dir)
     conf = store.config()["config"]
+    run = {k: stored_setting(conf, k, store.path) for k in ("n_seeds", "sel_holdout", "cal_frac", "seed") if k in conf}
     names = resolve_estimators(list(estimators) if estimators else conf.get("estimators") or "all")
     data = load_stored_tasks(store, names, tasks)
-    n_seeds = n_splits or int(conf.get("n_seeds", 20))
-    holdout = float(conf.get("sel_holdout", 0.5)) if holdout is None else holdout
+    n_seeds = n_splits or run.get("n_seeds", 20)
+    holdout = run.get("sel_holdout", 0.5) if holdout is None else holdout
     check_holdout(holdout)
     cfg = ScoreConfig(
         names,
         n_seeds=n_seeds,
-        cal_frac=float(conf.get("cal_frac", 0.35)),
+        cal_frac=float(run.get("cal_frac", 0.35)),
         calibrator=conf.get("calibrator", "platt"),
-        seed=int(conf.get("seed", 0)),
+        seed=int(run.get("seed", 0)),
         n_boot=0,
         sel_alpha=alpha,
         sel_delta=delta,
@@ -159,22 +161,22 @@ def deployed_threshold(
     try:
         doc = json.loads(raw)
     except (ValueError, RecursionError) as e:
-        raise ValueError(f"guarantee file {p}: not the JSON `tracecal selective` writes ({e})") from None
+        raise UserFileError(f"guarantee file {p}: not the JSON `tracecal selective` writes ({e})") from None
     if not isinstance(doc, dict) or not isinstance(doc.get("tasks"), dict) or not {"alpha", "delta"} <= set(doc):
-        raise ValueError(f"{p} is not a selective.json (written by `tracecal selective RUN`)")
+        raise UserFileError(f"{p} is not a selective.json (written by `tracecal selective RUN`)")
     tasks = sorted(doc["tasks"])
     if task is None and len(tasks) != 1:
-        raise ValueError(f"{p} holds the tasks {', '.join(tasks)}: name one")
+        raise UserFileError(f"{p} holds the tasks {', '.join(tasks)}: name one")
     task = tasks[0] if task is None else task
     if task not in doc["tasks"]:
-        raise ValueError(f"{p} has no task {task!r}; it holds {', '.join(tasks)}")
+        raise UserFileError(f"{p} has no task {task!r}; it holds {', '.join(tasks)}")
     entry = doc["tasks"][task].get(estimator)
     deploy = entry.get("deploy") if isinstance(entry, dict) else None
     if not isinstance(deploy, dict):
-        raise ValueError(f"{p} has no deployable threshold of {estimator!r} for {task!r}")
+        raise UserFileError(f"{p} has no deployable threshold of {estimator!r} for {task!r}")
     thr = math.inf if deploy.get("threshold") is None else float(deploy["threshold"])  # null: none certified
     if not math.isfinite(thr):
-        raise ValueError(
+        raise ValidationError(
             f"{p}: no threshold of {estimator!r} on {task!r} keeps the error rate ≤ α = {doc['alpha']:g} "
             f"with probability ≥ 1 − δ = {1 - doc['delta']:g}: every answer would abstain. Rerun "
             "`tracecal selective` with a larger --alpha"

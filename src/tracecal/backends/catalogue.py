@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from tracecal.backends.integrity import file_sha256, remember_sha256, verified_sha256
-from tracecal.errors import TracecalError
+from tracecal.errors import TracecalError, ValidationError
 
 __all__ = [
     "CATALOGUE",
@@ -369,5 +369,5 @@ def named_gguf_path(name: str) -> Path:
     """The checked GGUF file of a model in :data:`NAMED_MODELS` (assembled on first use); ValueError listing the
     names for any other name."""
     if name not in CATALOGUE:
-        raise ValueError(f"unknown model name {name!r}; {named_models_hint()}")
+        raise ValidationError(f"unknown model name {name!r}; {named_models_hint()}")
     return CATALOGUE[name].resolve()

@@ -36,6 +36,7 @@ from tracecal.backends.catalogue import (
     named_models_hint,
     reusable_checkpoint,
 )
+from tracecal.errors import ValidationError
 
 __all__ = [
     "DEFAULT_GGUF_DIST",
@@ -171,5 +172,5 @@ def torch_dtype(dtype: str | torch.dtype, device: str) -> torch.dtype:
     aliases = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16", "half": "float16", "float": "float32"}
     name = aliases.get(str(dtype).lower(), str(dtype).lower())
     if name not in _DTYPES:
-        raise ValueError(f"unknown dtype {dtype!r}: use auto, {', '.join(_DTYPES)}")
+        raise ValidationError(f"unknown dtype {dtype!r}: use auto, {', '.join(_DTYPES)}")
     return _DTYPES[name]

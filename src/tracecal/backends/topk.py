@@ -37,6 +37,8 @@ from collections.abc import Callable
 
 import numpy as np
 
+from tracecal.errors import ValidationError
+
 __all__ = [
     "DEFAULT_TOPK_ESTIMATOR",
     "TOPK_ESTIMATORS",
@@ -70,15 +72,17 @@ class TopK:
         if lp.ndim == 1:
             lp = lp[None, :]
         if lp.ndim != 2:
-            raise ValueError(f"top-k log-probs must have shape (N, k), got {lp.shape}")
+            raise ValidationError(f"top-k log-probs must have shape (N, k), got {lp.shape}")
         if isinstance(vocab_size, bool) or not isinstance(vocab_size, int | np.integer) or vocab_size < 1:
-            raise ValueError(f"vocab_size must be a positive integer, got {vocab_size!r}")
+            raise ValidationError(f"vocab_size must be a positive integer, got {vocab_size!r}")
         if np.isnan(lp).any() or (lp > 1e-3).any():  # a log-prob a little above 0 is rounding: clipped to 0
-            raise ValueError("top-k log-probs must be ≤ 0 (log-probabilities) and not NaN; -inf marks a missing entry")
+            raise ValidationError(
+                "top-k log-probs must be ≤ 0 (log-probabilities) and not NaN; -inf marks a missing entry"
+            )
         lp = np.minimum(lp, 0.0)
         finite = np.isfinite(lp)
         if lp.shape[1] > vocab_size:
-            raise ValueError(f"{lp.shape[1]} top-k entries per row but vocab_size is only {vocab_size}")
+            raise ValidationError(f"{lp.shape[1]} top-k entries per row but vocab_size is only {vocab_size}")
         safe = np.where(finite, lp, 0.0)
         p = np.where(finite, np.exp(safe), 0.0)
         self.head = -np.sum(p * safe, axis=1)
@@ -200,7 +204,9 @@ def topk_entropy(topk_logprobs: np.ndarray, vocab_size: int, estimator: str = "u
     [``capped_tail``, ``uniform_tail``] (their numerical sums may overshoot by rounding); the rest are returned as is.
     """
     if estimator not in _ESTIMATE:
-        raise ValueError(f"unknown top-k entropy estimator {estimator!r}; choose one of {', '.join(TOPK_ESTIMATORS)}")
+        raise ValidationError(
+            f"unknown top-k entropy estimator {estimator!r}; choose one of {', '.join(TOPK_ESTIMATORS)}"
+        )
     t = TopK(topk_logprobs, vocab_size)
     est = _ESTIMATE[estimator](t)
     if estimator in ("geometric_tail", "zipf_tail"):

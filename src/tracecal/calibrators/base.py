@@ -23,20 +23,17 @@ is the one way a fitted calibrator is applied — by ``tracecal score``, ``trace
 estimators that wrap a calibrator and the Python API — and `Calibrator.fit_answers` fits on what it reads, so a
 class registered with `tracecal.calibrators.register_calibrator` is usable everywhere without touching any of them.
 
-Hyper-parameters are declared once per class in ``_parameter_constraints`` (`tracecal._validation`'s
-`Interval` / `Options`, plus `Flag` and `ListOf` for booleans and lists) and checked by one call,
-`check_constraints`, in ``fit`` and on load; a bad value raises `tracecal.errors.ValidationError` (a
+Hyper-parameters are declared once per class in ``_parameter_constraints`` (the one vocabulary of
+`tracecal._validation`: `Interval`, `Options`, `Flag`, `ListOf`) and checked by its one call, `check_params`, in
+``fit`` and on load; a bad value raises `tracecal.errors.ValidationError` (a
 ``ValueError``) naming the parameter, what it must be and what it got.
 """
 
 from __future__ import annotations
 
 import json
-import math
-import numbers
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -44,7 +41,7 @@ import numpy as np
 from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted
 
-from tracecal._validation import Constraint, Interval, Options, check_param
+from tracecal._validation import Constraint, check_params
 from tracecal.calibrators.values import (
     MAX_ABS_STATE,
     MAX_DEPTH,
@@ -66,10 +63,6 @@ from tracecal.version import __version__
 __all__ = [
     "CalibratorFileError",
     "Calibrator",
-    "Flag",
-    "ListOf",
-    "ParamConstraint",
-    "check_constraints",
     "read_calibrator_json",
     "check_number",
     "json_float",
@@ -145,84 +138,6 @@ def upgrade_legacy(d: Mapping[str, Any]) -> Mapping[str, Any]:
     return d
 
 
-# ---------------------------------------------------------------------------------------- parameter constraints
-
-
-@dataclass(frozen=True)
-class Flag:
-    """True or false (``bool`` or ``numpy.bool_``; 0 / 1 are not flags)."""
-
-    def accepts(self, value: Any) -> bool:
-        return isinstance(value, bool | np.bool_)
-
-    def describe(self) -> str:
-        return "true or false"
-
-    def problem(self, name: str, value: Any) -> str:
-        return ""
-
-
-def _flat_list(value: Any) -> bool:
-    return isinstance(value, list | tuple) or (isinstance(value, np.ndarray) and value.ndim == 1)
-
-
-def _is_pos_inf(value: Any) -> bool:
-    return isinstance(value, numbers.Real) and not isinstance(value, bool) and value == math.inf
-
-
-@dataclass(frozen=True)
-class ListOf:
-    """A non-empty list, tuple or 1-D array whose every item meets ``item`` (or is +inf, with ``allow_inf``),
-    with no item twice (``unique``); ``what`` names the items in messages."""
-
-    item: Interval | Options
-    what: str
-    allow_inf: bool = False
-    unique: bool = False
-
-    def _bad_item(self, value: Any) -> int | None:
-        for i, v in enumerate(value):
-            if not (self.item.accepts(v) or (self.allow_inf and _is_pos_inf(v))):
-                return i
-        return None
-
-    def accepts(self, value: Any) -> bool:
-        if not _flat_list(value) or len(value) == 0:
-            return False
-        return self._bad_item(value) is None and (not self.unique or len(set(value)) == len(value))
-
-    def describe(self) -> str:
-        return f"a non-empty list of {self.what}"
-
-    def problem(self, name: str, value: Any) -> str:
-        """What is wrong with the items of a list that `accepts` refuses ("" when the list itself is wrong)."""
-        if not _flat_list(value):
-            return ""
-        i = self._bad_item(value)
-        if i is not None:
-            return f"; {name}[{i}] = {value[i]!r} is not {self.item.describe()}{' or inf' if self.allow_inf else ''}"
-        repeated = [v for j, v in enumerate(value) if v in list(value)[:j]]
-        return f"; {repeated[0]!r} is given twice" if repeated else ""
-
-
-ParamConstraint = Constraint | Flag | ListOf
-"""A hyper-parameter's constraint: `tracecal._validation`'s (`Interval`, `Options`, None, a tuple), `Flag`, `ListOf`."""
-
-
-def check_constraints(params: Mapping[str, Any], constraints: Mapping[str, ParamConstraint]) -> None:
-    """Check every parameter that has a constraint, in the order declared; `ValidationError` (a ``ValueError``)
-    ``"<name> must be <what>, got <value>"`` for the first that fails."""
-    for name, constraint in constraints.items():
-        if name not in params:
-            continue
-        value = params[name]
-        if not isinstance(constraint, Flag | ListOf):
-            check_param(name, value, constraint)
-        elif not constraint.accepts(value):
-            detail = constraint.problem(name, value)
-            raise ValidationError(f"{name} must be {constraint.describe()}, got {value!r}{detail}")
-
-
 # ---------------------------------------------------------------------------------------- the base class
 
 
@@ -238,7 +153,7 @@ class Calibrator(BaseEstimator):
     """
 
     reads: ClassVar[str] = ""
-    _parameter_constraints: ClassVar[dict[str, ParamConstraint]] = {}
+    _parameter_constraints: ClassVar[dict[str, Constraint]] = {}
     provenance: dict[str, str | None] | None = None  # the answers it was fitted on (`tracecal.traces.provenance`)
 
     # ---- the one way in: what it reads, and P(correct) --------------------------------------------
@@ -299,7 +214,7 @@ class Calibrator(BaseEstimator):
 
     def _check_params(self) -> None:
         """Raise ``ValueError`` saying which hyper-parameter is invalid (called by ``fit`` and on load)."""
-        check_constraints(self.get_params(deep=False), self._parameter_constraints)
+        check_params(self.get_params(deep=False), self._parameter_constraints)
 
     @classmethod
     def _params_from_json(cls, params: dict[str, Any]) -> dict[str, Any]:

@@ -28,18 +28,8 @@ from scipy.special import expit
 from sklearn.utils import ClassifierTags, Tags
 from sklearn.utils.validation import validate_data
 
-from tracecal._validation import Interval, Options
-from tracecal.calibrators.base import (
-    Z_CLIP,
-    Calibrator,
-    CalibratorFileError,
-    Flag,
-    ListOf,
-    ParamConstraint,
-    check_number,
-    json_array,
-    json_float,
-)
+from tracecal._validation import Constraint, Flag, Interval, ListOf, Options
+from tracecal.calibrators.base import Z_CLIP, Calibrator, CalibratorFileError, check_number, json_array, json_float
 from tracecal.errors import ValidationError
 from tracecal.signals.features import feature_names, trace_plus_features
 from tracecal.signals.operators import KERNELS
@@ -72,7 +62,7 @@ STANDARDISATION_KEYS = ("feature_names", "means", "sds", "kept")
 TAIL_KEYS = ("constant", "n_train", "base_rate")
 """The last keys of every saved state."""
 
-FEATURE_CONSTRAINTS: dict[str, ParamConstraint] = {
+FEATURE_CONSTRAINTS: dict[str, Constraint] = {
     "lams": ListOf(Interval(float, 0, None, closed="neither"), "decay rates λ > 0"),
     "first_k": Interval(int, 1, None),
     "kernel": Options(*KERNELS),

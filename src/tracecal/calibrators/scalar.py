@@ -41,14 +41,13 @@ from sklearn.exceptions import NotFittedError
 from sklearn.isotonic import IsotonicRegression
 from sklearn.utils import Tags
 
-from tracecal._validation import Interval
+from tracecal._validation import Constraint, Interval
 from tracecal.calibrators.base import (
     FORMAT_VERSION,
     MAX_ABS_STATE,
     Z_CLIP,
     Calibrator,
     CalibratorFileError,
-    ParamConstraint,
     check_number,
     json_array,
     json_float,
@@ -215,7 +214,7 @@ class PlattCalibrator(ScalarCalibrator):
 
     kind: ClassVar[str] = "platt"
     _STATE_KEYS: ClassVar[tuple[str, ...]] = ("mean_", "scale_", "coef_", "intercept_")
-    _parameter_constraints: ClassVar[dict[str, ParamConstraint]] = {
+    _parameter_constraints: ClassVar[dict[str, Constraint]] = {
         "C": Interval(float, 0, None, closed="neither"),
         "max_iter": Interval(int, 1, None),
     }
@@ -293,7 +292,7 @@ class TemperatureCalibrator(ScalarCalibrator):
 
     kind: ClassVar[str] = "temperature"
     _STATE_KEYS: ClassVar[tuple[str, ...]] = ("temperature_",)
-    _parameter_constraints: ClassVar[dict[str, ParamConstraint]] = {
+    _parameter_constraints: ClassVar[dict[str, Constraint]] = {
         "eps": Interval(float, 0, 0.5, closed="neither"),
         "max_log_t": Interval(float, 0, None, closed="neither"),
     }

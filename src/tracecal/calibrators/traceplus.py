@@ -24,8 +24,8 @@ from typing import Any, ClassVar
 import numpy as np
 from sklearn.linear_model import LogisticRegression
 
-from tracecal._validation import Interval
-from tracecal.calibrators.base import CalibratorFileError, ParamConstraint, json_array, json_float
+from tracecal._validation import Constraint, Interval
+from tracecal.calibrators.base import CalibratorFileError, json_array, json_float
 from tracecal.calibrators.features_base import FEATURE_CONSTRAINTS, PARAMS, LinearTraceCalibrator, Traces, logit
 
 __all__ = ["TracePlus"]
@@ -69,7 +69,7 @@ class TracePlus(LinearTraceCalibrator):
     ['first3_entropy_conf', 'mean_entropy_conf']
     """
 
-    _parameter_constraints: ClassVar[dict[str, ParamConstraint]] = {
+    _parameter_constraints: ClassVar[dict[str, Constraint]] = {
         "C": Interval(float, 0, None, closed="neither"),
         **FEATURE_CONSTRAINTS,
     }

@@ -40,8 +40,8 @@ import numpy as np
 from scipy.special import expit
 from sklearn.model_selection import RepeatedStratifiedKFold
 
-from tracecal._validation import Interval, Options
-from tracecal.calibrators.base import CalibratorFileError, Flag, ListOf, ParamConstraint, json_array, json_float
+from tracecal._validation import Constraint, Flag, Interval, ListOf, Options
+from tracecal.calibrators.base import CalibratorFileError, json_array, json_float
 from tracecal.calibrators.features_base import PARAMS, PENALTIES, TraceFeatureCalibrator, Traces, logit, penalty_json
 from tracecal.calibrators.logistic import DEFAULT_PENALTIES, batched_platt, log_loss, one_se_index, penalised_logistic
 from tracecal.errors import ValidationError
@@ -94,7 +94,7 @@ class TracePlusCV(TraceFeatureCalibrator):
     extension; inf: none), ``cv_loss_`` (its CV log-loss per λ), ``n_train_``, ``base_rate_``, ``constant_``.
     """
 
-    _parameter_constraints: ClassVar[dict[str, ParamConstraint]] = {
+    _parameter_constraints: ClassVar[dict[str, Constraint]] = {
         "statistics": ListOf(Options(*DEFAULT_STATISTICS), "distinct statistic names", unique=True),
         "consensus": Flag(),
         "monotone": Flag(),

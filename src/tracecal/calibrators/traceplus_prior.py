@@ -43,8 +43,8 @@ from typing import Any, ClassVar
 import numpy as np
 from sklearn.model_selection import StratifiedKFold
 
-from tracecal._validation import Interval
-from tracecal.calibrators.base import CalibratorFileError, Flag, ParamConstraint, json_array, json_float
+from tracecal._validation import Constraint, Flag, Interval
+from tracecal.calibrators.base import CalibratorFileError, json_array, json_float
 from tracecal.calibrators.features_base import (
     FEATURE_CONSTRAINTS,
     PARAMS,
@@ -93,7 +93,7 @@ class TracePlusPrior(LinearTraceCalibrator):
     cross-validation), ``n_train_``, ``base_rate_``, ``constant_`` (the base rate for single-class labels).
     """
 
-    _parameter_constraints: ClassVar[dict[str, ParamConstraint]] = {
+    _parameter_constraints: ClassVar[dict[str, Constraint]] = {
         "penalties": PENALTIES,
         "n_folds": Interval(int, 2, None),
         "min_per_fold": Interval(int, 1, None),

@@ -9,10 +9,9 @@ from typing import Annotated
 
 import typer
 
-from tracecal._validation import Interval
+from tracecal._validation import Interval, check_params
 from tracecal.cli.common import check_option, note, out_console, safe_text, split_names, user_errors
 from tracecal.errors import ValidationError
-from tracecal.stats.splits import SPLITS
 
 __all__ = ["ablate_command", "cross_model_command"]
 
@@ -32,11 +31,11 @@ def ablate_command(
 ) -> None:
     """Score the TRACE ablations on a run's stored traces; writes RUN/ablations.json and RUN/ablations.md."""
     from tracecal.analysis.ablation_tables import ablation_markdown
-    from tracecal.analysis.ablations import run_ablations
+    from tracecal.analysis.ablations import ABLATION_CONSTRAINTS, run_ablations
     from tracecal.evaluation.runstore import RunStore
 
-    check_option("--seeds", seeds, SPLITS)
-    check_option("--cal-frac", cal_frac, Interval(float, 0, 1, closed="neither"))
+    options = {"n_seeds": "--seeds", "cal_frac": "--cal-frac", "seed": "--seed"}
+    check_params({"n_seeds": seeds, "cal_frac": cal_frac, "seed": seed}, ABLATION_CONSTRAINTS, rename=options.get)
     chosen = split_names(groups) or None
     unknown = [g for g in chosen or () if g not in GROUPS]
     if unknown:

@@ -13,7 +13,7 @@ from typing import Annotated, Any
 
 import typer
 
-from tracecal._validation import Interval, check_params
+from tracecal._validation import Interval
 from tracecal.backends.registry import IN_PROCESS, backend_names, get_backend
 from tracecal.cli.common import (
     DataDirOpt,
@@ -125,14 +125,12 @@ def evaluate_config(run_dir: Path | None = None, given: Collection[str] | None =
 def stored_settings(run_dir: Path, kw: dict[str, Any], given: set[str]) -> dict[str, Any]:
     """``kw`` with each `STORED_WITH_SCORE_ONLY` setting not in ``given`` taken from ``run_dir``'s config.json
     (checked against its constraint, the file named on a bad value); a given one checked by `_check_given`."""
-    from tracecal.evaluation.config import EVAL_CONSTRAINTS, ConfigError, cli_name
-    from tracecal.evaluation.protocol import SCORE_CONSTRAINTS
+    from tracecal.evaluation.config import ConfigError, cli_name, stored_setting
     from tracecal.evaluation.runstore import RunStore
 
     store = RunStore(run_dir)
     doc = store.config()
     stored, where = doc.get("config") or {}, store.artefact_path("config.json")
-    constraints = EVAL_CONSTRAINTS | SCORE_CONSTRAINTS
     out = dict(kw)
     for key in STORED_WITH_SCORE_ONLY:
         if key not in stored:
@@ -140,18 +138,13 @@ def stored_settings(run_dir: Path, kw: dict[str, Any], given: set[str]) -> dict[
         if key in given:
             _check_given(key, kw[key], stored[key], doc.get("identity") or {}, where)
             continue
-        value = stored[key]
         try:
-            if key == "tasks" and not (isinstance(value, list) and all(isinstance(t, str) for t in value)):
-                raise ConfigError(f"tasks must be a list of task names, got {value!r}")
-            if key in constraints:
-                check_params({key: value}, {key: constraints[key]}, ConfigError, cli_name)
+            out[key] = stored_setting(stored, key, run_dir)
         except ValidationError as e:
             raise ConfigError(
-                f"{where}: {e} (a value read from the run's config.json, which --score-only uses where the option "
-                f"is not given: give --{cli_name(key)}, or repair the file)"
+                f"{e} (--score-only uses the run's config.json where the option is not given: give "
+                f"--{cli_name(key)}, or repair the file)"
             ) from None
-        out[key] = value
     return out
 
 

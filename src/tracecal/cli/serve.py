@@ -24,7 +24,7 @@ from typing import Annotated, Any
 
 import typer
 
-from tracecal._validation import Interval
+from tracecal._validation import Interval, check_params
 from tracecal.backends.registry import DTYPE, IN_PROCESS, backend_names, get_backend
 from tracecal.backends.runtime import DTYPES
 from tracecal.cli.common import FOREIGN, DtypeOpt, ThreadsOpt, check_option, user_errors
@@ -130,8 +130,12 @@ def serve_command(
 def _check_backend_options(o: dict[str, Any]) -> None:
     """Refuse options that contradict each other, name no backend or have values outside their range (before any
     model or server is touched)."""
+    from tracecal.serve.config import ServeConfig
+
     for flag, (name, constraint) in OPTION_CONSTRAINTS.items():
         check_option(flag, o[name], constraint)
+    given = {k: o[k] for k in (*CONFIG_OPTIONS, "abstain_below") if o.get(k) is not None}  # ServeConfig's own check,
+    check_params(given, ServeConfig.parameter_constraints, rename=lambda n: "--" + n.replace("_", "-"))  # named
     if o["upstream"] and (o["no_model"] or o["model"]):
         raise ValidationError("--upstream proxies a server: leave out --model and --no-model")
     if o["tokenizer"] is not None and not o["upstream"]:
@@ -243,7 +247,7 @@ def _build_app(cfg: Any, o: dict[str, Any]) -> Any:
                 tokenizer=tok,
             )
         except HTTPBackendError as e:
-            raise ValueError(str(e)) from e
+            raise ValidationError(str(e)) from e
         return create_app(chat, cal, cfg, text_model=text, calibrator_path=calibrator)
     from tracecal.backends import load_model
 

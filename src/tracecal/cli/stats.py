@@ -17,6 +17,7 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
+from tracecal._validation import SEED
 from tracecal.cli.common import check_option, console, fmt_num, out_console, shown, split_names, user_errors
 from tracecal.errors import ValidationError
 from tracecal.stats.splits import SPLITS
@@ -173,6 +174,7 @@ def learning_curve_command(
     from tracecal.evaluation.runstore import RunStore
     from tracecal.report.learning_curve import run_learning_curve
 
+    check_option("--seed", seed, SEED)
     t0 = time.perf_counter()
     kw = {"sizes": _sizes(sizes), "n_splits": splits, "n_boot": n_boot, "level": level, "seed": seed}
     doc = run_learning_curve(run_dir, _names(tasks), _names(estimators), focus=split_names(focus), **kw)

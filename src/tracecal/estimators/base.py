@@ -14,7 +14,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from tracecal.errors import TracecalError
+from tracecal._validation import Constraint, check_params
+from tracecal.errors import TracecalError, ValidationError
 from tracecal.passes import PASSES, TOKEN, passes_for, provider_of, stat_kind
 from tracecal.traces.trace import Trace, TraceBatch
 
@@ -91,7 +92,9 @@ class Estimator:
     may read). ``self_calibrated`` estimators output probabilities fitted on the calibration split (TRACE+) and are not
     passed through the Platt calibrator; ``needs_fit`` ones choose a parameter on the calibration split.
     ``opt_in`` ones (the sampling estimators: K generations per question) are not in ``all`` nor the defaults
-    (`default_estimators`); they run when named or selected by group.
+    (`default_estimators`); they run when named or selected by group. ``_parameter_constraints`` declares the
+    constraint of each ``__init__`` parameter (`tracecal._validation`, as the calibrators do), checked by
+    `check_params` (`get_estimator` calls it; a bad value raises `tracecal.errors.ValidationError` naming it).
     """
 
     name: ClassVar[str] = ""
@@ -102,6 +105,7 @@ class Estimator:
     needs_fit: ClassVar[bool] = False
     substitute: ClassVar[str | None] = None  # named in reports when the original component was replaced
     opt_in: ClassVar[bool] = False  # left out of ``all`` and the defaults (a costly pass): selected by name or group
+    _parameter_constraints: ClassVar[dict[str, Constraint]] = {}
 
     def fit(self, inputs: Inputs, y: np.ndarray) -> Estimator:
         return self
@@ -111,6 +115,12 @@ class Estimator:
 
     def get_params(self) -> dict[str, Any]:
         return {k: v for k, v in vars(self).items() if not k.endswith("_")}
+
+    def check_params(self) -> Estimator:
+        """``self`` when every parameter meets its declared constraint (`_parameter_constraints`); else
+        `ValidationError` ``"<estimator>: <param> must be <what>, got <value>"``."""
+        check_params(self.get_params(), self._parameter_constraints, rename=lambda p: f"{self.name}: {p}")
+        return self
 
     def __repr__(self) -> str:
         params = ", ".join(f"{k}={v!r}" for k, v in self.get_params().items())
@@ -131,6 +141,14 @@ class FittedModelEstimator(Estimator):
     needs_fit = True
     model_class: ClassVar[Any] = None
 
+    def check_params(self) -> Estimator:
+        """The parameters are the model's: checked against ``model_class``'s declared constraints."""
+        if self.model_class is not None:
+            own = self.get_params()
+            cons = {k: c for k, c in self.model_class._parameter_constraints.items() if k in own}
+            check_params(own, cons, rename=lambda p: f"{self.name}: {p}")
+        return super().check_params()
+
     def fit(self, inputs: Inputs, y: np.ndarray) -> FittedModelEstimator:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)  # zero-token answers / single class: reported by harness
@@ -147,7 +165,7 @@ REGISTRY: dict[str, type[Estimator]] = {}
 
 def register(cls: type[Estimator]) -> type[Estimator]:
     if not cls.name or cls.name in REGISTRY:
-        raise ValueError(f"estimator name {cls.name!r} is empty or already registered")
+        raise ValidationError(f"estimator name {cls.name!r} is empty or already registered")
     REGISTRY[cls.name] = cls
     return cls
 
@@ -157,14 +175,14 @@ class UnknownEstimatorError(TracecalError, ValueError):
 
 
 def get_estimator(name: str, **params: Any) -> Estimator:
-    """An estimator instance by registry name."""
+    """An estimator instance by registry name, its parameters checked (`Estimator.check_params`)."""
     if name not in REGISTRY:
         import difflib
 
         close = difflib.get_close_matches(name, REGISTRY, n=1)
         hint = f" Did you mean {close[0]!r}?" if close else ""
         raise UnknownEstimatorError(f"unknown estimator {name!r}.{hint} Known: {', '.join(sorted(REGISTRY))}")
-    return REGISTRY[name](**params)
+    return REGISTRY[name](**params).check_params()
 
 
 def passes_of(cls: type[Estimator]) -> set[str]:

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from tracecal._validation import Interval, ListOf
 from tracecal.estimators.base import Estimator, Inputs, register
 from tracecal.signals.statistics import TRACE_STATISTICS, TraceStatistic, trace_statistic
 from tracecal.stats.metrics import auroc
@@ -62,6 +63,10 @@ class BeamRatio(Estimator):
     stats = frozenset({"beam"})
     description = "beam score ratio exp(s_1 − s_k), k chosen by calibration-split AUROC"
     needs_fit = True
+    _parameter_constraints = {
+        "k": (Interval(int, 2, None), None),
+        "candidates": ListOf(Interval(int, 2, None), "beam ranks ≥ 2"),
+    }
 
     def __init__(self, k: int | None = None, candidates: Sequence[int] = (2, 3, 4, 5)) -> None:
         self.k, self.candidates = k, tuple(candidates)

@@ -15,7 +15,7 @@ from tracecal.calibrators.traceplus import TracePlus
 from tracecal.calibrators.traceplus_cv import TracePlusCV
 from tracecal.calibrators.traceplus_prior import TracePlusPrior
 from tracecal.estimators.base import Estimator, FittedModelEstimator, Inputs, register
-from tracecal.signals.operators import TraceConfig, trace_confidence
+from tracecal.signals.operators import TRACE_CONSTRAINTS, TraceConfig, trace_confidence
 
 __all__ = [
     "TraceEstimator",
@@ -35,6 +35,7 @@ class TraceEstimator(Estimator):
     name = "trace"
     family = "TRACE"
     description = "TRACE: exp(−(0.4·D_2(H) + 0.4·M^4(H) + 0.2·L_1/4(s)))"
+    _parameter_constraints = TRACE_CONSTRAINTS
 
     def __init__(
         self,
@@ -48,6 +49,12 @@ class TraceEstimator(Estimator):
     ) -> None:
         self.alpha, self.beta, self.gamma, self.lam = alpha, beta, gamma, lam
         self.window, self.rho, self.kernel = window, rho, kernel
+
+    def check_params(self) -> Estimator:
+        """Each setting against `TRACE_CONSTRAINTS`, then alpha + beta + gamma = 1 (`TraceConfig`)."""
+        super().check_params()
+        TraceConfig(**self.get_params())
+        return self
 
     def score(self, inputs: Inputs) -> np.ndarray:
         cfg = TraceConfig(self.alpha, self.beta, self.gamma, self.lam, self.window, self.rho, self.kernel)

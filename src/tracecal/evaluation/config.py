@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from tracecal._validation import Interval, Options, check_params
+from tracecal._validation import SEED, Interval, Options, check_params, from_source
 from tracecal.backends import runtime
 from tracecal.backends.registry import (
     DEFAULT_BACKEND,
@@ -37,6 +37,7 @@ from tracecal.passes.semantic import EMBEDDER_DTYPES as _EMBEDDER_DTYPES
 __all__ = [
     "EvalConfig",
     "ConfigError",
+    "UnknownSettingError",
     "BACKENDS",
     "DTYPES",
     "EMBEDDER_DTYPES",
@@ -48,6 +49,7 @@ __all__ = [
     "resolve_embedder_dtype",
     "legacy_identity",
     "split_sizes",
+    "stored_setting",
     "check_splittable",
 ]
 
@@ -107,6 +109,25 @@ class ConfigError(ValidationError):
     """An evaluation setting is invalid (found before anything is written)."""
 
 
+class UnknownSettingError(ConfigError, TypeError):
+    """`EvalConfig` was given a keyword it does not know, or ``score`` together with its settings (a ``TypeError``,
+    as Python's own for an unexpected keyword, and a `ConfigError`)."""
+
+
+def stored_setting(stored: dict[str, Any], key: str, run: Any) -> Any:
+    """The value of setting ``key`` in a run's ``config.json`` (its ``config`` dict ``stored``; run directory ``run``),
+    checked against the setting's one declared constraint (`EVAL_CONSTRAINTS`, `SCORE_CONSTRAINTS`): a bad value
+    raises `ConfigError` ``"config.json of RUN: <key> must be <what>, got <value>"``, the file named as its source."""
+    value = stored[key]
+    source = from_source(f"config.json of {run}")
+    if key == "tasks" and not (isinstance(value, list) and all(isinstance(t, str) for t in value)):
+        raise ConfigError(f"{source(key)} must be a list of task names, got {value!r}")
+    constraints = EVAL_CONSTRAINTS | SCORE_CONSTRAINTS
+    if key in constraints:
+        check_params({key: value}, {key: constraints[key]}, ConfigError, source)
+    return value
+
+
 def cli_name(name: str) -> str:
     """A setting as the command line spells it: ``cal_frac`` → ``cal-frac``."""
     return name.replace("_", "-")
@@ -132,7 +153,7 @@ class EvalConfig:
     beam_max_new_tokens: int | None = setting(32, (_POSITIVE, None))
     num_samples: int = setting(10, _POSITIVE)
     sample_temperature: float = setting(1.0, Interval(float, 0.0, None, closed="neither"))
-    sample_seed: int = setting(0, Interval(int, 0, None))
+    sample_seed: int = setting(0, SEED)
     chat: bool | None = None
     shard_size: int = setting(64, _POSITIVE)
     on_error: str = setting("skip", Options("skip", "raise"))
@@ -159,9 +180,9 @@ class EvalConfig:
         scoring = {k: settings.pop(k) for k in SCORE_FIELDS if k in settings}
         own = {f.name: f for f in fields(EvalConfig) if f.name not in ("tasks", "score")}
         if unknown := sorted(set(settings) - set(own)):
-            raise TypeError(f"EvalConfig got unexpected keyword argument(s): {', '.join(unknown)}")
+            raise UnknownSettingError(f"EvalConfig got unexpected keyword argument(s): {', '.join(unknown)}")
         if score is not None and scoring:
-            raise TypeError(f"EvalConfig takes score or its settings, not both ({', '.join(scoring)})")
+            raise UnknownSettingError(f"EvalConfig takes score or its settings, not both ({', '.join(scoring)})")
         self.tasks = tasks
         for name, f in own.items():
             object.__setattr__(self, name, settings.get(name, f.default))

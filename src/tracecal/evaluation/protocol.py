@@ -32,7 +32,7 @@ from typing import Any, TypeVar
 import numpy as np
 import pyarrow as pa
 
-from tracecal._validation import Constraint, Interval, check_params
+from tracecal._validation import SEED, Constraint, Interval, check_params
 from tracecal.estimators import REGISTRY, Inputs, get_estimator, passes_of
 from tracecal.evaluation.ranking import (
     MIN_PER_CLASS_RANKED,
@@ -114,7 +114,7 @@ class ScoreConfig:
     cal_frac: float = setting(0.35, Interval(float, 0, 1, closed="neither"))
     calibrator: str = "platt"
     n_bins: int = setting(10, N_BINS)
-    seed: int = 0
+    seed: int = setting(0, SEED)
     n_boot: int = setting(1000, N_BOOT)
     level: float = setting(0.95, LEVEL)
     sel_alpha: float = setting(0.1, ALPHA)

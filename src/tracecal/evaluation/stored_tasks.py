@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import Any
 
+from tracecal.errors import ValidationError
 from tracecal.estimators import needs_of
 from tracecal.evaluation.protocol import TaskStats
 from tracecal.evaluation.run import load_task_stats
@@ -46,7 +47,7 @@ def load_stored_tasks(
     names = list(dict.fromkeys(cols["task"]))
     unknown = [t for t in tasks or () if t not in names]
     if unknown:
-        raise ValueError(f"task {unknown[0]!r} is not in {store.path}; it holds {', '.join(names)}")
+        raise ValidationError(f"task {unknown[0]!r} is not in {store.path}; it holds {', '.join(names)}")
     info = store.read_results().get("tasks", {})
     passes = needs_of(estimators)
     out = []

@@ -27,7 +27,7 @@ from typing import Any, ClassVar
 import numpy as np
 import pyarrow as pa
 
-from tracecal.errors import TracecalError
+from tracecal.errors import TracecalError, ValidationError
 
 __all__ = [
     "ANSWER",
@@ -82,10 +82,10 @@ class Pass:
         out: dict[str, Any] = {"id": list(ids)}
         for stat, kind in self.provides.items():
             if stat not in columns:
-                raise ValueError(f"pass {self.name!r} did not compute {stat!r}")
+                raise ValidationError(f"pass {self.name!r} did not compute {stat!r}")
             col = columns[stat]
             if len(col) != len(ids):
-                raise ValueError(f"pass {self.name!r}: {stat!r} has {len(col)} values for {len(ids)} answers")
+                raise ValidationError(f"pass {self.name!r}: {stat!r} has {len(col)} values for {len(ids)} answers")
             if kind == ANSWER:
                 out[stat] = np.asarray(col, dtype=np.float64)
             else:
@@ -103,21 +103,21 @@ PASSES: dict[str, type[Pass]] = {}
 def register_pass(cls: type[Pass]) -> type[Pass]:
     """Add a pass to the registry (usable as a class decorator)."""
     if not cls.name or cls.name in PASSES:
-        raise ValueError(f"pass name {cls.name!r} is empty or already registered")
+        raise ValidationError(f"pass name {cls.name!r} is empty or already registered")
     bad = {k: v for k, v in cls.provides.items() if v not in KINDS}
     if bad:
-        raise ValueError(f"pass {cls.name!r}: unknown stat kinds {bad}; use {', '.join(KINDS)}")
+        raise ValidationError(f"pass {cls.name!r}: unknown stat kinds {bad}; use {', '.join(KINDS)}")
     for other in PASSES.values():
         clash = set(other.provides) & set(cls.provides)
         if clash:
-            raise ValueError(f"pass {cls.name!r}: stats {sorted(clash)} are already provided by {other.name!r}")
+            raise ValidationError(f"pass {cls.name!r}: stats {sorted(clash)} are already provided by {other.name!r}")
     PASSES[cls.name] = cls
     return cls
 
 
 def get_pass(name: str) -> type[Pass]:
     if name not in PASSES:
-        raise ValueError(f"unknown pass {name!r}; known: {', '.join(PASSES)}")
+        raise ValidationError(f"unknown pass {name!r}; known: {', '.join(PASSES)}")
     return PASSES[name]
 
 
@@ -141,7 +141,7 @@ def passes_for(stats: Iterable[str]) -> list[str]:
         if name in order:
             return
         if name in path:
-            raise ValueError(f"passes depend on each other in a cycle: {' → '.join((*path, name))}")
+            raise ValidationError(f"passes depend on each other in a cycle: {' → '.join((*path, name))}")
         for dep in get_pass(name).depends:
             visit(dep, (*path, name))
         order.append(name)

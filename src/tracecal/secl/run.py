@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from tracecal.errors import ValidationError
 from tracecal.secl.adapter import SECLAdapter, UpdateInfo, require_hf
 from tracecal.secl.config import SECLConfig
 from tracecal.secl.cost import CostMeter
@@ -83,7 +84,7 @@ class SECLRun:
         self.items = list(items)
         self.cfg = cfg or SECLConfig()
         if not self.items:
-            raise ValueError("empty stream")
+            raise ValidationError("empty stream")
         frozen.check(self.items, lm.model_id)
         self.frozen = frozen
         self.target = target_series(self.cfg.target, frozen, self.items)  # τ of every question (scope confidence)
@@ -157,7 +158,7 @@ class SECLRun:
         """Feed question i's statistic to the gate and record its decision (a closed gate queues i's v read); an
         alarm resets the adapter first with ``reset_at="shift"``."""
         if i != self.observed:
-            raise ValueError(f"questions are observed in stream order: expected {self.observed}, got {i}")
+            raise ValidationError(f"questions are observed in stream order: expected {self.observed}, got {i}")
         adapter = self._open_adapter()
         x = answer_statistic(self.entropy[i], self.surprisal[i], self.cfg.statistic)
         step = self.gate.observe(x)
@@ -190,7 +191,7 @@ class SECLRun:
         """
         adapter = self._open_adapter()
         if i != self.observed - 1 or not self.record.gate_open[i]:
-            raise ValueError(f"question {i} is not the last one observed, with the gate open")
+            raise ValidationError(f"question {i} is not the last one observed, with the gate open")
         self.flush()
         tau = self.tau(i)
         with self.cost.timer("update"):
@@ -332,7 +333,7 @@ def run_secl(
     cfg = cfg or SECLConfig()
     items = list(items)
     if not items:
-        raise ValueError("empty stream")
+        raise ValidationError("empty stream")
     if frozen is None:
         frozen = frozen_pass(lm, items, cfg.batch_size, progress)
     return SECLRun(lm, items, cfg, frozen, progress=progress).run(save_adapter)

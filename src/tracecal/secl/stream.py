@@ -121,7 +121,7 @@ def answer_statistic(entropy: np.ndarray, surprisal: np.ndarray, name: str = "me
         return float(np.mean(surprisal))
     if name == "first_entropy":
         return float(entropy[0])
-    raise ValueError(f"unknown statistic {name!r}")
+    raise ValidationError(f"unknown statistic {name!r}")
 
 
 @dataclass

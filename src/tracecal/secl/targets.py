@@ -24,6 +24,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from tracecal.errors import ValidationError
+
 if TYPE_CHECKING:
     from tracecal.secl.frozen import FrozenPass
     from tracecal.secl.stream import StreamItem
@@ -73,11 +75,11 @@ def target_series(kind: str, frozen: FrozenPass, items: Sequence[StreamItem]) ->
         return np.asarray(frozen.tau, dtype=np.float64).copy()
     if kind == "ptrue":
         if frozen.p_yes is None:
-            raise ValueError("target 'ptrue' needs the frozen pass's raw P(yes); recompute the frozen pass")
+            raise ValidationError("target 'ptrue' needs the frozen pass's raw P(yes); recompute the frozen pass")
         return np.asarray(frozen.p_yes, dtype=np.float64).copy()
     if kind in ("trace", "trace_rank"):
         c = trace_target(frozen.entropy, frozen.surprisal)
         return c if kind == "trace" else online_rank(c)
     if kind == "oracle":
         return np.array([float(it.task.label(it.example, a)) for it, a in zip(items, frozen.answers, strict=True)])
-    raise ValueError(f"unknown target {kind!r}; known: {', '.join(TARGET_NAMES)}")
+    raise ValidationError(f"unknown target {kind!r}; known: {', '.join(TARGET_NAMES)}")

@@ -109,7 +109,7 @@ def _openai_validation(exc: RequestValidationError, status: int = 400) -> JSONRe
     detail = validation_detail(exc.errors())
     first: dict[str, Any] = detail[0] if detail else {"loc": [], "msg": "invalid request"}
     param = _param(first["loc"])
-    where = f"{param}: " if param else ""
+    where = f"{param}: " if param and not first["msg"].startswith(f"{param} ") else ""  # the message names it
     message = where + first["msg"]
     if len(detail) > 1:
         message += (

@@ -30,6 +30,9 @@ from pydantic import (
     model_validator,
 )
 
+from tracecal._validation import check_param
+from tracecal.errors import ValidationError
+from tracecal.serve.config import ServeConfig
 from tracecal.traces.segments import MAX_TOKEN_NATS
 
 __all__ = [
@@ -47,13 +50,16 @@ __all__ = [
 ]
 
 
+SERVE_CONSTRAINTS = ServeConfig.parameter_constraints
+
+
 def _unicode(v: str) -> str:
     """``v`` if it is valid Unicode; a lone surrogate (JSON ``"\\ud800"`` without its pair) cannot be encoded as
     UTF-8, tokenised or echoed back, so it is refused here (a 400 naming the field) rather than failing later."""
     try:
         v.encode("utf-8")
     except UnicodeEncodeError as e:
-        raise ValueError(
+        raise ValidationError(
             f"not valid Unicode: a lone surrogate (\\u{ord(v[e.start]):04x}) at character {e.start}; "
             "a \\ud800-\\udfff escape must be half of a surrogate pair"
         ) from None
@@ -80,13 +86,15 @@ class ScoreRequest(BaseModel):
     @model_validator(mode="after")
     def _same_shape(self) -> ScoreRequest:
         if len(self.surprisal) != len(self.entropy):
-            raise ValueError(
+            raise ValidationError(
                 f"surprisal has {len(self.surprisal)} answers but entropy has {len(self.entropy)}: send one list "
                 "per answer in each"
             )
         for i, (s, h) in enumerate(zip(self.surprisal, self.entropy, strict=True)):
             if len(s) != len(h):
-                raise ValueError(f"answer {i}: {len(s)} surprisal values but {len(h)} entropy values (one per token)")
+                raise ValidationError(
+                    f"answer {i}: {len(s)} surprisal values but {len(h)} entropy values (one per token)"
+                )
         return self
 
 
@@ -117,7 +125,7 @@ class ChatMessage(BaseModel):
 def ends_with_a_question(v: list[ChatMessage]) -> list[ChatMessage]:
     """``v`` unless its last message is the assistant's (the answer is the turn that follows the messages)."""
     if v[-1].role == "assistant":
-        raise ValueError("the last message must not be the assistant's (continuing it is not supported)")
+        raise ValidationError("the last message must not be the assistant's (continuing it is not supported)")
     return v
 
 
@@ -167,20 +175,28 @@ class _Common(BaseModel):
         None, ge=0, le=1, description="tracecal: stop once the running c_TRACE falls below this (finish 'risk')"
     )
 
+    @field_validator("stop_on_risk", mode="before")
+    @classmethod
+    def _as_declared(cls, v: object, info: ValidationInfo) -> object:
+        """The setting's one declared constraint (`tracecal.serve.config.ServeConfig`, as ``--stop-on-risk``), checked
+        before pydantic's own: the same value gets the same message on every surface."""
+        name = info.field_name or ""
+        return check_param(name, v, SERVE_CONSTRAINTS[name])
+
     @field_validator("temperature", "top_p", "n", "presence_penalty", "frequency_penalty")
     @classmethod
     def _greedy_only(cls, v: float | None, info: ValidationInfo) -> float | None:
         """The one value (or absence) of a sampling field under which decoding stays greedy (`GREEDY_ONLY`)."""
         neutral, why = GREEDY_ONLY[info.field_name or ""]
         if v not in (None, neutral):
-            raise ValueError(why.format(v=v))
+            raise ValidationError(why.format(v=v))
         return v
 
     @field_validator("logit_bias")
     @classmethod
     def _no_bias(cls, v: dict[str, float] | None) -> dict[str, float] | None:
         if v:
-            raise ValueError("logit_bias is not supported (it changes the decoded distribution)")
+            raise ValidationError("logit_bias is not supported (it changes the decoded distribution)")
         return v
 
     @property
@@ -206,7 +222,7 @@ class ChatCompletionRequest(_Common):
     @classmethod
     def _no_alternatives(cls, v: int | None) -> int | None:
         if v:
-            raise ValueError("top_logprobs is not supported: only the chosen token's log-prob (logprobs=true)")
+            raise ValidationError("top_logprobs is not supported: only the chosen token's log-prob (logprobs=true)")
         return v
 
     @field_validator("messages")
@@ -240,7 +256,7 @@ class CompletionRequest(_Common):
             ("best_of", self.best_of in (None, 1)),
         ):
             if not ok:
-                raise ValueError(f"{name} is not supported by this server's /v1/completions")
+                raise ValidationError(f"{name} is not supported by this server's /v1/completions")
         return self
 
     @property
@@ -272,7 +288,7 @@ class AnswerItem(BaseModel):
     @model_validator(mode="after")
     def _one_prompt(self) -> AnswerItem:
         if (self.prompt is None) == (self.messages is None):
-            raise ValueError("give exactly one of 'prompt' (text) and 'messages' (a chat)")
+            raise ValidationError("give exactly one of 'prompt' (text) and 'messages' (a chat)")
         return self
 
     def prompt_value(self) -> str | list[dict[str, str]]:

@@ -120,7 +120,7 @@ class Scorer:
         self.calibrator = calibrator
         self.abstain_below = abstain_below
         if abstain_on == "probability" and calibrator is None:
-            raise ValueError("abstain_on='probability' needs a calibrator (--calibrator)")
+            raise ValidationError("abstain_on='probability' needs a calibrator (--calibrator)")
         self.abstain_on = "c_trace" if abstain_on == "c_trace" or calibrator is None else "probability"
         self.config = config or TraceConfig()
         self.spans, self.span_threshold = spans, span_threshold

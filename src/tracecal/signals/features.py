@@ -28,6 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tracecal.errors import ValidationError
 from tracecal.signals.operators import (
     TraceConfig,
     as_batch,
@@ -113,7 +114,7 @@ def _sweep(b: TraceBatch, cfg: TraceConfig | None, spec: _Spec) -> tuple[np.ndar
     """c_TRACE (with ``cfg``) and φ, chunk by chunk."""
     for lam in spec.lams:
         if lam <= 0:
-            raise ValueError(f"decay rate λ must be > 0, got {lam}")
+            raise ValidationError(f"decay rate λ must be > 0, got {lam}")
     get_kernel(spec.kernel)
     n = len(b)
     conf = None if cfg is None else np.empty(n)

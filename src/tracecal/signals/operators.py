@@ -22,9 +22,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
+from tracecal._validation import Constraint, Interval, Options, check_params
+from tracecal.errors import ValidationError
 from tracecal.traces.segments import DecayKernel, Segments
 from tracecal.traces.trace import Trace, TraceBatch
 
@@ -42,6 +45,8 @@ __all__ = [
     "first_k_mean",
     "last_k_mean",
     "TraceConfig",
+    "TRACE_CONSTRAINTS",
+    "check_trace_params",
     "trace_risk",
     "batch_risk",
     "trace_confidence",
@@ -76,7 +81,7 @@ def get_kernel(kernel: str | DecayKernel) -> DecayKernel:
     try:
         return KERNELS[kernel]
     except (KeyError, TypeError):
-        raise ValueError(f"unknown decay kernel {kernel!r}; valid kernels: {', '.join(KERNELS)}") from None
+        raise ValidationError(f"unknown decay kernel {kernel!r}; valid kernels: {', '.join(KERNELS)}") from None
 
 
 def _seg(x: Segments | np.ndarray | TraceBatch) -> Segments:
@@ -120,7 +125,7 @@ def decayed_mean(
 ) -> np.ndarray:
     """D_λ(u) = Σ_t w_t u_t / Σ_t w_t with w_t = kernel(t−1; λ) (default exp(−(t−1)/λ))."""
     if lam <= 0:
-        raise ValueError(f"decay rate λ must be > 0, got {lam}")
+        raise ValidationError(f"decay rate λ must be > 0, got {lam}")
     seg = _seg(seg)
     k = get_kernel(kernel)
     w, wsum = seg.kernel_weights(k, lam)
@@ -132,7 +137,7 @@ def window_peak(u: np.ndarray, seg: Segments | np.ndarray, w: int = 4, total: np
     """M^(w)(u) = max over t of mean(u_t … u_{t+w−1}); the mean of all T values when T < w (``total`` as in
     `seg_mean`)."""
     if w < 1:
-        raise ValueError(f"window w must be ≥ 1, got {w}")
+        raise ValidationError(f"window w must be ≥ 1, got {w}")
     seg = _seg(seg)
     n = seg.n_tokens
     if w == 1:
@@ -189,7 +194,7 @@ def slope(u: np.ndarray, seg: Segments | np.ndarray, total: np.ndarray | None = 
 def _edge_k_mean(u: np.ndarray, seg: Segments, k: int, from_end: bool) -> np.ndarray:
     """Mean of the first / last min(k, T) values via k per-answer gathers (no pass over all tokens)."""
     if k < 1:
-        raise ValueError(f"k must be ≥ 1, got {k}")
+        raise ValidationError(f"k must be ≥ 1, got {k}")
     total = np.zeros(len(seg))
     if seg.n_tokens:
         for j in range(k):
@@ -213,11 +218,26 @@ def last_k_mean(u: np.ndarray, seg: Segments | np.ndarray, k: int = 3) -> np.nda
 # --------------------------------------------------------------------------------------------------- TRACE
 
 
+_WEIGHT = Interval(float, 0, 1)
+TRACE_CONSTRAINTS: dict[str, Constraint] = {
+    "alpha": _WEIGHT,
+    "beta": _WEIGHT,
+    "gamma": _WEIGHT,
+    "lam": Interval(float, 0, None, closed="neither"),
+    "window": Interval(int, 1, None),
+    "rho": Interval(float, None, None),
+    "kernel": Options(*KERNELS),
+}
+"""The constraint of each TRACE setting (`tracecal._validation`), declared once: `TraceConfig` and the ``trace``
+estimator check them; a decay kernel given as a function (`get_kernel`) is not checked against ``kernel``'s."""
+
+
 @dataclass(frozen=True)
 class TraceConfig:
     """The fixed TRACE configuration (docs/method.md §2); defaults are the paper's.
 
-    R = alpha·D_lam(H) + beta·M^(window)(H) + gamma·L_rho(s); alpha + beta + gamma must equal 1.
+    R = alpha·D_lam(H) + beta·M^(window)(H) + gamma·L_rho(s); alpha, beta, gamma in [0, 1] with alpha + beta + gamma
+    = 1; lam > 0; window ≥ 1 (`TRACE_CONSTRAINTS`).
     """
 
     alpha: float = 0.40
@@ -229,11 +249,18 @@ class TraceConfig:
     kernel: str = "exp"
 
     def __post_init__(self) -> None:
-        if abs(self.alpha + self.beta + self.gamma - 1.0) > 1e-9:
-            raise ValueError(f"alpha + beta + gamma must be 1, got {self.alpha + self.beta + self.gamma}")
-        if min(self.alpha, self.beta, self.gamma) < 0:
-            raise ValueError("alpha, beta, gamma must be non-negative")
-        get_kernel(self.kernel)
+        check_trace_params(vars(self))
+
+
+def check_trace_params(params: dict[str, Any]) -> None:
+    """Check TRACE settings against `TRACE_CONSTRAINTS` (a kernel function passes) and, when all three weights are
+    given, that alpha + beta + gamma = 1; `ValidationError` naming the setting."""
+    kernel = params.get("kernel")
+    check_params({k: v for k, v in params.items() if not (k == "kernel" and callable(kernel))}, TRACE_CONSTRAINTS)
+    if {"alpha", "beta", "gamma"} <= set(params):
+        total = params["alpha"] + params["beta"] + params["gamma"]
+        if abs(total - 1.0) > 1e-9:
+            raise ValidationError(f"alpha + beta + gamma must be 1, got {total:g}")
 
 
 def as_batch(traces: Sequence[Trace] | TraceBatch) -> TraceBatch:

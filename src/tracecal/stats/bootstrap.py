@@ -42,6 +42,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from tracecal._validation import Interval, check_param
+from tracecal.errors import ValidationError
 
 __all__ = [
     "bootstrap_counts",
@@ -145,7 +146,7 @@ def _as_weights(w: ArrayLike, n: int, cols: NDArray[np.intp] | None) -> tuple[ND
     idx = np.arange(n) if cols is None else np.asarray(cols, dtype=np.intp)
     width_ok = arr.ndim == 2 and (arr.shape[1] == n if cols is None else bool(n == 0 or idx.max() < arr.shape[1]))
     if not width_ok or idx.shape != (n,) or (n and idx.min() < 0):
-        raise ValueError(
+        raise ValidationError(
             f"weights must have shape (B, {n}) — one row per resample — or (B, N) with {n} column "
             f"indices, got weights {np.shape(w)}"
         )
@@ -231,7 +232,7 @@ def weighted_auroc(
     yy = np.asarray(y)
     s = np.asarray(score, dtype=np.float64)
     if s.shape != yy.shape or s.ndim != 1:
-        raise ValueError(f"y and score must be 1-D of one length, got {yy.shape} and {s.shape}")
+        raise ValidationError(f"y and score must be 1-D of one length, got {yy.shape} and {s.shape}")
     W, idx = _as_weights(w, yy.size, cols)
     return planned_auroc(auroc_plan(yy, s, idx), W)
 
@@ -245,7 +246,7 @@ def weighted_brier(
     yy = np.asarray(y).astype(np.float64)
     p = np.asarray(prob, dtype=np.float64)
     if p.shape != yy.shape or p.ndim != 1:
-        raise ValueError(f"y and prob must be 1-D of one length, got {yy.shape} and {p.shape}")
+        raise ValidationError(f"y and prob must be 1-D of one length, got {yy.shape} and {p.shape}")
     W, idx = _as_weights(w, yy.size, cols)
     full = np.zeros((2, W.shape[1]))  # Σ w (p − y)² and Σ w as products with the full-width weights
     full[0, idx], full[1, idx] = (p - yy) ** 2, 1.0

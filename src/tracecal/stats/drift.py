@@ -1,5 +1,5 @@
-"""Change detection on a stream of per-answer statistics: the Page-Hinkley test (docs/method.md §6 "Gate"), used by SECL's
-adaptation gate (`tracecal.secl.gate`) and the gateway's drift alarm (`tracecal.serve.drift`).
+"""Change detection on a stream of per-answer statistics: the Page-Hinkley test (docs/method.md §6 "Gate"), used
+by SECL's adaptation gate (`tracecal.secl.gate`) and the gateway's drift alarm (`tracecal.serve.drift`).
 
 Page-Hinkley test (two-sided by default) on a per-question statistic x_t (default: the answer's mean token
 entropy). After a (re)start, the first ``min_samples`` observations give a reference mean μ and sd σ; with

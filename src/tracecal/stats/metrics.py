@@ -130,7 +130,7 @@ def _pair(
     y_arr = np.asarray(y)
     s_arr = np.asarray(score)
     if y_arr.ndim == 1 and s_arr.ndim == 1 and y_arr.size != s_arr.size:
-        raise ValueError(f"y and {name} have different lengths ({y_arr.size} vs {s_arr.size})")
+        raise ValidationError(f"y and {name} have different lengths ({y_arr.size} vs {s_arr.size})")
     labels = check_labels(y_arr)
     return labels, check_scores(s_arr, labels.size, name=name, prob=prob)
 
@@ -345,7 +345,7 @@ def n_covered(coverage: float, n: int) -> int:
     """k = ⌈coverage·n⌉ (at least 1, at most n): how many of n answers a coverage answers (relative tolerance 1e-12
     on the product, so that 0.1·30 gives 3); ``ValueError`` unless coverage ∈ (0, 1]."""
     if not (isinstance(coverage, int | float | np.floating | np.integer) and 0.0 < coverage <= 1.0):
-        raise ValueError(f"coverage must be a number in (0, 1], got {coverage!r}")
+        raise ValidationError(f"coverage must be a number in (0, 1], got {coverage!r}")
     # ceil with a relative tolerance so that float products like 0.1 * 30 (= 3.0000000000000004) give 3.
     k = math.ceil(float(coverage) * n * (1.0 - 1e-12))
     return min(max(k, 1), n)

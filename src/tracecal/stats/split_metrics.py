@@ -29,6 +29,7 @@ import warnings
 import numpy as np
 from numpy.typing import NDArray
 
+from tracecal.errors import ValidationError
 from tracecal.stats.metrics import SELECTIVE_COVERAGES, SingleClassWarning, bin_index, n_covered
 
 __all__ = ["restrict", "sort_rows", "ranking_rows", "calibration_rows", "by_probability", "split_metrics"]
@@ -40,7 +41,7 @@ def restrict(order: NDArray[np.intp], member: NDArray[np.bool_]) -> NDArray[np.i
     keep = member[:, order]
     m = int(keep[0].sum()) if len(keep) else 0
     if not np.all(keep.sum(axis=1) == m):
-        raise ValueError("restrict: the splits have different sizes")
+        raise ValidationError("restrict: the splits have different sizes")
     return np.broadcast_to(order, member.shape)[keep].reshape(len(member), m)
 
 
@@ -153,11 +154,13 @@ def split_metrics(
     array (``n`` and ``n_correct`` too)."""
     y = np.asarray(y, dtype=np.int64)
     if y.ndim != 2 or score.shape != y.shape or prob.shape != y.shape or y.shape[1] == 0:
-        raise ValueError(f"y, score and prob must be (S, m) with m ≥ 1, got {y.shape}, {score.shape}, {prob.shape}")
+        raise ValidationError(
+            f"y, score and prob must be (S, m) with m ≥ 1, got {y.shape}, {score.shape}, {prob.shape}"
+        )
     if not (np.isfinite(score).all() and np.isfinite(prob).all() and ((y == 0) | (y == 1)).all()):
-        raise ValueError("split_metrics needs labels in {0, 1} and finite scores and probabilities")
+        raise ValidationError("split_metrics needs labels in {0, 1} and finite scores and probabilities")
     if prob.min() < 0 or prob.max() > 1:
-        raise ValueError(f"prob must lie in [0, 1], got {prob.min():g} … {prob.max():g}")
+        raise ValidationError(f"prob must lie in [0, 1], got {prob.min():g} … {prob.max():g}")
     out = calibration_rows(y, prob, n_bins) | ranking_rows(y, score)
     n1 = y.sum(axis=1)
     out |= {"base_rate": n1 / y.shape[1], "n": np.full(len(y), y.shape[1]), "n_correct": n1}

@@ -180,7 +180,7 @@ class Task:
     def label_all(self, examples: list[Example], answers: list[str | None]) -> list[int]:
         """:meth:`label` over aligned lists."""
         if len(examples) != len(answers):
-            raise ValueError(f"{len(examples)} examples but {len(answers)} answers")
+            raise ValidationError(f"{len(examples)} examples but {len(answers)} answers")
         return [self.label(e, a) for e, a in zip(examples, answers, strict=True)]
 
     def with_labeller(self, labeller: str | Labeller) -> Task:

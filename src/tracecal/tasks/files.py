@@ -19,7 +19,7 @@ from typing import Any, NamedTuple
 
 from tracecal._inputs import check_file
 from tracecal._validation import check_text
-from tracecal.errors import TracecalError
+from tracecal.errors import TracecalError, ValidationError
 from tracecal.tasks.example import Example, RowError
 from tracecal.tasks.sources import iter_csv, iter_jsonl, reader_for
 from tracecal.tasks.user import list_field
@@ -175,7 +175,7 @@ def write_labels(
     from tracecal.traces.io import atomic_write
 
     if len(ids) != len(labels):
-        raise ValueError(f"{len(ids)} ids but {len(labels)} labels")
+        raise ValidationError(f"{len(ids)} ids but {len(labels)} labels")
 
     def write(name: str) -> None:
         with open(name, "w", newline="", encoding="utf-8") as f:

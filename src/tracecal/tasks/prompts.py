@@ -7,6 +7,7 @@ is cut at :func:`stop_strings`.
 
 from __future__ import annotations
 
+from tracecal.errors import ValidationError
 from tracecal.tasks.example import Example
 
 KINDS = ("qa", "math", "extractive", "truthful", "mc")
@@ -96,7 +97,7 @@ def render(kind: str, example: Example, chat: bool, language: str = "en") -> str
         else:
             text = f"{prefix.replace(chr(10) * 2, chr(10))}Question: {q}\nAnswer:"
     else:
-        raise ValueError(f"unknown task kind {kind!r}; known: {', '.join(KINDS)}")
+        raise ValidationError(f"unknown task kind {kind!r}; known: {', '.join(KINDS)}")
     if chat:
         return [{"role": "user", "content": text}]
     return text

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from tracecal._validation import Interval, check_param
-from tracecal.errors import TracecalError
+from tracecal.errors import TracecalError, ValidationError
 from tracecal.tasks.base import Task, check_task_name, register_task
 from tracecal.tasks.builtin import dedupe, mc_golds
 from tracecal.tasks.example import Example, RawRow, RowError
@@ -67,7 +67,7 @@ def _kind(kind: str) -> str:
     try:
         return _KIND_ALIASES[kind.strip().lower()]
     except (KeyError, AttributeError):
-        raise ValueError(f"unknown kind {kind!r}; use one of {', '.join(sorted(_KIND_ALIASES))}") from None
+        raise ValidationError(f"unknown kind {kind!r}; use one of {', '.join(sorted(_KIND_ALIASES))}") from None
 
 
 def list_field(value: Any, key: str) -> list[str]:
@@ -186,7 +186,7 @@ def _resolve(labeller: str | Labeller, kind: str | None, language: str) -> tuple
     """(kind, Labeller) from a labeller name or kind name, or a custom Labeller plus an explicit kind."""
     if isinstance(labeller, Labeller):
         if kind is None:
-            raise ValueError("pass kind=... together with a custom Labeller")
+            raise ValidationError("pass kind=... together with a custom Labeller")
         return _kind(kind), labeller
     k = _kind(labeller)
     lab_name = labeller.strip().lower()

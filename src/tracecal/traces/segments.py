@@ -16,6 +16,8 @@ from functools import cached_property
 
 import numpy as np
 
+from tracecal.errors import ValidationError
+
 __all__ = ["DecayKernel", "Segments", "check_token_values", "MAX_TOKEN_NATS", "NEGATIVE_TOLERANCE"]
 
 DecayKernel = Callable[[np.ndarray, float], np.ndarray]
@@ -95,7 +97,7 @@ class Segments:
         if key not in self._cache:
             table = np.asarray(kernel(np.arange(max(self.max_len, 1), dtype=np.float64), float(lam)), np.float64)
             if np.any(table < 0) or not np.all(np.isfinite(table)):
-                raise ValueError("a decay kernel must give finite non-negative weights")
+                raise ValidationError("a decay kernel must give finite non-negative weights")
             csum = np.concatenate([[0.0], np.cumsum(table)])
             self._cache[key] = table[self.pos]
             self._cache[(key, "sum")] = csum[self.lengths]

@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from tracecal.errors import ValidationError
 from tracecal.traces.segments import MAX_TOKEN_NATS, NEGATIVE_TOLERANCE, Segments, check_token_values
 
 __all__ = [
@@ -109,11 +110,13 @@ class Trace:
             self.token_strings = [""] * n
         for name, arr in (("surprisal", self.surprisal), ("entropy", self.entropy), ("offsets", self.offsets)):
             if len(arr) != n:
-                raise ValueError(f"Trace.{name} has {len(arr)} values but the answer has {n} tokens")
+                raise ValidationError(f"Trace.{name} has {len(arr)} values but the answer has {n} tokens")
         if len(self.token_strings) != n:
-            raise ValueError(f"Trace.token_strings has {len(self.token_strings)} items but the answer has {n} tokens")
+            raise ValidationError(
+                f"Trace.token_strings has {len(self.token_strings)} items but the answer has {n} tokens"
+            )
         if self.entropy_kind not in ENTROPY_KINDS:
-            raise ValueError(f"entropy_kind must be one of {ENTROPY_KINDS}, got {self.entropy_kind!r}")
+            raise ValidationError(f"entropy_kind must be one of {ENTROPY_KINDS}, got {self.entropy_kind!r}")
         if self.topk_ids is not None:
             self.topk_ids = np.asarray(self.topk_ids, dtype=np.int64).reshape(n, -1)
             self.topk_logprobs = np.asarray(self.topk_logprobs, dtype=np.float64).reshape(n, -1)
@@ -208,12 +211,12 @@ class TraceBatch:
         self.entropy = _f64(self.entropy)
         self.offsets = _i64(self.offsets)
         if len(self.offsets) == 0 or self.offsets[0] != 0:
-            raise ValueError("offsets must start at 0")
+            raise ValidationError("offsets must start at 0")
         if np.any(np.diff(self.offsets) < 0):
-            raise ValueError("offsets must be non-decreasing")
+            raise ValidationError("offsets must be non-decreasing")
         n = int(self.offsets[-1])
         if len(self.surprisal) != n or len(self.entropy) != n:
-            raise ValueError(
+            raise ValidationError(
                 f"offsets end at {n} but surprisal has {len(self.surprisal)} and entropy {len(self.entropy)} values"
             )
 
@@ -269,10 +272,10 @@ class TraceBatch:
         """Build from per-answer lists of s_t and H_t in nats (handy in tests and for users with their own
         logprobs); the values are validated like `from_traces` (in [0, `MAX_TOKEN_NATS`]), errors name the answer."""
         if len(surprisal) != len(entropy):
-            raise ValueError("surprisal and entropy must hold the same number of answers")
+            raise ValidationError("surprisal and entropy must hold the same number of answers")
         lengths = np.array([len(x) for x in surprisal], dtype=np.int64)
         if not np.array_equal(lengths, [len(x) for x in entropy]):
-            raise ValueError("each answer needs as many entropy values as surprisal values")
+            raise ValidationError("each answer needs as many entropy values as surprisal values")
         offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
         cat = lambda xs: np.concatenate([np.asarray(x, float) for x in xs]) if len(xs) else np.zeros(0)  # noqa: E731
         return cls(surprisal=cat(surprisal), entropy=cat(entropy), offsets=offsets).checked()
