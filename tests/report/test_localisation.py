@@ -17,6 +17,7 @@ from tracecal.report.localisation import (
     FIGURE_FILE,
     OPERATOR_NAMES,
     POSITION_BINS,
+    example_spans,
     localisation_section,
     task_positions,
     task_span_table,
@@ -61,6 +62,21 @@ def test_example_spans_are_risk_spans_of_the_stored_traces(run: Path) -> None:
     assert seen_multibyte  # the emoji answer was among them (code-point offsets, as the page slices them)
     limited = example_payload(data, ["trace"], max_examples=4)
     assert [r[15] for r in limited["ex"][:4]] == [r[15] for r in payload["ex"][:4]]
+
+
+def test_a_run_stored_without_character_offsets(run: Path) -> None:
+    """Offsets all zero (a run written before they were stored): the token strings' cumulative lengths, as
+    `tracecal.risk_spans` does for such a trace."""
+    data = load_run(run, ["trace"])
+    tt = data.tokens["triviaqa"]
+    bare = TaskTokens(tt.strings, tt.surprisal, tt.entropy, tt.offsets, tt.present, tt.texts, np.zeros_like(tt.chars))
+    spans = example_spans(bare, task_span_table(bare), 5)
+    traces = {t.id: t for t in RunStore(run).read_traces("triviaqa")}
+    for j in range(5):
+        t = traces[str(data.rows["id"][data.task_rows["triviaqa"][j]])]
+        t.offsets = np.zeros_like(t.offsets)
+        assert [x[:2] for x in spans[j]] == [[s.char_start, s.char_end] for s in risk_spans([t], k=3)[0]]
+    assert spans == example_spans(tt, task_span_table(tt), 5)  # the synthetic tokens tile their text
 
 
 def test_positions_count_what_a_per_answer_loop_counts(run: Path) -> None:

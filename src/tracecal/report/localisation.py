@@ -5,7 +5,7 @@ when its risk r_t = (α+β)·H_t + γ·s_t is at least ``threshold`` × its answ
 tokens is a span, the ``SPAN_K`` riskiest kept), computed from the run's stored traces:
 
 * `example_spans`: per shown answer, ``[char_start, char_end, risk × 100 (nats), operator, token_start, token_end]``
-  of each span, characters into the trace's ``Trace.text`` (`tracecal.signals.spans.char_bounds`), which the page
+  of each span, characters into the trace's ``Trace.text`` (`tracecal.signals.spans.token_char_bounds`), which the page
   highlights in the answer with the risk and operator on hover;
 * `task_positions` / `positions_svg`: **where in the answer the riskiest span falls** — for every answer of the
   run with at least one token, the relative position of its riskiest token, (t* + ½) / T ∈ (0, 1), in
@@ -30,9 +30,10 @@ import numpy as np
 
 from tracecal.report.data import RunData, TaskTokens
 from tracecal.report.svg import BAD, OK, PW, XML_PROLOG, svg_document, text_width
-from tracecal.signals.spans import OPERATORS, char_bounds, span_table
+from tracecal.signals.spans import OPERATORS, span_table, token_char_bounds
 from tracecal.traces.io import Inputs, atomic_write
-from tracecal.traces.trace import Trace, TraceBatch
+from tracecal.traces.segments import Segments
+from tracecal.traces.trace import TraceBatch
 
 __all__ = [
     "SPAN_K",
@@ -67,23 +68,27 @@ def task_span_table(tt: TaskTokens, k: int = SPAN_K) -> dict[str, np.ndarray]:
     return span_table(TraceBatch(tt.surprisal, tt.entropy, tt.offsets), k=k)
 
 
+def _token_starts(tt: TaskTokens, take: int) -> np.ndarray:
+    """Where each token of the first ``take`` answers starts in its text: the stored ``Trace.offsets``; for an answer
+    stored without them (all zero), the cumulative lengths of its token strings, as `char_bounds` does."""
+    end = int(tt.offsets[take])
+    chars = tt.chars[:end] if len(tt.chars) >= end else np.zeros(end, np.int64)
+    seg = Segments(tt.offsets[: take + 1])
+    missing = (seg.reduce(np.maximum, chars, empty=0) == 0) & (seg.lengths > 1)
+    if not missing.any():
+        return chars
+    size = np.fromiter(map(len, tt.strings[:end]), np.int64, count=end)
+    within = np.cumsum(size) - size - seg.broadcast(np.concatenate([[0], np.cumsum(size)])[seg.starts])
+    return np.where(seg.broadcast(missing), within, chars)
+
+
 def example_spans(tt: TaskTokens, table: dict[str, np.ndarray], take: int) -> list[list[list[int]]]:
     """The spans of the task's first ``take`` rows, each ``[char_start, char_end, round(risk × 100), operator index,
-    token_start, token_end]`` (characters into ``tt.texts[i]``), riskiest first."""
+    token_start, token_end]`` (characters into ``tt.texts[i]``, `tracecal.signals.spans.token_char_bounds`),
+    riskiest first. Vectorised but for the one step per span kept."""
     off = tt.offsets
-    end = int(off[take])
-    traces = [
-        Trace(
-            text=tt.texts[j] if j < len(tt.texts) else "",
-            token_ids=np.zeros(int(off[j + 1] - off[j]), np.int64),
-            surprisal=tt.surprisal[off[j] : off[j + 1]],
-            entropy=tt.entropy[off[j] : off[j + 1]],
-            token_strings=tt.strings[off[j] : off[j + 1]],
-            offsets=tt.chars[off[j] : off[j + 1]] if len(tt.chars) >= end else np.zeros(0, np.int64),
-        )
-        for j in range(take)
-    ]
-    cs, ce = char_bounds(traces)
+    lengths = np.fromiter((len(tt.texts[j]) if j < len(tt.texts) else 0 for j in range(take)), np.int64, count=take)
+    cs, ce = token_char_bounds(_token_starts(tt, take), off[: take + 1], lengths)
     out: list[list[list[int]]] = [[] for _ in range(take)]
     answers = table["answer"]
     keep = np.flatnonzero(answers < take)
