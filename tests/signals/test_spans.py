@@ -15,7 +15,7 @@ import tracecal
 from tracecal.backends.base import char_offsets
 from tracecal.errors import ValidationError
 from tracecal.signals.operators import TraceConfig, decayed_mean, length_norm_sum, window_peak
-from tracecal.signals.spans import OPERATORS, char_bounds, risk_profile, risk_spans, span_table
+from tracecal.signals.spans import OPERATORS, char_bounds, risk_profile, risk_spans, span_table, token_char_bounds
 from tracecal.traces.trace import Trace, TraceBatch
 
 
@@ -130,6 +130,12 @@ def test_byte_pieces_map_to_whole_characters_and_batch_equals_loop(cases, values
     traces = [t for t, _ in built]
     batch = risk_spans(traces, k=k)
     assert batch == [risk_spans([t], k=k)[0] for t in traces]
+    flat = token_char_bounds(  # the column-wise form (a stored run) gives the same characters
+        np.concatenate([t.offsets for t in traces]),
+        np.concatenate([[0], np.cumsum([t.length for t in traces])]),
+        np.array([len(t.text) for t in traces]),
+    )
+    np.testing.assert_array_equal(np.stack(flat), np.stack(char_bounds(traces)))
     for (t, pieces), spans in zip(built, batch, strict=True):
         assert 1 <= len(spans) <= k
         _check_char_ranges(t, pieces, spans)
