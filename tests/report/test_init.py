@@ -329,7 +329,9 @@ def test_report_of_a_real_run_loads_in_headless_chromium(tmp_path: Path, real_ru
     for sec in SECTIONS:
         assert f'id="{sec}"' in dom
     assert dom.count("<article") == min(n, PAGE_SIZE)  # the example browser rendered the first page
-    assert html.escape(known.text, quote=False) in dom
+    assert dom.count('<mark class="risk r1"') == min(n, PAGE_SIZE)  # each answer's riskiest span highlighted
+    unmarked = re.sub(r'<mark class="risk[^"]*"[^>]*>|</mark>', "", dom)
+    assert html.escape(known.text, quote=False) in unmarked
     assert parsed.tokens[known.id] == [t.replace("\n", "\u21b5\n") for t in known.token_strings]
     assert dom.count('class="tok pk"') > 0  # TRACE peak windows are marked
     for est in ("trace", "p_true", "verbalized"):
@@ -435,6 +437,8 @@ window.addEventListener("load", function () {
   out.box = [r.left, r.top, r.width, r.height, window.innerWidth, window.innerHeight];
   out.shown = hit === m || m.contains(hit);
   out.background = getComputedStyle(m).backgroundColor;
+  out.errors = Array.prototype.map.call(document.querySelectorAll("#js-errors li"), function (li) {
+    return li.textContent; });
   var pre = document.createElement("pre");
   pre.id = "probe";
   pre.textContent = JSON.stringify(out);
@@ -464,7 +468,7 @@ def test_a_risky_span_highlighted_in_chromium(tmp_path: Path) -> None:
     assert m, res.stderr[-2000:]
     probe = json.loads(html.unescape(m.group(1)))
     first = min((x for x in want if x.text), key=lambda x: x.char_start)  # the page marks spans in text order
-    assert probe["id"] == trace.id and probe["answer"] == trace.text
+    assert probe["errors"] == [] and probe["id"] == trace.id and probe["answer"] == trace.text
     assert probe["text"] == first.text and probe["rank"] == str(want.index(first) + 1)
     assert probe["n"] >= len(want)  # every span of the first answer, and those of the other answers on the page
     risk = f"{np.rint(first.risk * 100) / 100:.2f}"
