@@ -163,7 +163,7 @@ def test_estimator_selection_and_figure_export(synth: Path, tmp_path: Path) -> N
     names = sorted(p.name for p in figs.iterdir())
     assert names == sorted(
         [f"{kind}_{t}.svg" for kind in ("reliability", "risk_coverage", "histogram") for t in ("triviaqa", "svamp")]
-        + ["overview_not_ranked.svg"]  # both tasks too small to rank: their overview is drawn apart
+        + ["overview_not_ranked.svg", "where_wrong.svg"]  # both tasks too small to rank: their overview apart
     )
     for p in figs.iterdir():  # one drawing code: each file is the very SVG document the page shows
         svg = p.read_text(encoding="utf-8")
@@ -329,7 +329,9 @@ def test_report_of_a_real_run_loads_in_headless_chromium(tmp_path: Path, real_ru
     for sec in SECTIONS:
         assert f'id="{sec}"' in dom
     assert dom.count("<article") == min(n, PAGE_SIZE)  # the example browser rendered the first page
-    assert html.escape(known.text, quote=False) in dom
+    assert dom.count('<mark class="risk r1"') == min(n, PAGE_SIZE)  # each answer's riskiest span highlighted
+    unmarked = re.sub(r'<mark class="risk[^"]*"[^>]*>|</mark>', "", dom)
+    assert html.escape(known.text, quote=False) in unmarked
     assert parsed.tokens[known.id] == [t.replace("\n", "\u21b5\n") for t in known.token_strings]
     assert dom.count('class="tok pk"') > 0  # TRACE peak windows are marked
     for est in ("trace", "p_true", "verbalized"):
@@ -408,11 +410,75 @@ def test_a_task_of_few_positives_in_chromium(tmp_path: Path) -> None:
         gaps = [b[0] - a[1] for a, b in itertools.pairwise(boxes)]
         assert min(gaps) >= 4, boxes
     # anchors: each section's heading below the sticky bar, on screen
-    assert len(probe["anchors"]) == 8
+    assert len(probe["anchors"]) == 9  # with "Where answers go wrong"
     for href, top, bar in probe["anchors"]:
         assert bar <= top < probe["viewport"] / 2, (href, top, bar)
     assert probe["height"] < MAX_PAGE_HEIGHT, probe["height"]
     assert 0 <= probe["verdictTop"] < probe["viewport"] / 2
     shot = tmp_path / "first-screen.png"
     res = _run_chromium([f"--screenshot={shot}", size, out.resolve().as_uri()], tmp_path)
+    assert shot.exists() and shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", res.stderr[-2000:]
+
+
+# ------------------------------------------------------------ a risky span highlighted in the answer, in Chromium
+SPAN_PROBE = """<script>
+window.addEventListener("load", function () {
+  "use strict";
+  /* the examples first on screen (a headless screenshot does not follow a scroll): the other sections hidden */
+  Array.prototype.forEach.call(document.querySelectorAll("header.top, main > section:not(#examples)"),
+    function (s) { s.hidden = true; });
+  var marks = document.querySelectorAll("article.ex dd.answer mark.risk"), m = marks[0], out = {n: marks.length};
+  var r = m.getBoundingClientRect(), hit = document.elementFromPoint(r.left + r.width / 2, r.top + r.height / 2);
+  out.id = m.closest("article").getAttribute("data-id");
+  out.text = m.textContent;
+  out.title = m.title;
+  out.rank = m.getAttribute("data-rank");
+  out.answer = m.parentNode.textContent;
+  out.box = [r.left, r.top, r.width, r.height, window.innerWidth, window.innerHeight];
+  out.shown = hit === m || m.contains(hit);
+  out.background = getComputedStyle(m).backgroundColor;
+  out.errors = Array.prototype.map.call(document.querySelectorAll("#js-errors li"), function (li) {
+    return li.textContent; });
+  var pre = document.createElement("pre");
+  pre.id = "probe";
+  pre.textContent = JSON.stringify(out);
+  document.body.appendChild(pre);
+});
+</script>"""
+
+
+def test_a_risky_span_highlighted_in_chromium(tmp_path: Path) -> None:
+    """The first example's answer (CJK, an emoji with a modifier) with its riskiest span highlighted: the marked
+    characters are `tracecal.risk_spans`' (code points, not UTF-16 units), on screen and on top, its hover title
+    naming the risk in nats and the operator; a screenshot of it, the other sections hidden (kept in tmp_path)."""
+    from tracecal.signals.spans import risk_spans
+
+    tokens = ["Pek", "ing", " 北", "京", " ", "👍🏽", " is", " 3", "€", " ok"]
+    run = write_synthetic_run(
+        tmp_path / "run", ("triviaqa",), n_per_task=20, seed=4, overrides={("triviaqa", 0): {"tokens": tokens}}
+    )
+    trace = RunStore(run).read_traces("triviaqa")[0]
+    want = risk_spans([trace], k=3)[0]
+    out = write_report(run, out=tmp_path / "report.html")
+    probed = tmp_path / "probed.html"
+    probed.write_text(out.read_text(encoding="utf-8").replace("</body>", SPAN_PROBE + "</body>"), encoding="utf-8")
+    size = "--window-size=1200,800"
+    res = _run_chromium([size, "--virtual-time-budget=5000", "--dump-dom", probed.resolve().as_uri()], tmp_path)
+    m = re.search(r'<pre id="probe">(.*?)</pre>', res.stdout, re.S)
+    assert m, res.stderr[-2000:]
+    probe = json.loads(html.unescape(m.group(1)))
+    first = min((x for x in want if x.text), key=lambda x: x.char_start)  # the page marks spans in text order
+    assert probe["errors"] == [] and probe["id"] == trace.id and probe["answer"] == trace.text
+    assert probe["text"] == first.text and probe["rank"] == str(want.index(first) + 1)
+    assert probe["n"] >= len(want)  # every span of the first answer, and those of the other answers on the page
+    risk = f"{np.rint(first.risk * 100) / 100:.2f}"
+    assert probe["title"].startswith(f"risky span {want.index(first) + 1} of {len(want)}: risk {risk} nats")
+    assert f"flagged by {first.operator}: " in probe["title"]
+    left, top, width, height, vw, vh = probe["box"]
+    assert width > 0 and height > 0 and 0 <= left < vw and 0 <= top < vh and probe["shown"], probe
+    assert probe["background"] not in ("rgba(0, 0, 0, 0)", "transparent")
+    shot = tmp_path / "risky-span.png"
+    res = _run_chromium(
+        [f"--screenshot={shot}", size, "--virtual-time-budget=5000", probed.resolve().as_uri()], tmp_path
+    )
     assert shot.exists() and shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", res.stderr[-2000:]

@@ -57,7 +57,11 @@ def test_streamed_chunks_carry_each_span_as_it_closes(tiny_model) -> None:  # ty
     import openai
 
     body = {"model": MODEL, "messages": [{"role": "user", "content": PROMPTS[1]}], "max_tokens": 24}
-    with TestClient(create_app(tiny_model)) as c:
+    app = create_app(tiny_model)
+    # a random model's risk is flat (every r_t within 0.5 % of the peak): at the default threshold (0.5) the whole
+    # answer is one span that never closes; at 0.999 the first run of peak tokens closes mid-answer and is streamed
+    app.state.gateway.scorer.span_threshold = 0.999
+    with TestClient(app) as c:
         plain = c.post("/v1/chat/completions", json=body).json()["choices"][0]
         events = sse_events(c.post("/v1/chat/completions", json=body | {"stream": True}).text)
         client = openai.OpenAI(base_url="http://testserver/v1", api_key="x", http_client=c, max_retries=0)
@@ -78,6 +82,7 @@ def test_streamed_chunks_carry_each_span_as_it_closes(tiny_model) -> None:  # ty
             assert sofar[s["char_start"] : s["char_end"]] == s["text"] and s["token_end"] == ch["risk"]["tokens"] - 1
             sent.append(s)
     n = plain["confidence"]["tokens"]
+    assert sent  # a span closed before the answer's end and was streamed
     assert all(f["token_end"] == n or any(_contains(s, f) for s in sent) for f in final)
     assert parsed.choices[0].model_extra["confidence"]["spans"] == final  # type: ignore[index]
     extras = [ch.choices[0].model_extra for ch in streamed if ch.choices]

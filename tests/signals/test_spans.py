@@ -15,7 +15,7 @@ import tracecal
 from tracecal.backends.base import char_offsets
 from tracecal.errors import ValidationError
 from tracecal.signals.operators import TraceConfig, decayed_mean, length_norm_sum, window_peak
-from tracecal.signals.spans import OPERATORS, char_bounds, risk_profile, risk_spans, span_table
+from tracecal.signals.spans import OPERATORS, char_bounds, risk_profile, risk_spans, span_table, token_char_bounds
 from tracecal.traces.trace import Trace, TraceBatch
 
 
@@ -130,6 +130,12 @@ def test_byte_pieces_map_to_whole_characters_and_batch_equals_loop(cases, values
     traces = [t for t, _ in built]
     batch = risk_spans(traces, k=k)
     assert batch == [risk_spans([t], k=k)[0] for t in traces]
+    flat = token_char_bounds(  # the column-wise form (a stored run) gives the same characters
+        np.concatenate([t.offsets for t in traces]),
+        np.concatenate([[0], np.cumsum([t.length for t in traces])]),
+        np.array([len(t.text) for t in traces]),
+    )
+    np.testing.assert_array_equal(np.stack(flat), np.stack(char_bounds(traces)))
     for (t, pieces), spans in zip(built, batch, strict=True):
         assert 1 <= len(spans) <= k
         _check_char_ranges(t, pieces, spans)
@@ -146,62 +152,84 @@ def test_char_bounds_fallbacks() -> None:
     assert risk_spans([]) == [] and char_bounds([])[0].size == 0
 
 
-def _tokenizer_traces(tok, texts: list[str]) -> list[Trace]:
+def _answer_traces(tok, answers: list[list[int]], seed: float) -> list[Trace]:
+    """Traces of answers given as token ids, decoded as the backends decode them (prefix by prefix)."""
     from tracecal.backends.base import decoded_prefixes
 
     out = []
-    for j, text in enumerate(texts):
-        ids = tok.encode(text, add_special_tokens=False)
+    for j, ids in enumerate(answers):
         prefixes = decoded_prefixes(tok, ids)
         offsets, strings = char_offsets(prefixes, prefixes[-1])
-        h = np.abs(np.sin(np.arange(len(ids)) * (j + 1.3))) * 3
+        h = np.abs(np.sin(np.arange(len(ids)) * (j + seed))) * 3
         out.append(_trace(prefixes[-1], h / 2, h, offsets.tolist(), strings))
+    return out
+
+
+def _plain_ids(tok, texts: list[str]) -> list[list[int]]:
+    return [tok.encode(text, add_special_tokens=False) or tok.encode(" ", add_special_tokens=False) for text in texts]
+
+
+def _chat_ids(tok, texts: list[str]) -> list[list[int]]:
+    """The answer part of a chat in the tokenizer's own template: the ids after the generation prompt."""
+    msgs = [{"role": "user", "content": "Say it."}]
+    prompt = tok.encode(tok.apply_chat_template(msgs, add_generation_prompt=True, tokenize=False))
+    out = []
+    for text in texts:
+        chat = tok.apply_chat_template([*msgs, {"role": "assistant", "content": text}], tokenize=False)
+        full = tok.encode(chat, add_special_tokens=False)
+        # an answer starting with a newline merges with the prompt's last one in BPE: then the answer as the model
+        # emits it after the prompt, token by token
+        rest = full[len(prompt) :] if full[: len(prompt)] == prompt else tok.encode(text, add_special_tokens=False)
+        out.append([i for i in rest if i not in tok.all_special_ids] or tok.encode(" ", add_special_tokens=False))
     return out
 
 
 SAMPLES = ["The answer is 1912.", "北京是中国的首都。", "Great job 👍🏽😀!", "Ça coûte 3 €, non?", "東京タワー 333m 🗼"]
 
 
-def _check_real(ts: list[Trace]) -> None:
-    batch = risk_spans(ts, k=3, threshold=0.3)
-    assert batch == [risk_spans([t], k=3, threshold=0.3)[0] for t in ts]
+def _check_real(ts: list[Trace], k: int = 3, threshold: float = 0.3) -> None:
+    batch = risk_spans(ts, k=k, threshold=threshold)
+    assert batch == [risk_spans([t], k=k, threshold=threshold)[0] for t in ts]
     for t, spans in zip(ts, batch, strict=True):
-        assert spans
+        assert spans if t.length else not spans
         for x in spans:
             assert x.text == t.text[x.char_start : x.char_end] and x.text in t.text and x.text
             assert "\ufffd" not in x.text  # whole characters only
             assert "".join(t.token_strings[x.token_start : x.token_end]) in x.text
 
 
-def test_default_tokenizer_byte_level_pieces(tokenizer) -> None:
-    """SmolLM2's byte-level BPE splits CJK characters and emoji into pieces; spans still cover whole characters."""
-    traces = _tokenizer_traces(tokenizer, SAMPLES)
-    assert any("" in t.token_strings for t in traces)  # some token completes no character: the case at stake
-    _check_real(traces)
-
-
-def test_qwen_chat_template_answers() -> None:
-    """The answer part of a Qwen chat (its template, its tokenizer: loading the tokenizer only is cheap)."""
+@pytest.fixture(scope="module")
+def qwen():
+    """Qwen2.5-Coder's tokenizer and chat template (loading the tokenizer only is cheap, offline)."""
     from transformers import AutoTokenizer
 
-    from tracecal.backends.base import decoded_prefixes
     from tracecal.backends.catalogue import model_cache_dir
 
     found = sorted(Path(model_cache_dir(), "hf").glob("qwen2.5-coder-1.5b-instruct*"))
     if not found:
         pytest.skip("Qwen's converted checkpoint is not in the model cache (tracecal models)")
-    tok = AutoTokenizer.from_pretrained(str(found[0]))
-    traces = []
-    for j, text in enumerate(SAMPLES):
-        msgs = [{"role": "user", "content": "Say it."}]
-        prompt = tok.encode(tok.apply_chat_template(msgs, add_generation_prompt=True, tokenize=False))
-        chat = tok.apply_chat_template([*msgs, {"role": "assistant", "content": text}], tokenize=False)
-        full = tok.encode(chat, add_special_tokens=False)
-        assert full[: len(prompt)] == prompt
-        ids = [i for i in full[len(prompt) :] if i not in tok.all_special_ids]
-        prefixes = decoded_prefixes(tok, ids)
-        offsets, strings = char_offsets(prefixes, prefixes[-1])
-        h = np.abs(np.cos(np.arange(len(ids)) * (j + 0.7))) * 2
-        traces.append(_trace(prefixes[-1], h, h, offsets.tolist(), strings))
-    assert any("" in t.token_strings for t in traces)  # byte-level pieces here too
+    return AutoTokenizer.from_pretrained(str(found[0]))
+
+
+def test_default_tokenizer_byte_level_pieces(tokenizer) -> None:
+    """SmolLM2's byte-level BPE splits CJK characters and emoji into pieces; spans still cover whole characters."""
+    traces = _answer_traces(tokenizer, _plain_ids(tokenizer, SAMPLES), 1.3)
+    assert any("" in t.token_strings for t in traces)  # some token completes no character: the case at stake
     _check_real(traces)
+
+
+def test_qwen_chat_template_answers(qwen) -> None:
+    """The answer part of a Qwen chat (its template, its tokenizer): byte-level pieces here too."""
+    traces = _answer_traces(qwen, _chat_ids(qwen, SAMPLES), 0.7)
+    assert any("" in t.token_strings for t in traces)
+    _check_real(traces)
+
+
+@given(st.lists(TEXTS, min_size=1, max_size=4), st.integers(1, 4), st.floats(0.05, 1.0), st.floats(0.1, 3.0))
+@settings(max_examples=40, deadline=None)
+def test_generated_texts_on_both_tokenizers(tokenizer, qwen, texts: list[str], k: int, threshold: float, seed) -> None:
+    """Hypothesis-generated texts of CJK, emoji (with a skin-tone modifier), accents and ASCII, tokenised by the
+    default model's tokenizer and as the answer of Qwen's chat template: every span a whole-character substring,
+    the batch equal to a per-answer loop."""
+    _check_real(_answer_traces(tokenizer, _plain_ids(tokenizer, texts), seed), k, threshold)
+    _check_real(_answer_traces(qwen, _chat_ids(qwen, texts), seed), k, threshold)

@@ -14,9 +14,12 @@ One HTML file with no external scripts, styles or fonts (a Content-Security-Poli
   ``tracecal learning-curve`` wrote them, learning curves (`tracecal.report.stats`);
 * risk–coverage curves of the selected estimators, one chart per task;
 * confidence histograms split by correct / incorrect;
+* "where answers go wrong": where in the answer the riskiest span falls, correct vs wrong answers
+  (`tracecal.report.localisation`);
 * an example browser (20 answers a page, filter by task / correctness / text, sort by confidence):
-  question, gold answers, model answer, correctness, and the answer's tokens coloured by surprisal or
-  entropy with the TRACE peak window (the w = 4 tokens of highest mean entropy) marked.
+  question, gold answers, model answer with its risky spans (``tracecal.risk_spans``) highlighted and their risk
+  and operator on hover, correctness, and the answer's tokens coloured by surprisal or entropy with the TRACE
+  peak window (the w = 4 tokens of highest mean entropy) marked.
 
 A task too small to rank or calibrate (fewer than 50 correct or wrong answers, `tracecal.report.informative`) is
 shown apart: its figures and tables collapsed with the reason, in no average and with no "best" mark.
@@ -58,6 +61,7 @@ from tracecal.report.data import (
 )
 from tracecal.report.html import e, examples_section, json_for_script, page, results_tables, verdict_section
 from tracecal.report.informative import uninformative
+from tracecal.report.localisation import OPERATOR_NAMES, example_spans, localisation_section, task_span_table
 from tracecal.report.plotdata import task_plots
 from tracecal.report.sections import figure_sections, overview_section
 from tracecal.report.selective import certified_summary
@@ -90,9 +94,16 @@ def _centi(x: np.ndarray) -> list[int]:
 
 
 def _task_examples(
-    run: RunData, k: int, task: str, estimators: list[str], max_examples: int | None, w: int
+    run: RunData,
+    k: int,
+    task: str,
+    estimators: list[str],
+    max_examples: int | None,
+    w: int,
+    table: dict[str, np.ndarray] | None,
 ) -> tuple[list[list[Any]], np.ndarray, np.ndarray]:
-    """The example rows of task number ``k`` (see `example_payload`) and its answers' surprisal and entropy."""
+    """The example rows of task number ``k`` (see `example_payload`) and its answers' surprisal and entropy;
+    ``table``: the task's risky spans (`tracecal.report.localisation.task_span_table`, computed when None)."""
     rows, idx, tt = run.rows, run.task_rows.get(task, np.zeros(0, np.int64)), run.tokens.get(task)
     if tt is None or idx.size == 0:
         return [], np.zeros(0), np.zeros(0)
@@ -104,11 +115,13 @@ def _task_examples(
     probs = [run.prob[x][idx[:take]] for x in estimators]
     probs_l = [[round(float(v), 4) if math.isfinite(v) else None for v in p.tolist()] for p in probs]
     ws_l, wl_l, off_l, present = ws.tolist(), wl.tolist(), off.tolist(), tt.present.tolist()
+    spans = example_spans(tt, task_span_table(tt) if table is None else table, take)
     ex: list[list[Any]] = []
     for j in range(take):
         i = int(idx[j])
         a, b = off_l[j], off_l[j + 1]
         golds = _golds(rows["golds"][i])
+        answer, text = str(rows["answer"][i] or ""), tt.texts[j] if j < len(tt.texts) else ""
         ex.append(
             [
                 k,
@@ -116,7 +129,7 @@ def _task_examples(
                 str(rows["question"][i] or ""),
                 golds[:MAX_GOLDS],
                 len(golds),
-                str(rows["answer"][i] or ""),
+                answer,
                 int(run.correct[i]),
                 str(rows["stop_reason"][i] or ""),
                 str(run.split[i] or ""),
@@ -126,6 +139,8 @@ def _task_examples(
                 ws_l[j],
                 wl_l[j],
                 [p[j] for p in probs_l],
+                spans[j],
+                None if text == answer else text,
             ]
         )
     return ex, tt.surprisal[:end], tt.entropy[:end]
@@ -139,21 +154,28 @@ def _scale(parts: list[np.ndarray]) -> float:
 
 
 def example_payload(
-    run: RunData, estimators: list[str], max_examples: int | None = None, window: int | None = None
+    run: RunData,
+    estimators: list[str],
+    max_examples: int | None = None,
+    window: int | None = None,
+    span_tables: dict[str, dict[str, np.ndarray]] | None = None,
 ) -> dict[str, Any]:
     """The example browser's data: one compact array per answer (see ``F`` in the page's JavaScript).
 
     Each answer is ``[task index, id, question, golds (≤ 8), number of golds, answer, correct, stop reason,
     seed-0 split, token strings (None without a trace), surprisal×100, entropy×100, peak window start,
-    peak window length, [calibrated probability per estimator (None if unavailable)]]``.
-    ``max_examples`` caps the answers per task (the first ones in run order).
+    peak window length, [calibrated probability per estimator (None if unavailable)], risky spans, the text the
+    spans index (None: the answer)]``; each span ``[char_start, char_end, risk×100, operator index into ``ops``,
+    token_start, token_end]`` (`tracecal.report.localisation.example_spans`). ``max_examples`` caps the answers
+    per task (the first ones in run order); ``span_tables``: each task's `task_span_table` (computed when absent).
     """
     w = TraceConfig().window if window is None else window
     ex: list[list[Any]] = []
     all_s: list[np.ndarray] = []
     all_h: list[np.ndarray] = []
     for k, task in enumerate(run.tasks):
-        rows, s, h = _task_examples(run, k, task, estimators, max_examples, w)
+        table = (span_tables or {}).get(task)
+        rows, s, h = _task_examples(run, k, task, estimators, max_examples, w, table)
         ex += rows
         all_s.append(s)
         all_h.append(h)
@@ -163,6 +185,7 @@ def example_payload(
         "w": w,
         "page_size": PAGE_SIZE,
         "scale": {"s": _scale(all_s), "h": _scale(all_h)},
+        "ops": OPERATOR_NAMES,
         "ex": ex,
     }
 
@@ -240,7 +263,8 @@ def build_html(
     if figures_dir is not None:
         export_figures(plots, figures_dir, inputs)
     skip = uninformative(run.results, run.tasks)
-    payload = example_payload(run, curve_estimators, max_examples)
+    tables = {t: task_span_table(tt) for t, tt in run.tokens.items() if t in run.tasks}
+    payload = example_payload(run, curve_estimators, max_examples, span_tables=tables)
     ex_sec = examples_section(
         run.tasks, len(payload["ex"]), run.n, curve_estimators[0] if curve_estimators else None, payload["w"]
     )
@@ -253,6 +277,7 @@ def build_html(
         _results_section(run, estimators),
         stats_sec,
         *figure_sections(plots, run.results, estimators, curve_estimators, skip),
+        localisation_section(run, tables, figures_dir, inputs),
         ex_sec,
     ]
     return page(title, _meta_lines(run, estimators), sections, json_for_script(payload))

@@ -83,6 +83,11 @@ dl.qa dd { margin:0; white-space:pre-wrap; word-break:break-word; }
 .pknote { font-size:12px; color:var(--muted); }
 .pkbox { display:inline-block; width:22px; height:12px; box-shadow: inset 0 -3px 0 #1f3f8a, inset 0 3px 0 #1f3f8a; }
 .empty { color:var(--muted); font-style:italic; }
+mark.risk { background:#ffc04d; color:inherit; border-bottom:2px solid #d46a00; border-radius:2px; padding:0 1px;
+  cursor:help; }
+mark.risk.r2 { background:#ffdb94; border-bottom-color:#e89a3c; }
+mark.risk.r3 { background:#ffefcc; border-bottom-color:#f2c07f; }
+.spantext { font-size:12px; color:var(--muted); margin-top:2px; }
 """
 
 ERROR_JS = """
@@ -169,7 +174,7 @@ MAIN_JS = """
   if (!blob) { document.body.setAttribute("data-ready", "1"); return; }
   var D = JSON.parse(blob.textContent);
   var F = { TASK: 0, ID: 1, Q: 2, G: 3, GN: 4, A: 5, C: 6, STOP: 7, SPLIT: 8, TOK: 9, S: 10, H: 11, WS: 12,
-            WL: 13, P: 14 };
+            WL: 13, P: 14, SP: 15, TX: 16 };
   var ex = D.ex;
   var PAGE = D.page_size || 20;
   var state = { task: "", correct: "", q: "", sort: "order", mode: "s", page: 0 };
@@ -237,6 +242,43 @@ MAIN_JS = """
     return box;
   }
 
+  /* risky spans: [char_start, char_end, risk x100, operator, token_start, token_end], code-point offsets */
+  function spanTitle(sp, k, n) {
+    var op = D.ops[sp[3]] || ["?", "?"];
+    return "risky span " + (k + 1) + " of " + n + ": risk " + (sp[2] / 100).toFixed(2) +
+           " nats (its largest token risk 0.8\u00b7H + 0.2\u00b7s) \u00b7 flagged by " + op[0] + ": " + op[1] +
+           " \u00b7 tokens " + (sp[4] + 1) + "\u2013" + sp[5];
+  }
+  function highlighted(tag, cls, text, spans) {
+    var box = el(tag, cls);
+    var cps = Array.from(text);
+    var order = (spans || []).map(function (sp, k) { return [sp, k]; });
+    order.sort(function (a, b) { return a[0][0] - b[0][0]; });
+    var at = 0;
+    order.forEach(function (x) {
+      var sp = x[0], a = Math.max(sp[0], at), b = Math.min(sp[1], cps.length);
+      if (b <= a) return;
+      if (a > at) box.appendChild(document.createTextNode(cps.slice(at, a).join("")));
+      var m = el("mark", "risk r" + Math.min(x[1] + 1, 3), cps.slice(a, b).join(""));
+      m.title = spanTitle(sp, x[1], spans.length);
+      m.setAttribute("data-rank", String(x[1] + 1));
+      box.appendChild(m);
+      at = b;
+    });
+    if (at < cps.length) box.appendChild(document.createTextNode(cps.slice(at).join("")));
+    return box;
+  }
+  function answerView(r) {
+    if (r[F.TX] === null) return highlighted("dd", "answer", r[F.A], r[F.SP]);
+    var dd = el("dd", "answer", r[F.A]);  /* the trace's text differs from the stored answer: spans shown apart */
+    if (r[F.SP] && r[F.SP].length) {
+      var note = highlighted("div", "spantext", r[F.TX], r[F.SP]);
+      note.insertBefore(document.createTextNode("risky spans in the trace's text: "), note.firstChild);
+      dd.appendChild(note);
+    }
+    return dd;
+  }
+
   function card(r) {
     var ok = r[F.C] === 1;
     var art = el("article", ok ? "ex ok" : "ex bad");
@@ -266,7 +308,7 @@ MAIN_JS = """
     var more = r[F.GN] > r[F.G].length ? "  \\u2026 (+" + (r[F.GN] - r[F.G].length) + " more)" : "";
     dl.appendChild(el("dd", "gold", r[F.G].join("  \\u00b7  ") + more));
     dl.appendChild(el("dt", null, "Answer"));
-    dl.appendChild(el("dd", "answer", r[F.A]));
+    dl.appendChild(answerView(r));
     dl.appendChild(el("dt", null, state.mode === "s" ? "Surprisal" : "Entropy"));
     var dd = el("dd");
     dd.appendChild(tokenView(r));

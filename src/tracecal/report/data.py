@@ -34,7 +34,7 @@ __all__ = [
     "default_curve_estimators",
 ]
 
-TRACE_COLUMNS = ("id", "token_strings", "surprisal", "entropy")
+TRACE_COLUMNS = ("id", "text", "token_strings", "offsets", "surprisal", "entropy")
 
 
 @dataclass
@@ -44,6 +44,8 @@ class TaskTokens:
     ``offsets`` has one more entry than the task has rows; answer ``i`` owns
     ``strings[offsets[i]:offsets[i+1]]`` (and the same slice of ``surprisal`` / ``entropy``).
     ``present[i]`` is False when no trace was found for the row (its answer then shows no tokens).
+    ``texts[i]`` is the trace's ``Trace.text`` ("" without a trace) and ``chars`` the character offset in it where
+    each token starts (``Trace.offsets``, concatenated like ``surprisal``; zeros for a run stored without them).
     """
 
     strings: list[str]
@@ -51,6 +53,8 @@ class TaskTokens:
     entropy: np.ndarray
     offsets: np.ndarray
     present: np.ndarray
+    texts: list[str] = field(default_factory=list)
+    chars: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
 
 
 @dataclass
@@ -114,7 +118,7 @@ def _flat(col: pa.ChunkedArray) -> tuple[np.ndarray, pa.Array]:
 def _task_tokens(store: RunStore, task: str, row_ids: list[str]) -> TaskTokens:
     """Tokens of ``row_ids`` (in that order) from the task's generation pass."""
     n = len(row_ids)
-    empty = TaskTokens([], np.zeros(0), np.zeros(0), np.zeros(n + 1, np.int64), np.zeros(n, bool))
+    empty = TaskTokens([], np.zeros(0), np.zeros(0), np.zeros(n + 1, np.int64), np.zeros(n, bool), [""] * n)
     table = _read(
         store,
         f"generated answers of task {task}",
@@ -132,18 +136,23 @@ def _task_tokens(store: RunStore, task: str, row_ids: list[str]) -> TaskTokens:
         str_all = str_vals.to_pylist()
     else:  # pragma: no cover - every stored answer has its token strings
         str_all = [""] * len(s_all)
+    has_chars = "offsets" in table.column_names
+    c_all = _flat(table.column("offsets"))[1].to_numpy(zero_copy_only=False) if has_chars else np.zeros(len(s_all))
+    c_all = c_all.astype(np.int64)
+    text_all = [str(x or "") for x in table.column("text").to_pylist()] if "text" in table.column_names else []
     tids = [str(x) for x in table.column("id").to_pylist()] if "id" in table.column_names else []
     pos = {tid: k for k, tid in enumerate(tids)}
     src = np.array([pos.get(str(r), -1) for r in row_ids], dtype=np.int64)
     present = src >= 0
     lengths = np.where(present, np.diff(t_off)[np.maximum(src, 0)] if len(t_off) > 1 else 0, 0)
     offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    texts = [text_all[k] if k >= 0 and text_all else "" for k in src.tolist()]
     if len(tids) == n and np.array_equal(src, np.arange(n)):  # already in row order: nothing to gather
-        return TaskTokens(str_all, s_all, h_all, offsets, present)
+        return TaskTokens(str_all, s_all, h_all, offsets, present, texts, c_all)
     starts = np.repeat(t_off[np.maximum(src, 0)], lengths)
     gather = starts + (np.arange(int(offsets[-1])) - np.repeat(offsets[:-1], lengths))
     strings = [str_all[k] for k in gather.tolist()]
-    return TaskTokens(strings, s_all[gather], h_all[gather], offsets, present)
+    return TaskTokens(strings, s_all[gather], h_all[gather], offsets, present, texts, c_all[gather])
 
 
 def peak_windows(entropy: np.ndarray, offsets: np.ndarray, w: int | None = None) -> tuple[np.ndarray, np.ndarray]:

@@ -246,7 +246,8 @@ def examples_section(tasks: Sequence[str], n_examples: int, n_total: int, primar
     legend = (
         '<span class="legend">0 <span class="grad"></span> <span id="ex-legend-max"></span> of '
         '<span id="ex-legend-name"></span> (darker = more surprising / uncertain) · '
-        f'<span class="pkbox"></span> TRACE peak window (w = {window}, the highest mean entropy)</span>'
+        f'<span class="pkbox"></span> TRACE peak window (w = {window}, the highest mean entropy) · '
+        '<mark class="risk">span</mark> risky span of the answer (hover: risk, operator)</span>'
     )
     pager = (
         '<div class="pager"><button type="button" id="ex-prev{s}">◀ previous</button>'
@@ -254,8 +255,10 @@ def examples_section(tasks: Sequence[str], n_examples: int, n_total: int, primar
     )
     return (
         '<section id="examples"><h2>Examples</h2>'
-        '<p class="note">Each answer with its question, gold answers and the model\'s tokens coloured by '
-        "surprisal or entropy: the view that explains why an answer got low confidence. Confidences are the "
+        '<p class="note">Each answer with its question, gold answers, its risky spans highlighted '
+        "(<code>tracecal.risk_spans</code>: darker = riskier; hover one for its risk and operator) and the model's "
+        "tokens coloured by surprisal or entropy: the view that explains why an answer got low confidence. "
+        "Confidences are the "
         f"calibrated probabilities of the seed-0 evaluation split.{limited}</p>"
         f'<div class="controls">{controls}{legend}</div>'
         + pager.format(s="")
@@ -299,10 +302,12 @@ def verdict_section(verdict: dict[str, Any] | None) -> str:
 
 def page(title: str, meta_lines: list[str], body_sections: list[str], data_json: str) -> str:
     """The whole self-contained document."""
-    present = {a: any(f'<section id="{a}">' in b for b in body_sections) for a in ("verdict", "overview", "statistics")}
+    names = ("verdict", "overview", "statistics", "localisation")
+    present = {a: any(f'<section id="{a}">' in b for b in body_sections) for a in names}
     verdict = [("verdict", "Verdict")] if present["verdict"] else []
     stats = [("statistics", "Statistics")] if present["statistics"] else []
     overview = [("overview", "Overview")] if present["overview"] else []
+    where = [("localisation", "Where answers go wrong")] if present["localisation"] else []
     nav = "".join(
         f'<a href="#{a}">{e(t)}</a>'
         for a, t in (
@@ -313,6 +318,7 @@ def page(title: str, meta_lines: list[str], body_sections: list[str], data_json:
             ("reliability", "Reliability"),
             ("risk-coverage", "Risk–coverage"),
             ("histograms", "Histograms"),
+            *where,
             ("examples", "Examples"),
         )
     )

@@ -54,6 +54,7 @@ __all__ = [
     "risk_spans",
     "span_table",
     "spans_json",
+    "token_char_bounds",
 ]
 
 OPERATORS = ("entropy", "peak", "surprisal")
@@ -128,18 +129,29 @@ def char_bounds(traces: Sequence[Trace]) -> tuple[np.ndarray, np.ndarray]:
     """Concatenated character ``(start, end)`` of every token of ``traces`` in its own ``Trace.text`` (module
     docstring): int64, shape ``(N,)``, ``0 ≤ start ≤ end ≤ len(text)``, monotone within an answer."""
     starts: list[np.ndarray] = []
-    lens: list[int] = []
     for t in traces:  # one step per answer (its offsets array), never per token
         off = np.asarray(t.offsets, np.int64)
         if t.length > 1 and not off.any() and "".join(t.token_strings) == t.text:
             off = np.concatenate([[0], np.cumsum([len(s) for s in t.token_strings])[:-1]]).astype(np.int64)
-        starts.append(np.maximum.accumulate(np.clip(off, 0, len(t.text))) if t.length else off)
-        lens.append(len(t.text))
+        starts.append(off)
     if not starts:
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    start = np.concatenate(starts)
-    seg = Segments(np.concatenate([[0], np.cumsum([len(s) for s in starts])]).astype(np.int64))
-    text_len = seg.broadcast(np.asarray(lens, np.int64))
+    offsets = np.concatenate([[0], np.cumsum([len(s) for s in starts])]).astype(np.int64)
+    return token_char_bounds(np.concatenate(starts), offsets, np.asarray([len(t.text) for t in traces], np.int64))
+
+
+def token_char_bounds(
+    starts: np.ndarray, offsets: np.ndarray, text_lengths: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """`char_bounds` from flat arrays, for a batch held column-wise (a run's stored traces): ``starts`` the recorded
+    character offset where each token starts (``Trace.offsets`` concatenated; answer i owns
+    ``[offsets[i], offsets[i+1])``), ``text_lengths`` each answer's ``len(text)``. Vectorised (no loop)."""
+    seg = Segments(np.asarray(offsets, np.int64))
+    text_len = seg.broadcast(np.asarray(text_lengths, np.int64))
+    start = np.clip(np.asarray(starts, np.int64), 0, text_len)
+    # monotone within an answer: one running maximum, each answer lifted above every earlier one's values
+    lift = seg.broadcast(np.arange(len(seg), dtype=np.int64)) * (int(text_len.max(initial=0)) + 1)
+    start = np.maximum.accumulate(start + lift) - lift if start.size else start
     last = np.zeros(len(start), bool)
     last[seg.ends[seg.nonempty] - 1] = True
     nxt = np.where(last, text_len, np.roll(start, -1))
