@@ -30,7 +30,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from tracecal.backends.answers import Answer, Forced, check_answer_args, forced_decoding, trace_answers_local
+from tracecal.backends.answers import Answer, Forced, check_answer_args, forced_decoding, trace_answers_local, why_not
 from tracecal.backends.base import (
     BackendUnsupportedError,
     Prompt,
@@ -51,6 +51,7 @@ from tracecal.backends.defaults import (
 )
 from tracecal.backends.llamacpp_steps import logits_stats, stack_top, top_k
 from tracecal.backends.prompting import TokenizerBackend
+from tracecal.backends.registry import HIDDEN_STATES
 from tracecal.backends.runtime import resolve_threads
 from tracecal.errors import TracecalError, ValidationError
 from tracecal.traces.trace import Trace
@@ -440,7 +441,7 @@ class LlamaCppModel(TokenizerBackend):
         """The trace of each given answer after its prompt, as if llama.cpp had decoded it greedily (teacher forcing,
         one token per step: `_forced`; prompts one at a time, cached prefixes kept). The keywords of
         `HFForwardPasses.trace_answers`; what the trace means: `tracecal.backends.answers`."""
-        args = check_answer_args(prompts, answers, options, self.batch_size)
+        args = check_answer_args(prompts, answers, options, self.batch_size, hidden=why_not(self, HIDDEN_STATES))
         k = min(args.top_logprobs, self.vocab_size - 1)
         extra = {"backend": "llama.cpp", "recorded_logits": "llama.cpp's logits, one answer token per step"}
 
