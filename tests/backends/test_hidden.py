@@ -114,7 +114,7 @@ def test_on_step_and_hidden_layers_are_refused_together(deep_model: Any) -> None
 def test_backends_without_hidden_states_refuse_them(backend: str) -> None:
     spec = get_backend(backend)
     assert not spec.can(HIDDEN_STATES) and get_backend("hf").can(HIDDEN_STATES)
-    model = object.__new__(type("Fake", (), {"backend_name": backend}))
+    model: Any = object.__new__(type("Fake", (), {"backend_name": backend}))
     why = why_not(model, HIDDEN_STATES)
     assert why == spec.why_not(HIDDEN_STATES) and "hidden states" in why
     with pytest.raises(BackendUnsupportedError, match="hidden_layers: .*hidden states.*--backend hf"):
