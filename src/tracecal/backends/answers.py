@@ -47,6 +47,7 @@ from tracecal._validation import check_text
 from tracecal.backends import base
 from tracecal.backends.base import Prompt
 from tracecal.backends.prompting import given_ids, user_text_ids
+from tracecal.backends.registry import CAPABILITIES, backend_of, get_backend
 from tracecal.errors import ValidationError
 from tracecal.traces.trace import Trace
 
@@ -56,6 +57,7 @@ __all__ = [
     "AnswerArgs",
     "Forced",
     "check_answer_args",
+    "why_not",
     "check_answers",
     "end_reason",
     "forced_decoding",
@@ -81,6 +83,8 @@ class Forced(NamedTuple):
     """The most likely token after the answer (what greedy decoding would emit next)."""
     end_prob: float
     """Σ_{v ∈ stop ids} P(v | prompt, answer)."""
+    hidden: np.ndarray | None = None
+    """The (2, layers, d) hidden-state summary (`tracecal.backends.hidden`), when asked for (``hidden_layers``)."""
 
 
 class AnswerArgs(NamedTuple):
@@ -122,8 +126,25 @@ def check_answers(prompts: Sequence[Prompt], answers: Sequence[Answer]) -> tuple
     return prompts, answers
 
 
-ANSWER_OPTIONS = ("batch_size", "ids", "progress", "top_logprobs", "temperature", "max_new_tokens", "stop_strings")
+ANSWER_OPTIONS = (
+    "batch_size",
+    "ids",
+    "progress",
+    "top_logprobs",
+    "temperature",
+    "max_new_tokens",
+    "stop_strings",
+    "hidden_layers",
+)
 """The keywords of ``trace_answers`` on the in-process backends (the HTTP backend takes all but ``temperature``)."""
+
+
+def why_not(model: Any, capability: str) -> str:
+    """Why ``model``'s registered backend cannot do ``capability`` (its declared line, `BackendSpec.why_not`)."""
+    name = backend_of(model)
+    return (
+        get_backend(name).why_not(capability) if name else f"{type(model).__name__} has no {CAPABILITIES[capability]}"
+    )
 
 
 def check_answer_args(
@@ -132,12 +153,16 @@ def check_answer_args(
     options: dict[str, Any],
     default_batch_size: int,
     known: Sequence[str] = ANSWER_OPTIONS,
+    hidden: str | None = None,
 ) -> AnswerArgs:
     """Every argument of ``trace_answers`` checked at the boundary (`ValidationError` naming it); an option not in
-    ``known`` is refused (a misspelt ``temperatur=`` must not pass silently)."""
+    ``known`` is refused (a misspelt ``temperatur=`` must not pass silently). ``hidden``: None where the backend
+    records hidden states, else why it cannot: ``hidden_layers`` then raises `BackendUnsupportedError` saying so."""
     unknown = sorted(set(options) - set(known))
     if unknown:
         raise ValidationError(f"trace_answers got unknown option(s) {', '.join(unknown)}; it takes {', '.join(known)}")
+    if hidden is not None and options.get("hidden_layers") is not None:
+        raise base.BackendUnsupportedError(f"hidden_layers: {hidden}; use --backend hf")
     prompts, answers = check_answers(prompts, answers)
     ids = options.get("ids")
     if ids is not None and len(ids) != len(prompts):
@@ -241,6 +266,7 @@ def trace_answers_local(
             s, h = np.maximum(f.surprisal, 0.0), np.maximum(f.entropy, 0.0)  # float round-off below 0
             t = base.local_trace(prefixes, a_ids, s, h, p_ids, reason, backend.model_id, decoding, top)
             t.meta["end_prob"] = f.end_prob
+            t.hidden = f.hidden
             out[i] = base.name_trace(t, args.prompts[i], i, ids)
         if progress is not None:
             progress(len(idx))

@@ -32,6 +32,7 @@ from tracecal.backends.defaults import (
     torch_dtype,
 )
 from tracecal.backends.hf_passes import HFForwardPasses
+from tracecal.backends.hidden import HiddenRecorder, LayerTap
 from tracecal.backends.prefill import contiguous_head_input
 from tracecal.backends.recorder import StepCallback, StepHook, TraceRecorder, generated_trace, output_cache
 from tracecal.backends.runtime import apply_threads, check_threads
@@ -189,6 +190,7 @@ class HFModel(HFForwardPasses):
         ids: Sequence[str] | None = None,
         progress: Callable[[int], None] | None = None,
         on_step: StepCallback | None = None,
+        hidden_layers: str | Sequence[int] | None = None,
     ) -> list[Trace]:
         """Decode one answer per prompt (greedy by default) and record its trace in the same pass.
 
@@ -206,7 +208,12 @@ class HFModel(HFForwardPasses):
             progress: called with the number of prompts finished after each batch.
             on_step: per-step callback ``(rows, token_ids, s, h) -> None | bool per row`` (rows index ``prompts``;
                 True ends that answer, ``stop_reason="stopped"``): `tracecal.backends.recorder.StepHook`.
+            hidden_layers: also record each answer's hidden-state summary in the same pass (``trace.hidden``, shape
+                (2, layers, d): the mean over the answer's decoding states and the state before its first token,
+                `tracecal.backends.hidden`): ``"auto"`` or 1-based layer indices; None (default) records none.
         """
+        if hidden_layers is not None and on_step is not None:
+            raise ValidationError("hidden_layers and on_step cannot be combined: record hidden states without on_step")
         prompts, max_new_tokens, bs, top_logprobs = check_generate_args(
             prompts, max_new_tokens, batch_size, self.batch_size, ids, top_logprobs
         )
@@ -224,7 +231,7 @@ class HFModel(HFForwardPasses):
             idx = order[start : start + bs]
             batch = [prompt_ids[i] for i in idx]
             hook = None if on_step is None else (on_step, idx)
-            traces, _ = self._generate_batch(batch, max_new_tokens, policy, decoding, hook)
+            traces, _ = self._generate_batch(batch, max_new_tokens, policy, decoding, hook, hidden=hidden_layers)
             for j, i in enumerate(idx):
                 out[i] = name_trace(traces[j], prompts[i], i, ids)
             if progress is not None:
@@ -257,9 +264,11 @@ class HFModel(HFForwardPasses):
         decoding: dict[str, Any],
         hook: tuple[StepCallback, Sequence[int] | np.ndarray] | None = None,
         prefill: dict[str, Any] | None = None,
+        hidden: str | Sequence[int] | None = None,
     ) -> tuple[list[Trace], int]:
         """The traces of one batch and the number of decoding steps it ran; ``prefill``: a KV cache of every prompt
-        but its last token (`_shared_prefill`), so ``generate`` feeds only the last prompt token."""
+        but its last token (`_shared_prefill`), so ``generate`` feeds only the last prompt token; ``hidden``: the
+        layers whose summaries each trace gets (``trace.hidden``, `HiddenRecorder`), or None."""
         input_ids, mask = self.left_pad(prompt_ids)
         rec = TraceRecorder(policy.temperature if policy.do_sample else 1.0, policy.top_logprobs)
         steps = None if hook is None else StepHook(rec, hook[0], hook[1], self.stop_ids)
@@ -268,16 +277,25 @@ class HFModel(HFForwardPasses):
             gen_kwargs.update(temperature=policy.temperature, top_p=policy.top_p, top_k=policy.top_k)
         else:
             gen_kwargs.update(temperature=None, top_p=None, top_k=None)
-        seqs = self.model.generate(
-            input_ids=input_ids,
-            attention_mask=mask,
-            max_new_tokens=max_new_tokens,
-            logits_processor=LogitsProcessorList([rec]),
-            eos_token_id=self.stop_ids,
-            pad_token_id=self.pad_id,
-            **gen_kwargs,
-            **(prefill or {}),
-        )
+        states = None
+        if hidden is not None:
+            states = HiddenRecorder(
+                LayerTap(self.model, hidden, True), self.tokenizer, self.stop_ids, policy.stop_strings
+            )
+        try:
+            seqs = self.model.generate(
+                input_ids=input_ids,
+                attention_mask=mask,
+                max_new_tokens=max_new_tokens,
+                logits_processor=LogitsProcessorList([rec] if states is None else [rec, states]),
+                eos_token_id=self.stop_ids,
+                pad_token_id=self.pad_id,
+                **gen_kwargs,
+                **(prefill or {}),
+            )
+        finally:
+            if states is not None:
+                states.tap.close()
         new = seqs[:, input_ids.shape[1] :]
         S, H, TI, TL = rec.finish(seqs)
         new_np = new.cpu().numpy()
@@ -295,6 +313,9 @@ class HFModel(HFForwardPasses):
             )
             for b, p in enumerate(prompt_ids)
         ]
+        if states is not None:
+            for t, summary in zip(traces, states.finish(seqs, [t.length for t in traces]), strict=True):
+                t.hidden = summary
         return traces, int(new.shape[1])
 
     def sample_answers(

@@ -24,6 +24,7 @@ from tracecal.backends.base import (
     check_prompt_lengths,
     check_prompts,
 )
+from tracecal.backends.hidden import LayerTap, forced_summaries
 from tracecal.backends.prefill import last_logits_only, length_batches
 from tracecal.backends.prompting import TokenizerBackend
 from tracecal.backends.recorder import logit_stats, output_cache
@@ -52,20 +53,28 @@ def forced_pass(
     stop_ids: Sequence[int],
     temperature: float = 1.0,
     top_logprobs: int = 0,
+    hidden_layers: str | Sequence[int] | None = None,
 ) -> list[Forced]:
     """Teacher forcing of a batch of (prompt ids, answer ids): one forward pass over the left-padded
     prompt + answer sequences (positions from the mask), logits kept only at the last max T + 1 positions.
 
     For answer token t of row b, x = logits / ``temperature`` at the position before it; s_t = lse − x[a_t],
     H_t = lse − Σ softmax(x)·x (`logit_stats`, float32 as the recorder computes them, returned as float64), the
-    greedy next token after the answer and Σ_{stop ids} P(v) there (`tracecal.backends.answers.Forced`).
+    greedy next token after the answer and Σ_{stop ids} P(v) there (`tracecal.backends.answers.Forced`), and with
+    ``hidden_layers`` each answer's hidden-state summary from the same pass (`tracecal.backends.hidden`).
     """
     device = next(model.parameters()).device
     ids, mask = left_pad([[*p, *a] for p, a in rows], pad_id, device)
     pos = (mask.cumsum(-1) - 1).clamp(min=0)
     K = max(len(a) for _, a in rows) + 1
     keep = {"logits_to_keep": K} if "logits_to_keep" in inspect.signature(model.forward).parameters else {}
-    out = model(input_ids=ids, attention_mask=mask, position_ids=pos, use_cache=False, **keep)
+    tap = None if hidden_layers is None else LayerTap(model, hidden_layers, last_only=False)
+    try:
+        out = model(input_ids=ids, attention_mask=mask, position_ids=pos, use_cache=False, **keep)
+    finally:
+        if tap is not None:
+            tap.close()
+    summaries = [None] * len(rows) if tap is None else forced_summaries(tap, [len(a) for _, a in rows])
     x = out.logits[:, -K:].float()
     if temperature != 1.0:
         x = x / temperature
@@ -83,7 +92,7 @@ def forced_pass(
             top = (i.cpu().numpy().astype(np.int64), (v - lb[:T, None]).double().cpu().numpy())
         end = float(torch.exp(xb[T, stops] - lb[T]).sum()) if len(stops) else 0.0
         s_np, h_np = s.double().cpu().numpy(), h[b, K - 1 - T : K - 1].double().cpu().numpy()
-        result.append(Forced(s_np, h_np, top[0], top[1], int(xb[T].argmax()), end))
+        result.append(Forced(s_np, h_np, top[0], top[1], int(xb[T].argmax()), end, summaries[b]))
     return result
 
 
@@ -145,11 +154,14 @@ class HFForwardPasses(TokenizerBackend):
             answers: one per prompt: text (tokenized without special tokens) or token ids.
             **options: ``batch_size`` (default: the model's), ``ids``, ``progress``, ``top_logprobs`` (0),
                 ``temperature`` (1.0: the greedy view; τ: the distribution answers sampled at τ were drawn from,
-                before truncation), ``max_new_tokens`` and ``stop_strings`` (for the stop reason only).
+                before truncation), ``max_new_tokens`` and ``stop_strings`` (for the stop reason only),
+                ``hidden_layers`` (``"auto"`` or layer indices: each trace's ``hidden`` summary from the same pass,
+                equal to what ``generate(hidden_layers=...)`` records for the same tokens; `tracecal.backends.hidden`).
 
         What the numbers mean for answers the model did not generate, and the stop reason: `tracecal.backends.answers`.
         """
         args = check_answer_args(prompts, answers, options, self.batch_size)
+        hidden_layers = options.get("hidden_layers")
         extra = {
             "recorded_logits": "one forward pass over prompt + answer (teacher forcing): raw logits / temperature",
             "dtype": str(self.model.dtype).replace("torch.", ""),
@@ -157,7 +169,9 @@ class HFForwardPasses(TokenizerBackend):
         }
 
         def forced(rows: list[tuple[list[int], list[int]]]) -> list[Forced]:
-            return forced_pass(self.model, rows, self.pad_id, self.stop_ids, args.temperature, args.top_logprobs)
+            return forced_pass(
+                self.model, rows, self.pad_id, self.stop_ids, args.temperature, args.top_logprobs, hidden_layers
+            )
 
         decoding = forced_decoding(args, self.chat, extra)
         return trace_answers_local(self, args, forced, decoding, options.get("ids"), options.get("progress"))

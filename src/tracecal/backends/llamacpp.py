@@ -28,7 +28,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from tracecal.backends.answers import Answer, Forced, check_answer_args, forced_decoding, trace_answers_local
+from tracecal.backends.answers import Answer, Forced, check_answer_args, forced_decoding, trace_answers_local, why_not
 from tracecal.backends.base import (
     BackendUnsupportedError,
     Prompt,
@@ -44,6 +44,7 @@ from tracecal.backends.base import (
 from tracecal.backends.llamacpp_load import LlamaCppMissingError, import_llama_cpp, llama_model_params, open_gguf
 from tracecal.backends.llamacpp_steps import draw, logits_stats, stack_top, top_k
 from tracecal.backends.prompting import TokenizerBackend
+from tracecal.backends.registry import HIDDEN_STATES
 from tracecal.errors import ValidationError
 from tracecal.traces.trace import Trace
 
@@ -362,7 +363,7 @@ class LlamaCppModel(TokenizerBackend):
         """The trace of each given answer after its prompt, as if llama.cpp had decoded it greedily (teacher forcing,
         one token per step: `_forced`; prompts one at a time, cached prefixes kept). The keywords of
         `HFForwardPasses.trace_answers`; what the trace means: `tracecal.backends.answers`."""
-        args = check_answer_args(prompts, answers, options, self.batch_size)
+        args = check_answer_args(prompts, answers, options, self.batch_size, hidden=why_not(self, HIDDEN_STATES))
         k = min(args.top_logprobs, self.vocab_size - 1)
         extra = {"backend": "llama.cpp", "recorded_logits": "llama.cpp's logits, one answer token per step"}
 

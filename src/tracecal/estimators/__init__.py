@@ -6,6 +6,7 @@ from tracecal.estimators import trace as trace_estimators  # noqa: F401
 from tracecal.estimators import baselines as baseline_estimators  # noqa: F401
 from tracecal.estimators import extra as extra_estimators  # noqa: F401
 from tracecal.estimators import sampling as sampling_estimators  # noqa: F401
+from tracecal.estimators import hidden as hidden_estimators  # noqa: F401
 
 # isort: on
 from tracecal.estimators.base import (

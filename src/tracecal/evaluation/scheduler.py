@@ -29,7 +29,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from tracecal.backends.registry import get_backend
+from tracecal.backends.registry import HIDDEN_STATES, get_backend
 from tracecal.estimators import needs_of
 from tracecal.evaluation.config import EvalConfig, resolve_embedder_dtype
 from tracecal.evaluation.protocol import Progress
@@ -131,6 +131,9 @@ class Scheduler:
         self.skipped = unsupported_passes(cfg)  # {pass: why the backend cannot compute it}
         passes = [p for p in needs_of(cfg.estimators) if p not in self.skipped]  # dependencies first
         self.passes: list[Pass] = [PASSES[p].from_config(cfg) for p in sorted(passes, key=self._rank(passes))]
+        names = [p.name for p in self.passes]
+        if "hidden" in names and TRACES in names and get_backend(cfg.backend_kind()).can(HIDDEN_STATES):
+            self.pass_of(TRACES).hidden_layers = self.pass_of("hidden").layers  # type: ignore[attr-defined]
 
     @staticmethod
     def _rank(order: list[str]) -> Callable[[str], tuple[int, float, int]]:

@@ -29,23 +29,32 @@ class GenerationPass(Pass):
     provides = {"surprisal": TOKEN, "entropy": TOKEN}
     description = "greedy answer with its decoding trace"
 
-    def __init__(self, max_new_tokens: int | None = None) -> None:
+    def __init__(self, max_new_tokens: int | None = None, hidden_layers: Any = None) -> None:
         self.max_new_tokens = max_new_tokens
+        self.hidden_layers = hidden_layers  # set (by the scheduler) when the hidden pass runs: record them here
 
     @classmethod
     def from_config(cls, cfg: Any) -> GenerationPass:
         return cls(max_new_tokens=cfg.max_new_tokens)
 
     def compute(self, model: Any, task: Any, examples: Sequence[Any], traces: Sequence[Any]) -> list[Trace]:  # type: ignore[override]
-        """The traces themselves (``traces`` is unused: this pass makes them)."""
+        """The traces themselves (``traces`` is unused: this pass makes them); with ``hidden_layers``, each answer's
+        hidden-state summary recorded in the same decoding pass and kept for the hidden pass
+        (`tracecal.passes.hidden.remember`)."""
+        hidden = {} if self.hidden_layers is None else {"hidden_layers": self.hidden_layers}
         out = model.generate(
             [task.prompt(ex, chat=model.chat) for ex in examples],
             max_new_tokens=self.max_new_tokens or task.max_new_tokens,
             stop_strings=tuple(task.stop_strings(model.chat)),
             ids=[ex.id for ex in examples],
+            **hidden,
         )
         for t in out:
             t.meta["task"] = task.name
+        if hidden:
+            from tracecal.passes.hidden import remember
+
+            remember(task.name, out)
         return out
 
     def to_table(self, ids: Sequence[str], columns: Any) -> pa.Table:

@@ -76,6 +76,8 @@ class Trace:
         topk_ids, topk_logprobs: optional top-k alternatives per step, shape ``(T, k)``.
         id: a caller-chosen identifier (e.g. the task row id).
         meta: free-form JSON-serialisable metadata.
+        hidden: optional hidden-state summary recorded with the answer (float32, shape (2, layers, d):
+            `tracecal.backends.hidden`); kept in memory only (trace files do not store it).
 
     The constructor checks shapes, not values; every boundary checks the values with one rule
     (`check_token_values`: finite, in [0, `MAX_TOKEN_NATS`] nats): `TraceBatch.from_traces`, every operator, and
@@ -98,6 +100,7 @@ class Trace:
     topk_logprobs: np.ndarray | None = None
     id: str = ""
     meta: dict[str, Any] = field(default_factory=dict)
+    hidden: np.ndarray | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         self.token_ids = _i64(self.token_ids)

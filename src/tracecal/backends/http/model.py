@@ -15,7 +15,7 @@ from typing import Any, ClassVar, NoReturn
 import numpy as np
 
 from tracecal._validation import Interval
-from tracecal.backends.answers import ANSWER_OPTIONS, check_answer_args
+from tracecal.backends.answers import ANSWER_OPTIONS, check_answer_args, why_not
 from tracecal.backends.base import BackendUnsupportedError, Prompt, check_generate_args, prompt_text
 from tracecal.backends.http.answers import answer_trace, root_client
 from tracecal.backends.http.client import API_KEY_ENV, HTTPBackendError, RetryingClient
@@ -24,6 +24,7 @@ from tracecal.backends.http.reply import Reply, chat_reply, completion_reply, re
 from tracecal.backends.http.settings import HTTPSettings
 from tracecal.backends.http.stream import TokenHook, active_hook, post_streamed, streamed_each
 from tracecal.backends.prompting import prompt_ids
+from tracecal.backends.registry import HIDDEN_STATES
 from tracecal.backends.topk import DEFAULT_TOPK_ESTIMATOR
 from tracecal.errors import ValidationError
 from tracecal.traces.trace import Trace
@@ -346,7 +347,7 @@ class HTTPModel:
         ``temperature`` (prompt log-probs are at temperature 1); ``top_logprobs`` is ignored (the backend's own k).
         A server that cannot (not vLLM) raises `BackendUnsupportedError`."""
         known = [o for o in ANSWER_OPTIONS if o != "temperature"]
-        args = check_answer_args(prompts, answers, options, self.batch_size, known)
+        args = check_answer_args(prompts, answers, options, self.batch_size, known, why_not(self, HIDDEN_STATES))
         for prompt, answer in zip(args.prompts, args.answers, strict=True):  # every one, before any is sent
             self.check_prompt(prompt, answer)
         root, served = root_client(self.http), self.model_id  # the served name resolved once, before the workers

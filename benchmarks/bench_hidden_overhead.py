@@ -1,0 +1,73 @@
+"""Cost of recording hidden-state summaries during generation: tracecal's generation with and without them.
+
+    python benchmarks/bench_hidden_overhead.py [--n 32] [--batch-size 16] [--max-new-tokens 32] [--rounds 2]
+
+Same model (the offline default, SmolLM2-135M-Instruct), the same prompts (TriviaQA questions, chat template, stop
+strings of the task), the same batches, greedy decoding; ``generate`` without and with ``hidden_layers="auto"``
+(3 layers) run alternately batch by batch (without first on even batches, with first on odd ones) and the answers
+must be identical. Prints tokens/s of each, the throughput ratio and the bytes a summary keeps per answer.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+
+import tracecal  # noqa: E402
+from tracecal.tasks import get_task  # noqa: E402
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--n", type=int, default=32)
+    ap.add_argument("--batch-size", type=int, default=16)
+    ap.add_argument("--max-new-tokens", type=int, default=32)
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--threads", type=int, default=1)
+    a = ap.parse_args()
+    torch.set_num_threads(a.threads)
+    lm = tracecal.load_model(batch_size=a.batch_size, dtype="float32")
+    task = get_task("triviaqa")
+    prompts = [task.prompt(ex, chat=True) for ex in task.load(limit=a.n)]
+    stops = tuple(task.stop_strings(True))
+    kw = {"max_new_tokens": a.max_new_tokens, "stop_strings": stops}
+    print(f"model {lm.model_id}, {a.n} prompts, batch {a.batch_size}, max_new_tokens {a.max_new_tokens}")
+    lm.generate(prompts[:2], max_new_tokens=2, hidden_layers="auto")  # warm-up (not timed)
+    batches = [prompts[i : i + a.batch_size] for i in range(0, len(prompts), a.batch_size)]
+    t_off, t_on = np.zeros(a.rounds), np.zeros(a.rounds)
+    same, tokens, sizes = True, 0, []
+    for r in range(a.rounds):
+        for j, batch in enumerate(batches):
+            runs = {}
+            for mode in ("off", "on") if j % 2 == 0 else ("on", "off"):
+                t0 = time.perf_counter()
+                runs[mode] = lm.generate(batch, **kw, **({"hidden_layers": "auto"} if mode == "on" else {}))
+                dt = time.perf_counter() - t0
+                if mode == "on":
+                    t_on[r] += dt
+                else:
+                    t_off[r] += dt
+            same &= all(np.array_equal(x.token_ids, y.token_ids) for x, y in zip(runs["off"], runs["on"], strict=True))
+            if r == 0:
+                tokens += sum(t.length for t in runs["off"])
+                sizes += [t.hidden.nbytes for t in runs["on"]]
+    off, on = float(np.median(t_off)), float(np.median(t_on))
+    print(f"identical answers: {same}  ({tokens} answer tokens per run)")
+    print(
+        f"without hidden states: {tokens / off:.1f} tokens/s (median {off:.2f} s; runs {np.round(t_off, 2).tolist()})"
+    )
+    print(f"with hidden states:    {tokens / on:.1f} tokens/s (median {on:.2f} s; runs {np.round(t_on, 2).tolist()})")
+    print(f"throughput ratio with/without: {off / on:.4f}  (overhead {100 * (on / off - 1):+.2f}%)")
+    print(f"summary kept per answer: {sizes[0]} bytes (2 × 3 layers × d float32)")
+    print(json.dumps({"ratio": off / on, "identical": bool(same), "tokens": tokens, "bytes_per_answer": sizes[0]}))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,188 @@
+"""`HiddenProbe`: a linear probe on hidden-state summaries (optionally with the TRACE+ features), fitted on the
+calibration split alone.
+
+For a feature matrix X (n answers × p columns: the hidden summaries, then ``passthrough`` further columns, e.g. the
+8 TRACE+ features φ), the fit is
+
+1. standardise: z = (x − m) / s per column over the calibration answers (s = 1 for a constant column; a
+   non-finite value is replaced by its column's mean m before anything else);
+2. reduce: the first p − ``passthrough`` columns to their top k = min(``n_components``, n − 1, p − passthrough)
+   principal components (SVD of the standardised block, signs fixed so each component's largest loading is
+   positive), each score divided by its standard deviation; the passthrough columns stay as they are;
+3. logistic regression with an L2 penalty on the k (+ passthrough) columns, its inverse strength C chosen from
+   ``Cs`` by stratified ``cv``-fold cross-validated log-loss on the calibration answers (min(cv, smallest class)
+   folds; the PCA sees no label, so CV over C leaks none), then refitted on all of them.
+
+Every step is linear, so the fitted probe is stored folded into one weight vector on the raw columns:
+P(correct | x) = σ(wᵀx + b) (``coef_``, ``intercept_``), plus the column means used for non-finite values. The JSON
+file (`Calibrator.save`; never pickle) holds p + 1 weights and p means (Qwen2.5-1.5B, 3 layers: 2·9,216 + 1 numbers),
+and the probe refuses a matrix of another width (another model, other layers) with a `ValidationError` saying so.
+With one class in the labels the probe is its base rate.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar
+
+import numpy as np
+from sklearn.linear_model import LogisticRegression
+from sklearn.model_selection import StratifiedKFold
+
+from tracecal._validation import Interval
+from tracecal.calibrators.base import Calibrator, ListOf, ParamConstraint, json_array, json_float
+from tracecal.calibrators.values import CalibratorFileError
+from tracecal.errors import ValidationError
+
+__all__ = ["HiddenProbe", "DEFAULT_CS"]
+
+DEFAULT_CS = tuple(float(c) for c in np.logspace(-4, 2, 13))
+"""The grid of inverse L2 strengths C the cross-validation chooses from (10⁻⁴ … 10², half-decade steps)."""
+
+
+def _pca(Z: np.ndarray, k: int) -> np.ndarray:
+    """The top ``k`` principal directions of the (centred) rows of ``Z``, shape (k, p), signs fixed."""
+    _, _, vt = np.linalg.svd(Z, full_matrices=False)
+    v = vt[:k]
+    sign = np.sign(v[np.arange(len(v)), np.abs(v).argmax(1)])
+    return np.asarray(v * sign[:, None])
+
+
+def _log_loss(y: np.ndarray, p: np.ndarray) -> float:
+    p = np.clip(p, 1e-12, 1 - 1e-12)
+    return float(-np.mean(y * np.log(p) + (1 - y) * np.log(1 - p)))
+
+
+class HiddenProbe(Calibrator):
+    """Standardise → PCA → L2 logistic with C by CV (module docstring); reads a feature matrix (n, p).
+
+    Args:
+        n_components: principal components kept of the hidden block (at most n − 1 and its width).
+        passthrough: trailing columns that are standardised but not reduced (the TRACE+ features: 8).
+        Cs: the inverse L2 strengths to choose from; cv: folds of the cross-validation; seed: of its shuffle.
+    """
+
+    reads: ClassVar[str] = "features"
+    _parameter_constraints: ClassVar[dict[str, ParamConstraint]] = {
+        "n_components": Interval(int, 1, None),
+        "passthrough": Interval(int, 0, None),
+        "Cs": ListOf(Interval(float, 0.0, None, closed="neither"), "positive numbers"),
+        "cv": Interval(int, 2, None),
+        "seed": Interval(int, 0, None),
+    }
+
+    def __init__(
+        self, n_components: int = 64, passthrough: int = 0, Cs: Sequence[float] = DEFAULT_CS, cv: int = 5, seed: int = 0
+    ) -> None:
+        self.n_components, self.passthrough, self.Cs, self.cv, self.seed = n_components, passthrough, Cs, cv, seed
+
+    @classmethod
+    def _params_from_json(cls, params: dict[str, Any]) -> dict[str, Any]:
+        return {**params, "Cs": tuple(params["Cs"])} if isinstance(params.get("Cs"), list) else params
+
+    def input_of(self, traces: Any = None, score: Any = None) -> Any:
+        raise ValidationError("HiddenProbe reads hidden-state features, not traces: call fit(X, y) / predict_proba(X)")
+
+    # ------------------------------------------------------------------ fitting
+    def _matrix(self, X: Any, reset: bool) -> np.ndarray:
+        M = np.asarray(X, dtype=np.float64)
+        if M.ndim != 2:
+            raise ValidationError(f"HiddenProbe reads a 2-D feature matrix (answers × features), got shape {M.shape}")
+        if reset:
+            if M.shape[1] <= self.passthrough:
+                raise ValidationError(
+                    f"{M.shape[1]} features leave no hidden columns besides passthrough={self.passthrough}"
+                )
+            return M
+        if M.shape[1] != self.n_features_in_:
+            raise ValidationError(
+                f"this HiddenProbe was fitted on {self.n_features_in_} features per answer, got {M.shape[1]}: score "
+                "answers of the same model, with the same layers (and TRACE+ features) it was fitted with"
+            )
+        return np.where(np.isfinite(M), M, self.means_)
+
+    def fit(self, X: Any, y: Any) -> HiddenProbe:
+        """Fit on a feature matrix X (n, p) and labels y ∈ {0, 1}."""
+        self._check_params()
+        M = self._matrix(X, reset=True)
+        yv = np.asarray(y, dtype=np.float64)
+        if yv.shape != (len(M),) or not np.isin(yv, (0.0, 1.0)).all():
+            raise ValidationError(f"labels must be 0 or 1, one per answer ({len(M)}), got shape {yv.shape}")
+        col_mean = np.nanmean(np.where(np.isfinite(M), M, np.nan), axis=0)
+        self.means_ = np.nan_to_num(col_mean)
+        self.n_features_in_ = M.shape[1]
+        M = np.where(np.isfinite(M), M, self.means_)
+        if yv.min() == yv.max():
+            self.coef_, self.intercept_, self.C_, self.k_ = np.zeros(M.shape[1]), _logit(float(yv[0])), np.nan, 0
+            return self
+        sd = M.std(0)
+        sd = np.where(sd > 0, sd, 1.0)
+        Z = (M - self.means_) / sd
+        h = M.shape[1] - self.passthrough
+        V = _pca(Z[:, :h], min(self.n_components, len(M) - 1, h))
+        U = Z[:, :h] @ V.T
+        usd = U.std(0)
+        usd = np.where(usd > 0, usd, 1.0)
+        F = np.hstack([U / usd, Z[:, h:]])
+        self.C_ = self._choose_C(F, yv)
+        lr = LogisticRegression(C=self.C_, max_iter=2000).fit(F, yv)
+        c = lr.coef_[0]
+        w = np.concatenate([(V.T @ (c[: len(V)] / usd)) / sd[:h], c[len(V) :] / sd[h:]])
+        self.coef_, self.k_ = w, len(V)
+        self.intercept_ = float(lr.intercept_[0] - w @ self.means_)
+        return self
+
+    def _choose_C(self, F: np.ndarray, y: np.ndarray) -> float:
+        folds = min(self.cv, int(min(y.sum(), len(y) - y.sum())))
+        if folds < 2:
+            return float(np.median(self.Cs))
+        split = StratifiedKFold(folds, shuffle=True, random_state=self.seed).split(F, y)
+        pairs = list(split)
+        losses = []
+        for C in self.Cs:
+            loss = 0.0
+            for tr, te in pairs:
+                lr = LogisticRegression(C=float(C), max_iter=2000).fit(F[tr], y[tr])
+                loss += _log_loss(y[te], lr.predict_proba(F[te])[:, 1]) * len(te)
+            losses.append(loss)
+        return float(self.Cs[int(np.argmin(losses))])
+
+    def decision_function(self, X: Any) -> np.ndarray:
+        """wᵀx + b per answer (non-finite values read as the calibration mean of their column)."""
+        self._check_fitted()
+        return np.asarray(self._matrix(X, reset=False) @ self.coef_ + self.intercept_)
+
+    def predict_proba(self, X: Any) -> np.ndarray:
+        """P(correct) = σ(wᵀx + b) per answer."""
+        return np.asarray(1.0 / (1.0 + np.exp(-np.clip(self.decision_function(X), -500, 500))))
+
+    # ------------------------------------------------------------------ persistence
+    def _get_state(self) -> dict[str, Any]:
+        return {
+            "coef": self.coef_.tolist(),
+            "intercept": float(self.intercept_),
+            "means": self.means_.tolist(),
+            "C": float(self.C_) if np.isfinite(self.C_) else None,
+            "k": int(self.k_),
+        }
+
+    def _set_state(self, state: Mapping[str, Any]) -> None:
+        coef = json_array(state["coef"], "coef")
+        means = json_array(state["means"], "means", n=len(coef), bound=math.inf)
+        if len(coef) <= self.passthrough:
+            raise CalibratorFileError(f"coef holds {len(coef)} weights, not more than passthrough={self.passthrough}")
+        self.coef_, self.means_ = coef, means
+        self.intercept_ = json_float(state["intercept"], "intercept")
+        self.n_features_in_ = len(coef)
+        C = state.get("C")
+        self.C_ = np.nan if C is None else json_float(C, "C", lo=0.0, hi=math.inf, open_lo=True)
+        k = state.get("k")
+        if not isinstance(k, int) or isinstance(k, bool) or k < 0:
+            raise CalibratorFileError(f"k must be a count of components, got {k!r}")
+        self.k_ = k
+
+
+def _logit(p: float) -> float:
+    p = min(max(p, 1e-6), 1 - 1e-6)
+    return float(np.log(p / (1 - p)))
