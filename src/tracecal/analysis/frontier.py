@@ -184,16 +184,20 @@ def _score_config(store: RunStore, names: list[str], n_boot: int | None) -> Scor
 
 
 def _point(name: str, metrics: Mapping[str, Any], draws: Mapping[str, Any], level: float) -> dict[str, Any]:
+    """An estimator's split means and its paired comparison with TRACE+ (without bootstrap draws — a task with
+    too few answers of a class — the difference alone: NaN bounds, verdict ``n/a``)."""
     m = metrics[name]
     out: dict[str, Any] = {"estimator": name, "group": _group(name)}
     out |= {k: {"mean": m[k]["mean"], "sd": m[k]["sd"]} for k in ("auroc", "brier")}
-    if name != REFERENCE and draws.get(name) and draws.get(REFERENCE):
-        out["vs_trace_plus"] = {
-            k: compare(
-                draws[name][k], draws[REFERENCE][k], m[k]["mean"] - metrics[REFERENCE][k]["mean"], level, k == "brier"
-            )
-            for k in ("auroc", "brier")
-        }
+    if name == REFERENCE:
+        return out
+    out["vs_trace_plus"] = {}
+    for k in ("auroc", "brier"):
+        diff = m[k]["mean"] - metrics[REFERENCE][k]["mean"]
+        if draws.get(name) and draws.get(REFERENCE):
+            out["vs_trace_plus"][k] = compare(draws[name][k], draws[REFERENCE][k], diff, level, k == "brier")
+        else:
+            out["vs_trace_plus"][k] = {"diff": diff, "lo": math.nan, "hi": math.nan, "verdict": "n/a"}
     return out
 
 
@@ -278,7 +282,7 @@ def diff_cell(p: Mapping[str, Any], metric: str) -> str:
     if c is None:
         return "(reference)" if p["estimator"] == REFERENCE else "–"
     if not math.isfinite(c["lo"]):
-        return f"{c['diff']:+.3f}"
+        return f"{c['diff']:+.3f} (no interval)"
     return f"{c['diff']:+.3f} [{c['lo']:+.3f}, {c['hi']:+.3f}]{VERDICT.get(c['verdict'], '')}"
 
 
