@@ -150,3 +150,15 @@ def test_an_unscored_run_is_refused(tmp_path) -> None:
     store.open({"tasks": ["triviaqa"]}, {})
     with pytest.raises(NotARunError, match="score-only"):
         stored_labels(store)
+
+
+def test_a_document_read_back_from_json_with_nulls_is_drawn(doc: dict) -> None:
+    import copy
+    import json
+
+    back = json.loads(json.dumps(copy.deepcopy(doc)))
+    p = back["tasks"]["triviaqa"]["points"][0]
+    p["cpu_seconds"] = None
+    p["vs_trace_plus"]["auroc"] |= {"lo": None, "hi": None, "verdict": "n/a"}
+    md = frontier_markdown(back)
+    assert "(no interval)" in md and f"| {p['estimator']} |" in md

@@ -60,6 +60,7 @@ __all__ = [
     "estimator_cost",
     "frontier_markdown",
     "diff_cell",
+    "with_nan",
     "stored_labels",
     "candidates",
     "run_frontier",
@@ -262,6 +263,22 @@ def frontier(
     }
 
 
+def _nan(v: Any) -> Any:
+    return math.nan if v is None else v
+
+
+def with_nan(d: Mapping[str, Any]) -> dict[str, Any]:
+    """One task's frontier document as read back from JSON (NaN written as null) with NaN back in its numbers."""
+    points = []
+    for p in d["points"]:
+        q = dict(p) | {a: _nan(p[a]) for a in COST_AXES}
+        q |= {m: {k: _nan(v) for k, v in p[m].items()} for m in ("auroc", "brier")}
+        if "vs_trace_plus" in p:
+            q["vs_trace_plus"] = {m: {k: _nan(v) for k, v in c.items()} for m, c in p["vs_trace_plus"].items()}
+        points.append(q)
+    return dict(d) | {"points": points}
+
+
 AXIS_MARK = {"cpu_seconds": "CPU", "decode_tokens": "tok", "forward_passes": "fwd"}
 VERDICT = {"better": " ▲", "worse": " ▼"}
 
@@ -289,7 +306,8 @@ def diff_cell(p: Mapping[str, Any], metric: str) -> str:
 def frontier_markdown(doc: Mapping[str, Any]) -> str:
     """One Markdown table per task of a `run_frontier` document, by increasing CPU-seconds."""
     lines = []
-    for task, d in doc["tasks"].items():
+    for task, raw in doc["tasks"].items():
+        d = with_nan(raw)
         s = d["settings"]
         lines += [
             f"#### {task}: {d['n']} questions of the run's {d['n_run']} ({d['n_correct']} correct), K = {d['k_max']}",

@@ -102,6 +102,7 @@ def _staircase(d: Mapping[str, Any], px: Any, py: Any) -> str:
 
 def frontier_svg(d: Mapping[str, Any]) -> str:
     """AUROC against CPU-seconds per answer for one task of a `tracecal.analysis.frontier` document."""
+    d = analysis.with_nan(d)
     points = [p for p in d["points"] if math.isfinite(p["auroc"]["mean"]) and p["cpu_seconds"] > 0]
     px, py, decades, yr = _scales(points)
     colors = _colors(points)
@@ -147,6 +148,7 @@ def run_frontier(
 
 
 def _table_html(d: Mapping[str, Any]) -> str:
+    d = analysis.with_nan(d)
     head = "".join(
         f"<th>{h}</th>"
         for h in (
