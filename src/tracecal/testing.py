@@ -313,8 +313,8 @@ def add_synthetic_samples(
     rng = np.random.default_rng(seed)
     rows = store.read_table("rows", ["task", "id", "correct"])
     assert rows is not None, "no rows table"
-    cols = [rows.column(c).to_pylist() for c in ("task", "id", "correct")]
-    correct = {i: c for t, i, c in zip(*cols, strict=True) if t == task}
+    label_cols = [rows.column(c).to_pylist() for c in ("task", "id", "correct")]
+    correct = {i: c for t, i, c in zip(*label_cols, strict=True) if t == task}
     ids = store.read_pass(TRACES, task, columns=["id"]).column("id").to_pylist()  # type: ignore[union-attr]
     agree = rng.random((len(ids), k)) < np.where([correct[i] for i in ids], 0.8, 0.3)[:, None]
     first = np.argmax(agree, axis=1)
