@@ -15,12 +15,32 @@
 # directory (same model, dtype, decoding and shard size), then only the samples are computed — about 74 CPU-seconds
 # per question (AMD EPYC, AVX2, no bf16 units: 20 CPU-hours for 1,000). Settings by environment: RUN (run
 # directory, outside every git checkout), PY (python), DTYPE (hf only), SHARD, ESTIMATORS, TRACECAL_DATA.
+#
+# MODEL=smollm2: SmolLM2-135M-Instruct (bf16, transformers; BACKEND is hf), seeded from docs/runs/smollm1000's
+# TriviaQA greedy, P(True)/verbalised, beam and embedding (TokenSAR/MARS) shards (shards of 64, its identity), so
+# only the samples are computed, and scored with every estimator (`all,sampling`):
+#   MODEL=smollm2 bash scripts/frontier_run.sh      # run: /work/runs/frontier-smollm-triviaqa
+# A run stopped part-way (kill its PID) keeps its finished shards; `tracecal frontier` reads the questions whose
+# samples are stored (`--complete-only`, see docs/results.md).
 set -euo pipefail
 REPO=$(cd "$(dirname "$0")/.." && pwd)
-BACKEND=${BACKEND:-llamacpp}
+MODEL=${MODEL:-qwen}
 PY=${PY:-/work/main/.venv/bin/python}
+if [[ $MODEL == smollm2 ]]; then
+    BACKEND=hf
+    MODEL_ID=smollm2-135m-instruct
+    RUN=${RUN:-/work/runs/frontier-smollm-triviaqa}
+    SEED_FROM=$REPO/docs/runs/smollm1000
+    SEED_PASSES=(traces extra beam semantic)
+    ESTIMATORS=${ESTIMATORS:-all,sampling}
+else
+    BACKEND=${BACKEND:-llamacpp}
+    MODEL_ID=qwen2.5-coder-1.5b
+    SEED_FROM=$REPO/docs/runs/qwen1000
+    SEED_PASSES=(traces extra)
+fi
 if [[ $BACKEND == hf ]]; then
-    RUN=${RUN:-/work/runs/frontier-qwen-triviaqa}
+    RUN=${RUN:-/work/runs/frontier-$MODEL-triviaqa}
     DTYPE=${DTYPE:-bfloat16}
     SHARD=${SHARD:-64}
     RUNTIME=(--dtype "$DTYPE")
@@ -31,7 +51,6 @@ else
     RUNTIME=()
 fi
 ESTIMATORS=${ESTIMATORS:-trace-only,sampling}
-SEED_FROM=$REPO/docs/runs/qwen1000
 LOG=$RUN.log
 PIDFILE=$RUN.pid
 
@@ -40,28 +59,30 @@ if [[ -f $PIDFILE ]] && kill -0 "$(cat "$PIDFILE")" 2>/dev/null; then
     exit 0
 fi
 if [[ ! -e $RUN && $BACKEND == hf && $DTYPE == bfloat16 && -f $SEED_FROM/config.json ]]; then
-    mkdir -p "$RUN/traces" "$RUN/extra"
-    cp -r "$SEED_FROM/traces/triviaqa" "$RUN/traces/"
-    cp -r "$SEED_FROM/extra/triviaqa" "$RUN/extra/"
+    for pass in "${SEED_PASSES[@]}"; do
+        mkdir -p "$RUN/$pass"
+        cp -r "$SEED_FROM/$pass/triviaqa" "$RUN/$pass/"
+    done
     "$PY" - "$SEED_FROM/config.json" "$RUN/config.json" <<'EOF'
 import json, sys
 doc = json.load(open(sys.argv[1]))
 doc["config"]["tasks"] = ["triviaqa"]  # the stored identity (model, dtype, limit, shard size, ...) is kept
 json.dump(doc, open(sys.argv[2], "w"), indent=1)
 EOF
-    echo "seeded $RUN with the greedy answers and P(True)/verbalised shards of $SEED_FROM" >>"$LOG"
+    echo "seeded $RUN with the ${SEED_PASSES[*]} shards of $SEED_FROM" >>"$LOG"
 fi
 mkdir -p "$(dirname "$RUN")"
 echo "[$(date -Is)] start: $REPO, backend $BACKEND, dtype $DTYPE" >>"$LOG"
 cd "$(dirname "$RUN")"
 PYTHONPATH=$REPO/src HF_HUB_OFFLINE=1 TRACECAL_DATA=${TRACECAL_DATA:-/work/shared/data} \
     OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 TOKENIZERS_PARALLELISM=false \
-    nohup setsid nice -n 19 "$PY" -m tracecal.cli evaluate --model qwen2.5-coder-1.5b --backend "$BACKEND" \
+    nohup setsid bash -c 'echo 19 >/proc/self/autogroup 2>/dev/null; exec nice -n 19 "$@"' _ "$PY" -m tracecal.cli evaluate --model $MODEL_ID --backend "$BACKEND" \
     --tasks triviaqa --limit 1000 "${RUNTIME[@]}" --threads 1 --shard-size "$SHARD" --estimators "$ESTIMATORS" \
     --num-samples 10 --sample-temperature 1.0 --sample-seed 0 --run-dir "$RUN" --no-report >>"$LOG" 2>&1 </dev/null &
 echo $! >"$PIDFILE"
 # setsid puts it in an autogroup of its own, which the scheduler shares fairly with every other session whatever
-# the nice value inside it: nice the group too, or it takes a whole core from the foreground (measured: the main
-# job's two workers got half a core each beside it)
-echo 19 >"/proc/$!/autogroup" 2>/dev/null || true
+# the nice value inside it: the group is niced too, or it takes a whole core from the foreground (measured: the main
+# job's two workers got half a core each beside it). It is niced from inside the new session (the `bash -c` above):
+# writing /proc/$!/autogroup from here raced the child's setsid and niced the caller's own group instead (seen:
+# the calling shell's autogroup at nice 19, the run's at 0)
 echo "started: PID $! (log: $LOG, run: $RUN)"

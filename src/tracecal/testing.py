@@ -29,7 +29,7 @@ from tracecal.evaluation.runstore import TRACES, RunStore
 from tracecal.stats.metrics import compute_all
 from tracecal.traces.trace import Trace, TraceBatch
 
-__all__ = ["write_synthetic_run", "add_synthetic_passes", "SYNTHETIC_ESTIMATORS"]
+__all__ = ["write_synthetic_run", "add_synthetic_passes", "add_synthetic_samples", "SYNTHETIC_ESTIMATORS"]
 
 SYNTHETIC_ESTIMATORS = ("trace", "trace_plus", "trace_plus_seqlik", *PAPER_BASELINES, "p_true", "verbalized")
 """The estimators of a synthetic run by default: TRACE, TRACE+ (and its ablation), the 19 baselines, P(True) and
@@ -295,6 +295,36 @@ def add_synthetic_passes(store: RunStore, tasks: Sequence[str], shard_size: int 
             store.write_shard("semantic", task, k, pa.table(key | sem))
             five = np.arange(0, 5 * (b - a) + 1, 5, dtype=np.int32)
             store.write_shard("beam", task, k, pa.table(key | {"beam": _ragged(beam[a:b].ravel(), five, 0, b - a)}))
+
+
+def add_synthetic_samples(
+    store: RunStore,
+    task: str,
+    k: int = 10,
+    shard_size: int = 64,
+    seed: int = 2,
+    cost: Mapping[str, float] | None = None,
+) -> None:
+    """Synthetic shards of the ``samples`` pass (stats only: agreement, clusters, sample TRACE and the cost columns,
+    each cost column = ``cost[name]``, default 1.0) for ``task`` of a run `write_synthetic_run` wrote; samples of
+    a correct answer agree with it more often (p 0.8 against 0.3)."""
+    from tracecal.passes.sampling import COST_STATS
+
+    rng = np.random.default_rng(seed)
+    rows = store.read_table("rows", ["task", "id", "correct"])
+    assert rows is not None, "no rows table"
+    label_cols = [rows.column(c).to_pylist() for c in ("task", "id", "correct")]
+    correct = {i: c for t, i, c in zip(*label_cols, strict=True) if t == task}
+    ids = store.read_pass(TRACES, task, columns=["id"]).column("id").to_pylist()  # type: ignore[union-attr]
+    agree = rng.random((len(ids), k)) < np.where([correct[i] for i in ids], 0.8, 0.3)[:, None]
+    first = np.argmax(agree, axis=1)
+    cluster = np.where(agree, first[:, None], np.arange(k)[None, :])
+    for j, a in enumerate(range(0, len(ids), shard_size)):
+        b = min(a + shard_size, len(ids))
+        cols: dict[str, Any] = {"id": ids[a:b], "sample_agree": agree[a:b].astype(float).tolist()}
+        cols |= {"sample_cluster": cluster[a:b].tolist(), "sample_trace": rng.random((b - a, k)).tolist()}
+        cols |= {c: [float((cost or {}).get(c, 1.0))] * (b - a) for c in COST_STATS}
+        store.write_shard("samples", task, j, pa.table(cols))
 
 
 def _ragged(flat: np.ndarray, offsets: np.ndarray, a: int, b: int) -> pa.Array:

@@ -55,3 +55,22 @@ def test_cross_model_never_writes_over_a_runs_results(tmp_path: Path) -> None:
         assert r.exit_code == 2 and "Traceback" not in r.output, r.output
         assert "is the results of" in r.output and "would destroy that input" in r.output
     assert {p: p.read_bytes() for p in sorted(tmp_path.rglob("*")) if p.is_file()} == before
+
+
+def test_frontier_prints_and_writes_the_table(tmp_path: Path) -> None:
+    from tracecal.evaluation.runstore import RunStore
+    from tracecal.testing import add_synthetic_samples
+
+    run = write_synthetic_run(tmp_path / "r", tasks=("triviaqa",), n_per_task=100, n_seeds=3)
+    add_synthetic_samples(RunStore(run), "triviaqa", k=2)
+    timings = tmp_path / "timings.json"
+    timings.write_text(json.dumps({"samples/triviaqa": 5.0, "extra/triviaqa": 50.0}))
+    args = ["frontier", str(run), "--estimators", "trace,trace_plus,sampling", "--n-boot", "20"]
+    r = CliRunner().invoke(app, [*args, "--timings", str(timings)])
+    assert r.exit_code == 0, r.output
+    assert "self_consistency_k2" in r.output and (run / "frontier_triviaqa.svg").exists()
+    doc = json.loads((run / "frontier.json").read_text())
+    assert {p["estimator"] for p in doc["tasks"]["triviaqa"]["points"]} >= {"trace", "semantic_entropy_k2"}
+    timings.write_text("[1, 2]")
+    bad = CliRunner().invoke(app, [*args, "--timings", str(timings)])
+    assert bad.exit_code == 2 and "timings.json" in bad.output

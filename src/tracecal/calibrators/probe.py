@@ -30,8 +30,8 @@ import numpy as np
 from sklearn.linear_model import LogisticRegression
 from sklearn.model_selection import StratifiedKFold
 
-from tracecal._validation import Interval
-from tracecal.calibrators.base import Calibrator, ListOf, ParamConstraint, json_array, json_float
+from tracecal._validation import Constraint, Interval, ListOf
+from tracecal.calibrators.base import Calibrator, json_array, json_float
 from tracecal.calibrators.values import CalibratorFileError
 from tracecal.errors import ValidationError
 
@@ -64,7 +64,7 @@ class HiddenProbe(Calibrator):
     """
 
     reads: ClassVar[str] = "features"
-    _parameter_constraints: ClassVar[dict[str, ParamConstraint]] = {
+    _parameter_constraints: ClassVar[dict[str, Constraint]] = {
         "n_components": Interval(int, 1, None),
         "passthrough": Interval(int, 0, None),
         "Cs": ListOf(Interval(float, 0.0, None, closed="neither"), "positive numbers"),

@@ -1,5 +1,6 @@
-"""`tracecal ablate RUN_DIR` (the TRACE paper's ablations on a stored run, scoring only) and `tracecal cross-model
-LABEL=RUN ...` (the paper's Table 2 from scored runs' results files)."""
+"""`tracecal ablate RUN_DIR` (the TRACE paper's ablations on a stored run, scoring only), `tracecal cross-model
+LABEL=RUN ...` (the paper's Table 2 from scored runs' results files) and `tracecal frontier RUN_DIR` (AUROC and
+Brier of each estimator against its compute per answer)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from tracecal._validation import Interval, check_params
 from tracecal.cli.common import check_option, note, out_console, safe_text, split_names, user_errors
 from tracecal.errors import ValidationError
 
-__all__ = ["ablate_command", "cross_model_command"]
+__all__ = ["ablate_command", "cross_model_command", "frontier_command"]
 
 GROUPS = ("ladder", "operators", "features", "shuffle", "sweep", "transfer", "fusion")
 
@@ -92,3 +93,37 @@ def cross_model_command(
         for path, body in ((out, md), (out.with_suffix(".json"), text)):
             atomic_write(path, functools.partial(_write_text, text=body), inputs, "--out")
         note(f"wrote {out} and {out.with_suffix('.json')}")
+
+
+@user_errors
+def frontier_command(
+    run_dir: Annotated[Path, typer.Argument(help="a scored run directory (tracecal evaluate --run-dir)")],
+    tasks: Annotated[
+        str | None, typer.Option("--tasks", help="comma-separated tasks (default: those with a samples pass)")
+    ] = None,
+    estimators: Annotated[
+        str | None, typer.Option("--estimators", help="comma-separated estimators (default: the run's)")
+    ] = None,
+    timings: Annotated[
+        Path | None,
+        typer.Option("--timings", help="a timings.json for the passes whose shards were copied from another run"),
+    ] = None,
+    n_boot: Annotated[int | None, typer.Option("--n-boot", help="bootstrap resamples (default: the run's)")] = None,
+) -> None:
+    """The cost–quality frontier: AUROC and Brier of each estimator (paired intervals against TRACE+) against its
+    decode tokens, forward passes and CPU-seconds per answer; writes RUN/frontier.json, frontier.md and
+    frontier_<task>.svg (scored on the questions every pass holds: a run stopped part-way is read as far as it got)."""
+    from tracecal._inputs import read_json
+    from tracecal.report.frontier import run_frontier
+
+    if n_boot is not None:
+        check_option("--n-boot", n_boot, Interval(int, 0, None))
+    extra = None
+    if timings is not None:
+        extra = read_json(timings, "--timings")
+        if not isinstance(extra, dict) or not all(isinstance(v, int | float) for v in extra.values()):
+            raise ValidationError(f"--timings {timings}: expected a run's timings.json ({{stage: seconds}})")
+    names = split_names(estimators) or None
+    run_frontier(run_dir, split_names(tasks) or None, estimators=names, timings=extra, n_boot=n_boot)
+    out_console.print(safe_text((run_dir / "frontier.md").read_text(), newlines=True), markup=False, highlight=False)
+    note(f"wrote {run_dir / 'frontier.json'}, {run_dir / 'frontier.md'} and frontier_<task>.svg")

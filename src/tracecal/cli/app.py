@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 import typer
 
-from tracecal.cli.analysis import ablate_command, cross_model_command
+from tracecal.cli.analysis import ablate_command, cross_model_command, frontier_command
 from tracecal.cli.answers import score_answers
 from tracecal.cli.evaluate import evaluate
 from tracecal.cli.listing import list_estimators, list_passes, list_tasks
@@ -48,6 +48,7 @@ COMMANDS: dict[str, Callable[..., None]] = {
     "learning-curve": learning_curve_command,
     "ablate": ablate_command,
     "cross-model": cross_model_command,
+    "frontier": frontier_command,
     "models": models_command,
 }
 for _name, _command in COMMANDS.items():

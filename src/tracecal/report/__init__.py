@@ -59,6 +59,7 @@ from tracecal.report.data import (
     read_results,
     select_estimators,
 )
+from tracecal.report.frontier import frontier_section, run_frontier
 from tracecal.report.html import e, examples_section, json_for_script, page, results_tables, verdict_section
 from tracecal.report.informative import uninformative
 from tracecal.report.localisation import OPERATOR_NAMES, example_spans, localisation_section, task_span_table
@@ -254,10 +255,12 @@ def build_html(
     learning: dict[str, Any] | None = None,
     inputs: InputPaths = (),
     verdict: dict[str, Any] | None = None,
+    frontier: dict[str, Any] | None = None,
 ) -> str:
     """Render the report of a loaded run (its figures also written to ``figures_dir`` as SVG files when given,
     never over one of ``inputs``); ``learning``: the run's learning curves (`tracecal.analysis.learning_curve`),
-    shown when given; ``verdict``: the section the page opens with (`tracecal.report.html.verdict_section`)."""
+    shown when given; ``verdict``: the section the page opens with (`tracecal.report.html.verdict_section`);
+    ``frontier``: the run's cost–quality frontier (`tracecal.analysis.frontier`), a section when given."""
     n_bins = int((run.results.get("config") or {}).get("n_bins") or 10)
     plots = [task_plots(run, t, estimators, curve_estimators, n_bins) for t in run.tasks]
     if figures_dir is not None:
@@ -278,6 +281,7 @@ def build_html(
         stats_sec,
         *figure_sections(plots, run.results, estimators, curve_estimators, skip),
         localisation_section(run, tables, figures_dir, inputs),
+        frontier_section(frontier),
         ex_sec,
     ]
     return page(title, _meta_lines(run, estimators), sections, json_for_script(payload))
@@ -321,11 +325,15 @@ def write_report(
     run = load_run(store, shown)
     curves = shown if estimators is not None else default_curve_estimators(run, shown)
     learning = store.read_artefact("learning_curve")
+    frontier = store.read_artefact("frontier")
+    has_reference = "trace_plus" in (read_results(store).get("estimators") or {})
+    if frontier is None and has_reference and any(store.shard_files("samples", t) for t in run.tasks):
+        frontier = run_frontier(store)  # a run with a samples pass: its frontier (written into the run) is shown
     if verdict is None:
         from tracecal.report.verdict import verdict_of
 
         verdict = verdict_of(run, str(store.path)).to_json()
-    html_text = build_html(run, shown, curves, figures_dir, max_examples, learning, inputs, verdict)
+    html_text = build_html(run, shown, curves, figures_dir, max_examples, learning, inputs, verdict, frontier)
     if out is None or Path(out).resolve() == store.artefact_path(REPORT_FILE).resolve():
         return store.write_text(REPORT_FILE, html_text)
     atomic_write(out, lambda tmp: Path(tmp).write_text(html_text, encoding="utf-8"), inputs, "--out")

@@ -31,7 +31,7 @@ import numpy as np
 from tracecal.report.data import RunData, TaskTokens
 from tracecal.report.svg import BAD, OK, PW, XML_PROLOG, svg_document, text_width
 from tracecal.signals.spans import OPERATORS, span_table, token_char_bounds
-from tracecal.traces.io import Inputs, atomic_write
+from tracecal.traces.io import InputPaths, atomic_write
 from tracecal.traces.segments import Segments
 from tracecal.traces.trace import TraceBatch
 
@@ -214,7 +214,7 @@ def localisation_section(
     run: RunData,
     tables: dict[str, dict[str, np.ndarray]],
     figures_dir: str | os.PathLike[str] | None = None,
-    inputs: Inputs = (),
+    inputs: InputPaths = (),
 ) -> str:
     """``<section id="localisation">`` "Where answers go wrong": the figure of `positions_svg` over the tasks with
     answer tokens (``tables``: each task's `task_span_table`), also written to ``figures_dir`` as `FIGURE_FILE`.
