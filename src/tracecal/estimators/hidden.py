@@ -2,8 +2,8 @@
 over the hidden pass's summaries (`tracecal.passes.hidden`), alone and fused with the TRACE+ features.
 
 * ``hidden_probe``: x = [hidden_mean, hidden_first] (2·k·d columns), PCA to ``n_components``, L2 logistic, C by CV;
-* ``hidden_probe_trace_plus``: x = [hidden_mean, hidden_first, φ] with φ the 8 TRACE+ features (docs/method.md §3), which
-  pass through unreduced (standardised only).
+* ``hidden_probe_trace_plus``: x = [hidden_mean, hidden_first, φ] with φ the 8 TRACE+ features (docs/method.md
+  §3), which pass through unreduced (standardised only).
 
 Both output probabilities fitted on the calibration split (self-calibrated, like TRACE+) and are opt-in
 (`Estimator.opt_in`): their pass needs a backend with hidden states (HF) and costs a forward pass per answer over a
