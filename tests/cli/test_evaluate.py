@@ -116,7 +116,7 @@ def test_bad_options_write_nothing(tmp_path: Path) -> None:
     run = tmp_path / "run"
     for args, msg in [
         (["--metrics", "aurocc"], "unknown metric 'aurocc'"),
-        (["--threads", "0"], "--threads must be a whole number ≥ 1, got 0"),
+        (["--threads", "0"], "--threads must be a whole number in [1, 4096], got 0"),
         (["--shard-size", "0"], "shard-size"),
         (["--embedder-dtype", "fp16"], "embedder-dtype must be one of auto, float32, bfloat16, got 'fp16'"),
     ]:

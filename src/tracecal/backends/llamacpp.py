@@ -30,7 +30,15 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from tracecal.backends.answers import Answer, Forced, check_answer_args, forced_decoding, trace_answers_local
+from tracecal.backends.answers import (
+    Answer,
+    Forced,
+    check_answer_args,
+    check_temperature,
+    check_top_logprobs,
+    forced_decoding,
+    trace_answers_local,
+)
 from tracecal.backends.base import (
     BackendUnsupportedError,
     Prompt,
@@ -296,8 +304,7 @@ class LlamaCppModel(TokenizerBackend):
         """
         prompts, max_new_tokens, _, _ = check_generate_args(prompts, max_new_tokens, None, self.batch_size)
         k = check_positive_int(num_samples, "num_samples")
-        if not (isinstance(temperature, int | float) and 0 < temperature < float("inf")):
-            raise ValidationError(f"temperature must be a finite number > 0, got {temperature!r}")
+        temperature = check_temperature(temperature)
         if seeds is not None and len(seeds) != len(prompts):
             raise ValidationError(f"seeds must have one entry per prompt: {len(seeds)} for {len(prompts)} prompts")
         stops = [stop_strings] if isinstance(stop_strings, str) else list(stop_strings)
@@ -374,7 +381,7 @@ class LlamaCppModel(TokenizerBackend):
         prompts, max_new_tokens, _batch, top_logprobs = check_generate_args(
             prompts, max_new_tokens, batch_size, self.batch_size, ids, top_logprobs
         )
-        top_logprobs = min(top_logprobs, self.vocab_size)
+        top_logprobs = check_top_logprobs(top_logprobs, self.vocab_size)
         stop_strings = [stop_strings] if isinstance(stop_strings, str) else list(stop_strings)
         encoded = [self.encode_prompt(p) for p in prompts]
         self._check_length(encoded, max_new_tokens)
@@ -440,7 +447,7 @@ class LlamaCppModel(TokenizerBackend):
         """The trace of each given answer after its prompt, as if llama.cpp had decoded it greedily (teacher forcing,
         one token per step: `_forced`; prompts one at a time, cached prefixes kept). The keywords of
         `HFForwardPasses.trace_answers`; what the trace means: `tracecal.backends.answers`."""
-        args = check_answer_args(prompts, answers, options, self.batch_size)
+        args = check_answer_args(prompts, answers, options, self.batch_size, vocab_size=self.vocab_size)
         k = min(args.top_logprobs, self.vocab_size - 1)
         extra = {"backend": "llama.cpp", "recorded_logits": "llama.cpp's logits, one answer token per step"}
 

@@ -20,6 +20,7 @@ import numpy as np
 
 from tracecal._validation import Interval, Options, check_params
 from tracecal.backends import runtime
+from tracecal.backends.answers import TEMPERATURE
 from tracecal.backends.registry import (
     DEFAULT_BACKEND,
     DTYPE,
@@ -131,7 +132,7 @@ class EvalConfig:
     num_beams: int = setting(5, Interval(int, 2, None))
     beam_max_new_tokens: int | None = setting(32, (_POSITIVE, None))
     num_samples: int = setting(10, _POSITIVE)
-    sample_temperature: float = setting(1.0, Interval(float, 0.0, None, closed="neither"))
+    sample_temperature: float = setting(1.0, TEMPERATURE)  # the bound of every backend's sampling
     sample_seed: int = setting(0, Interval(int, 0, None))
     chat: bool | None = None
     shard_size: int = setting(64, _POSITIVE)
