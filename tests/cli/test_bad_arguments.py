@@ -48,7 +48,7 @@ MORE_CASES: list[tuple[str, list[str], str]] = [
     ("generate", ["--task", MARKUP, "--out", "{tmp}/t.parquet"], MARKUP),
     ("score-answers", ["{bad}.jsonl", "--out", "{tmp}/s.parquet", "--on-error", MARKUP], "--on-error must be one of"),
     ("score-answers", ["{bad}.txt", "--out", "{tmp}"], "{tmp} is a folder"),
-    ("evaluate", ["--run-dir", "{tmp}/run", "--threads", "-2"], "--threads must be a whole number in [1, 4096], got -2"),
+    ("evaluate", ["--run-dir", "{tmp}/run", "--threads", "-2"], "--threads must be a whole number in [1, 4096]"),
     ("evaluate", ["--run-dir", "{tmp}/run", "--limit", "-5"], "limit must be"),
     ("evaluate", ["--run-dir", "{tmp}/none", "--score-only", "--ray"], "{tmp}/none is not a run directory"),
     ("evaluate", ["--run-dir", "{tmp}/run", "--backend", "nope"], "backend must be one of auto, hf, llamacpp"),

@@ -119,9 +119,7 @@ def values(kind: Any) -> st.SearchStrategy[str]:
     """Boundary and absurd values for a parameter of Python type ``kind`` (as the command line types them)."""
     controls = st.sampled_from(CONTROL)
     if kind is int:
-        return st.one_of(
-            st.sampled_from(INTS + NUMBER_TEXT), st.integers().map(str), st.floats().map(repr), controls
-        )
+        return st.one_of(st.sampled_from(INTS + NUMBER_TEXT), st.integers().map(str), st.floats().map(repr), controls)
     if kind is float:
         return st.one_of(st.sampled_from(FLOATS + NUMBER_TEXT), st.floats().map(repr), controls)
     if kind is Path:

@@ -149,7 +149,9 @@ class HFForwardPasses(TokenizerBackend):
 
         What the numbers mean for answers the model did not generate, and the stop reason: `tracecal.backends.answers`.
         """
-        args = check_answer_args(prompts, answers, options, self.batch_size, vocab_size=self.vocab_size)
+        args = check_answer_args(
+            prompts, answers, options, self.batch_size, vocab_size=getattr(self, "vocab_size", None)
+        )
         extra = {
             "recorded_logits": "one forward pass over prompt + answer (teacher forcing): raw logits / temperature",
             "dtype": str(self.model.dtype).replace("torch.", ""),

@@ -30,15 +30,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from tracecal.backends.answers import (
-    Answer,
-    Forced,
-    check_answer_args,
-    check_temperature,
-    check_top_logprobs,
-    forced_decoding,
-    trace_answers_local,
-)
+from tracecal.backends import answers as bounds
+from tracecal.backends.answers import Answer, Forced, check_answer_args, forced_decoding, trace_answers_local
 from tracecal.backends.base import (
     BackendUnsupportedError,
     Prompt,
@@ -304,7 +297,7 @@ class LlamaCppModel(TokenizerBackend):
         """
         prompts, max_new_tokens, _, _ = check_generate_args(prompts, max_new_tokens, None, self.batch_size)
         k = check_positive_int(num_samples, "num_samples")
-        temperature = check_temperature(temperature)
+        temperature = bounds.check_temperature(temperature)
         if seeds is not None and len(seeds) != len(prompts):
             raise ValidationError(f"seeds must have one entry per prompt: {len(seeds)} for {len(prompts)} prompts")
         stops = [stop_strings] if isinstance(stop_strings, str) else list(stop_strings)
@@ -381,7 +374,7 @@ class LlamaCppModel(TokenizerBackend):
         prompts, max_new_tokens, _batch, top_logprobs = check_generate_args(
             prompts, max_new_tokens, batch_size, self.batch_size, ids, top_logprobs
         )
-        top_logprobs = check_top_logprobs(top_logprobs, self.vocab_size)
+        top_logprobs = bounds.check_top_logprobs(top_logprobs, self.vocab_size)
         stop_strings = [stop_strings] if isinstance(stop_strings, str) else list(stop_strings)
         encoded = [self.encode_prompt(p) for p in prompts]
         self._check_length(encoded, max_new_tokens)

@@ -185,6 +185,7 @@ def error_line(err: BaseException) -> str:
 THREADS = Interval(int, 1, MAX_THREADS)
 """The bound of every ``--threads``."""
 
+
 def shared_options() -> dict[str, Constraint]:
     """The one bound of each option several commands take, by parameter name, checked by `check_entry` before a
     command runs (the same value gets the same answer in every command). Built on first use (the statistics
