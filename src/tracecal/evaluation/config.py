@@ -31,7 +31,7 @@ from tracecal.backends.registry import (
 )
 from tracecal.backends.runtime import DTYPES, resolve_dtype
 from tracecal.errors import ValidationError
-from tracecal.estimators import default_estimators, resolve_estimators
+from tracecal.estimators import REGISTRY, default_estimators, resolve_estimators
 from tracecal.evaluation.protocol import SCORE_CONSTRAINTS, ScoreConfig, constraints_of, setting
 from tracecal.passes.semantic import EMBEDDER_DTYPES as _EMBEDDER_DTYPES
 
@@ -208,6 +208,10 @@ class EvalConfig:
         except (ValueError, FileNotFoundError) as e:
             raise ConfigError(str(e)) from e
         self.score.estimators = resolve_estimators(self.score.estimators)
+        refused = {name: why for name in self.score.estimators if (why := REGISTRY[name].refuses(self))}
+        if refused:  # before any shard is computed (it failed at scoring, after every shard)
+            names, why = ", ".join(refused), list(refused.values())[-1]
+            raise ConfigError(f"estimators: {names} cannot be computed: the last {why}; change the option or the list")
         return self
 
     def _check_backend(self) -> None:
