@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from tracecal._inputs import read_json
 from tracecal.secl.adapter import V_TOKENS_EXTRA
 from tracecal.secl.cost import CostMeter
 from tracecal.secl.stream import Answers, Progress, StreamItem, generate_answers, read_p_true, verbal_prompts
@@ -131,10 +132,7 @@ class FrozenPass:
 
     @classmethod
     def load(cls, path: str | Path) -> FrozenPass:
-        try:
-            d = json.loads(Path(path).read_text(encoding="utf-8"))
-        except ValueError as e:  # not UTF-8, not JSON
-            raise ValueError(f"{path}: not a SECL frozen-pass file (not UTF-8 JSON: {e})") from None
+        d = read_json(path, "SECL frozen-pass file")  # the one checked opener: a folder, FIFO, non-JSON named
         fmt = d.get("format") if isinstance(d, dict) else type(d).__name__
         if fmt != FROZEN_FORMAT:
             raise ValueError(f"{path}: not a SECL frozen-pass file (format {fmt!r})")
@@ -176,7 +174,7 @@ def _answers_checkpoint(path: Path | None, lm: Any, items: Sequence[StreamItem])
     if path is None or not path.is_file():
         return empty
     try:
-        d = json.loads(path.read_text(encoding="utf-8"))
+        d = read_json(path, "SECL checkpoint")
         ok = isinstance(d, dict) and d.get("format") == CHECKPOINT_FORMAT
         ok = ok and (d["model_id"], d["dtype"]) == (lm.model_id, weights_dtype(lm))
         ok = ok and d["ids"] == [it.id for it in items[: len(d["ids"])]]
