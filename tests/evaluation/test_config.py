@@ -178,9 +178,7 @@ def test_too_few_questions_to_split_name_the_options() -> None:
 def test_an_estimator_the_settings_cannot_give_is_refused_before_any_work() -> None:
     """``--estimators sampling --num-samples 3``: refused when the config is checked (it failed at scoring, after
     every shard had been computed: "self-consistency needs 5 samples per question"); k ≤ the samples drawn passes."""
-    with pytest.raises(
-        ConfigError, match=r"self_consistency_k5, .*_max_k10 cannot be computed: .*needs 10"
-    ):
+    with pytest.raises(ConfigError, match=r"self_consistency_k5, .*_max_k10 cannot be computed: .*needs 10"):
         EvalConfig(["svamp"], estimators=["trace", "sampling"], num_samples=3).validate()
     ok = EvalConfig(["svamp"], estimators=["trace", "self_consistency_k2"], num_samples=3).validate()
     assert "self_consistency_k2" in ok.score.estimators
