@@ -36,6 +36,7 @@ __all__ = [
     "UserFileError",
     "UserFileNotFoundError",
     "check_file",
+    "loads",
     "open_input",
     "read_bytes",
     "read_json",
@@ -167,6 +168,20 @@ def read_text(
         raise error(f"{where(path, role)}: not UTF-8 text (byte {e.start}: {e.reason}); save it as UTF-8") from None
 
 
+def loads(text: str) -> Any:
+    """``json.loads(text)`` with every way it can fail a ``json.JSONDecodeError``: also a number of more digits
+    than Python converts (4,300: a ``ValueError`` of its own) and nesting deeper than the interpreter's stack (a
+    ``RecursionError``), which every reader of JSON a user gives would otherwise let through unnamed."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        raise
+    except RecursionError:
+        raise json.JSONDecodeError("nested too deeply", text, 0) from None
+    except ValueError as e:  # "Exceeds the limit (4300 digits) for integer string conversion"
+        raise json.JSONDecodeError(f"a number too long to read ({str(e).split(':')[0]})", text, 0) from None
+
+
 def read_json(
     path: str | os.PathLike[str],
     role: str,
@@ -178,9 +193,9 @@ def read_json(
     naming the line and column (``not JSON at line 3 column 7 (Expecting ',' delimiter)``) or its nesting."""
     text = read_text(path, role, "json", error, limit)
     try:
-        doc = json.loads(text)
+        doc = loads(text)
     except json.JSONDecodeError as e:
+        if e.msg == "nested too deeply":
+            raise error(f"{where(path, role)}: not JSON tracecal reads: nested too deeply") from None
         raise error(f"{where(path, role)}: not JSON at line {e.lineno} column {e.colno} ({e.msg})") from None
-    except RecursionError:
-        raise error(f"{where(path, role)}: not JSON tracecal reads: nested too deeply") from None
     return hook(doc) if hook is not None else doc

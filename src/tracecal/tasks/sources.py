@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from tracecal._inputs import loads
 from tracecal._inputs import read_text as read_input_text
 from tracecal.tasks.example import MalformedRowError, RawRow, TaskDataError, TaskFileNotFoundError
 
@@ -103,7 +104,7 @@ def iter_jsonl(path: Path, role: str = "task file") -> Iterator[RawRow]:
             continue
         where = f"line {lineno}"
         try:
-            rec, err = json.loads(line), None
+            rec, err = loads(line), None
         except json.JSONDecodeError as e:
             rec, err = None, f"invalid JSON ({e.msg} at column {e.colno})"
         yield RawRow(str(path), where, lineno, index, rec, err)

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tracecal._inputs import loads
 from tracecal._validation import Interval, check_param
 from tracecal.errors import TracecalError
 from tracecal.tasks.base import Task, check_task_name, register_task
@@ -78,7 +79,7 @@ def list_field(value: Any, key: str) -> list[str]:
         s = value.strip()
         if s.startswith("["):
             try:
-                value = json.loads(s)
+                value = loads(s)
             except json.JSONDecodeError:
                 value = None
         if not isinstance(value, list):
