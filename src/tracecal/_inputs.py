@@ -25,8 +25,10 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import stat
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, BinaryIO
 
 from tracecal.errors import TracecalError
@@ -37,10 +39,12 @@ __all__ = [
     "UserFileNotFoundError",
     "check_file",
     "loads",
+    "user_path",
     "open_input",
     "read_bytes",
     "read_json",
     "read_text",
+    "shown_path",
     "size",
     "where",
 ]
@@ -72,9 +76,15 @@ def size(n: int) -> str:
     return f"{n >> 20:,} MiB" if n >= 1 << 20 else f"{n:,} bytes"
 
 
+def shown_path(path: str | os.PathLike[str]) -> str:
+    """``path`` for a message: a control character in it written as its escape (a newline as ``\\n``), so the
+    one-line message of the CLI keeps it apart from a space."""
+    return re.sub("[\x00-\x1f\x7f-\x9f]", lambda m: repr(m.group())[1:-1], os.fspath(path))
+
+
 def where(path: str | os.PathLike[str], role: str) -> str:
-    """How an error names an input file: ``"<role> <path>"`` (``"--calibrator cal.json"``)."""
-    return f"{role} {os.fspath(path)}".strip()
+    """How an error names an input file: ``"<role> <path>"`` (``"--calibrator cal.json"``; `shown_path`)."""
+    return f"{role} {shown_path(path)}".strip()
 
 
 def _refuse_kind(mode: int, path: str | os.PathLike[str], role: str, error: type[Exception]) -> None:
@@ -97,7 +107,7 @@ def check_file(
     try:
         st = os.stat(path)
     except FileNotFoundError:
-        raise missing(f"{role} not found: {os.fspath(path)}") from None
+        raise missing(f"{role} not found: {shown_path(path)}") from None
     except OSError as e:
         raise error(f"{where(path, role)}: cannot read it ({e.strerror or e})") from None
     _refuse_kind(st.st_mode, path, role, error)
@@ -166,6 +176,15 @@ def read_text(
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as e:
         raise error(f"{where(path, role)}: not UTF-8 text (byte {e.start}: {e.reason}); save it as UTF-8") from None
+
+
+def user_path(path: str | os.PathLike[str]) -> Path:
+    """``path`` with a leading ``~`` / ``~user`` expanded (``Path.expanduser``); a ``~user`` of no user is refused
+    naming the path (`UserFileNotFoundError`), not with Python's bare "Could not determine home directory"."""
+    try:
+        return Path(path).expanduser()
+    except RuntimeError:
+        raise UserFileNotFoundError(f"{os.fspath(path)}: no such user's home folder to expand the ~ of") from None
 
 
 def loads(text: str) -> Any:

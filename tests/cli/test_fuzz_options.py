@@ -132,10 +132,12 @@ def always_invalid(kind: Any, raw: str) -> bool:
     if kind not in (int, float):
         return False
     try:
-        value = int(raw) if kind is int else float(raw)
+        value = float(raw)
     except ValueError:
         return True
-    return (kind is float and not math.isfinite(value)) or (kind is int and value < 0)
+    if kind is int:  # typer reads a whole number written as a float ("1.0") as that number
+        return not (math.isfinite(value) and value == int(value)) or value < 0
+    return not math.isfinite(value)
 
 
 def _tree(root: Path) -> set[str]:
@@ -177,7 +179,9 @@ def _names_value(raw: str, text: str) -> bool:
     parts = {raw.strip(), raw.split("=", 1)[-1], os.path.abspath(raw or "."), *re.split("[,=]", raw)}
     if not raw:  # typer reads an empty path as the current folder
         parts.add(".")
-    return any(re.search(r"(?:^|[\s'\"(=:])" + re.escape(safe_text(p.strip())), text) for p in parts if p.strip())
+    words = {w for p in parts for w in (p, p.strip()) if w}  # a path of only a tab is shown as \t
+    shown = {form for w in words for form in (safe_text(w), repr(w)[1:-1]) if form.strip()}
+    return any(re.search(r"(?:^|[\s'\"(=:])" + re.escape(form), text) for form in shown)
 
 
 def check_run(command: str, param: Any, raw: str, root: Path) -> str:
@@ -212,7 +216,7 @@ def check_run(command: str, param: Any, raw: str, root: Path) -> str:
         assert not invalid, f"accepted: {where}"
         return "ok"
     assert _tree(root) == before, f"wrote {_tree(root) - before} while refusing: {where}"
-    text = " ".join(out.split())
+    text = out.replace("\n", " ")  # (not str.split: a path may hold a no-break space)
     if any(n in text for n in _names(param)) or _names_value(raw, text):
         return "refused"
     # refused for one of the base arguments (an input that does not exist): the value itself passed its check,

@@ -156,7 +156,7 @@ def shown(value: Any) -> str:
 
 def one_line(msg: str) -> str:
     """``msg`` on one line: each line break (and the indentation around it) becomes one space."""
-    return re.sub(r"\s*\n\s*", " ", msg.strip())
+    return re.sub(r"[ \t]*\n\s*", " ", msg.strip(" \n"))  # a path's own tab or trailing space stays (escaped)
 
 
 def fail(msg: str, code: int = EXIT_USER_ERROR) -> NoReturn:

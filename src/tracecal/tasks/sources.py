@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from tracecal._inputs import loads
+from tracecal._inputs import loads, user_path
 from tracecal._inputs import read_text as read_input_text
 from tracecal.tasks.example import MalformedRowError, RawRow, TaskDataError, TaskFileNotFoundError
 
@@ -62,13 +62,13 @@ def data_dir(override: str | Path | None = None) -> Path:
     FileNotFoundError lists every place tried.
     """
     if override is not None and str(override) != "":
-        p = Path(override).expanduser()
+        p = user_path(override)
         if p.is_dir():
             return p.resolve()
         raise FileNotFoundError(f"data directory {str(p)!r} (given explicitly) does not exist")
     env = os.environ.get(DATA_ENV_VAR, "")
     if env:
-        p = Path(env).expanduser()
+        p = user_path(env)
         if p.is_dir():
             return p.resolve()
         raise FileNotFoundError(f"data directory {str(p)!r} (from ${DATA_ENV_VAR}) does not exist")
@@ -229,7 +229,7 @@ class FileSource:
     def resolve(self, data_dir_override: str | Path | None = None) -> Path:
         """The file's path; :class:`TaskFileNotFoundError` if it does not exist."""
         if not self.relative:
-            p = Path(self.path).expanduser()
+            p = user_path(self.path)
         else:
             p = data_dir(data_dir_override) / self.path
         if p.is_dir():

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tracecal._inputs import loads
+from tracecal._inputs import loads, user_path
 from tracecal._validation import Interval, check_param
 from tracecal.errors import TracecalError
 from tracecal.tasks.base import Task, check_task_name, register_task
@@ -235,7 +235,7 @@ def task_from_file(
     """
     if max_new_tokens is not None:
         check_param("max_new_tokens", max_new_tokens, Interval(int, 1, None))
-    p = Path(path).expanduser()
+    p = user_path(path)
     reader_for(p)  # an unsupported suffix fails now, with the list of supported ones
     kind, lab = _resolve(labeller, kind, language)
     task = Task(
