@@ -249,3 +249,12 @@ def test_the_harness_covers_every_command_and_option() -> None:
     assert {c for c, _ in cases} >= set(_commands()) - {"tasks", "estimators", "passes"}
     assert ("evaluate", "cal_frac") in cases and ("serve", "port") in cases and ("score", "traces_path") in cases
     assert len(cases) > 150
+
+
+def test_click_usage_errors_show_control_characters_escaped() -> None:
+    """An unknown command or option holding ``ESC[2J`` (click's own usage errors, not a command's) is echoed
+    escaped: the terminal is never told to clear the screen."""
+    for args in (["sc\x1b[2Jore"], ["score", "--\x1b]0;owned\x07"], ["models", "fetch", "\x1b[31m"]):
+        r = CliRunner().invoke(app, args)
+        assert r.exit_code == 2 and not RAW_CONTROL.search(r.output), repr(r.output)
+        assert "\\x1b" in r.output, r.output
