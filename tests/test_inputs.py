@@ -204,3 +204,19 @@ def test_score_answers_with_a_fifo_or_dev_zero_is_refused_at_once(tmp_path: Path
         r = result[0]
         assert r.exit_code == 2 and msg in r.output and "Traceback" not in r.output, (args, r.output)
         assert not out.exists()
+
+
+def test_every_json_failure_is_a_decode_error_and_paths_are_shown_escaped(tmp_path: Path) -> None:
+    from tracecal._inputs import loads, shown_path, user_path
+
+    for text, why in (("[" + "9" * 5000 + "]", "a number too long to read"), ("[" * 100_000, "nested too deeply")):
+        with pytest.raises(json.JSONDecodeError, match=why):
+            loads(text)
+    (tmp_path / "big.json").write_text("9" * 5000)
+    with pytest.raises(UserFileError, match=r"big.json: not JSON at line 1 column 1 \(a number too long"):
+        read_json(tmp_path / "big.json", "results file")
+    assert shown_path("a\nb\tc\x1b[2J é") == "a\\nb\\tc\\x1b[2J é"
+    with pytest.raises(UserFileNotFoundError, match=r"not found: .*a\\nb"):
+        read_json(tmp_path / "a\nb", "results file")
+    with pytest.raises(UserFileNotFoundError, match="~no-such-user-x/t.jsonl: no such user's home folder"):
+        user_path("~no-such-user-x/t.jsonl")

@@ -25,8 +25,10 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import stat
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, BinaryIO
 
 from tracecal.errors import TracecalError
@@ -36,10 +38,13 @@ __all__ = [
     "UserFileError",
     "UserFileNotFoundError",
     "check_file",
+    "loads",
+    "user_path",
     "open_input",
     "read_bytes",
     "read_json",
     "read_text",
+    "shown_path",
     "size",
     "where",
 ]
@@ -71,9 +76,15 @@ def size(n: int) -> str:
     return f"{n >> 20:,} MiB" if n >= 1 << 20 else f"{n:,} bytes"
 
 
+def shown_path(path: str | os.PathLike[str]) -> str:
+    """``path`` for a message: a control character in it written as its escape (a newline as ``\\n``), so the
+    one-line message of the CLI keeps it apart from a space."""
+    return re.sub("[\x00-\x1f\x7f-\x9f]", lambda m: repr(m.group())[1:-1], os.fspath(path))
+
+
 def where(path: str | os.PathLike[str], role: str) -> str:
-    """How an error names an input file: ``"<role> <path>"`` (``"--calibrator cal.json"``)."""
-    return f"{role} {os.fspath(path)}".strip()
+    """How an error names an input file: ``"<role> <path>"`` (``"--calibrator cal.json"``; `shown_path`)."""
+    return f"{role} {shown_path(path)}".strip()
 
 
 def _refuse_kind(mode: int, path: str | os.PathLike[str], role: str, error: type[Exception]) -> None:
@@ -96,7 +107,7 @@ def check_file(
     try:
         st = os.stat(path)
     except FileNotFoundError:
-        raise missing(f"{role} not found: {os.fspath(path)}") from None
+        raise missing(f"{role} not found: {shown_path(path)}") from None
     except OSError as e:
         raise error(f"{where(path, role)}: cannot read it ({e.strerror or e})") from None
     _refuse_kind(st.st_mode, path, role, error)
@@ -167,6 +178,29 @@ def read_text(
         raise error(f"{where(path, role)}: not UTF-8 text (byte {e.start}: {e.reason}); save it as UTF-8") from None
 
 
+def user_path(path: str | os.PathLike[str]) -> Path:
+    """``path`` with a leading ``~`` / ``~user`` expanded (``Path.expanduser``); a ``~user`` of no user is refused
+    naming the path (`UserFileNotFoundError`), not with Python's bare "Could not determine home directory"."""
+    try:
+        return Path(path).expanduser()
+    except RuntimeError:
+        raise UserFileNotFoundError(f"{os.fspath(path)}: no such user's home folder to expand the ~ of") from None
+
+
+def loads(text: str) -> Any:
+    """``json.loads(text)`` with every way it can fail a ``json.JSONDecodeError``: also a number of more digits
+    than Python converts (4,300: a ``ValueError`` of its own) and nesting deeper than the interpreter's stack (a
+    ``RecursionError``), which every reader of JSON a user gives would otherwise let through unnamed."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        raise
+    except RecursionError:
+        raise json.JSONDecodeError("nested too deeply", text, 0) from None
+    except ValueError as e:  # "Exceeds the limit (4300 digits) for integer string conversion"
+        raise json.JSONDecodeError(f"a number too long to read ({str(e).split(':')[0]})", text, 0) from None
+
+
 def read_json(
     path: str | os.PathLike[str],
     role: str,
@@ -178,9 +212,9 @@ def read_json(
     naming the line and column (``not JSON at line 3 column 7 (Expecting ',' delimiter)``) or its nesting."""
     text = read_text(path, role, "json", error, limit)
     try:
-        doc = json.loads(text)
+        doc = loads(text)
     except json.JSONDecodeError as e:
+        if e.msg == "nested too deeply":
+            raise error(f"{where(path, role)}: not JSON tracecal reads: nested too deeply") from None
         raise error(f"{where(path, role)}: not JSON at line {e.lineno} column {e.colno} ({e.msg})") from None
-    except RecursionError:
-        raise error(f"{where(path, role)}: not JSON tracecal reads: nested too deeply") from None
     return hook(doc) if hook is not None else doc

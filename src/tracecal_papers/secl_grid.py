@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tracecal._inputs import read_json
 from tracecal.errors import ValidationError
 from tracecal.secl.config import SECLConfig
 from tracecal.secl.stream import order_domains
@@ -154,7 +155,7 @@ def run_dir(runs: Path, model: str, variant: Variant, seed: int) -> Path:
 def is_done(folder: Path) -> bool:
     """The run folder holds a result (``secl.json`` with a summary)."""
     try:
-        return "summary" in json.loads((Path(folder) / RESULT_FILE).read_text(encoding="utf-8"))
+        return "summary" in read_json(Path(folder) / RESULT_FILE, "SECL result file")
     except (OSError, ValueError):
         return False
 
@@ -195,7 +196,7 @@ def secl_args(
 
 def finish_run(full: Path, folder: Path) -> Path:
     """Write ``folder/secl.json``: the full result ``full`` without its per-question records (atomically)."""
-    d = json.loads(Path(full).read_text(encoding="utf-8"))
+    d = read_json(full, "SECL result file")
     d.pop("questions", None)
     folder.mkdir(parents=True, exist_ok=True)
     tmp = folder / (RESULT_FILE + ".tmp")

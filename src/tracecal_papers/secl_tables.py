@@ -13,7 +13,6 @@ The family table names the weights dtype of each model's runs (a run saved befor
 
 from __future__ import annotations
 
-import json
 import math
 import statistics
 from collections.abc import Sequence
@@ -21,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tracecal._inputs import read_json
 from tracecal.evaluation.docblocks import write_block
 from tracecal.secl.config import SECLConfig
 from tracecal_papers.secl_grid import GROUPS, VARIANTS, Variant
@@ -96,7 +96,7 @@ def _values(d: dict[str, Any]) -> dict[str, float | None]:
 
 def _read(path: Path) -> dict[str, Any] | None:
     try:
-        d = json.loads(path.read_text(encoding="utf-8"))
+        d = read_json(path, "SECL result file")
     except (OSError, ValueError):
         return None
     return d if isinstance(d, dict) and all(k in d for k in KEYS) else None

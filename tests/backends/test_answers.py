@@ -198,7 +198,10 @@ def test_an_answer_spelling_special_tokens_is_text(tiny_model) -> None:  # type:
 def test_bad_options(tiny_model) -> None:  # type: ignore[no-untyped-def]
     for options, message in [
         ({"tempreature": 0.7}, "unknown option.s. tempreature"),
-        ({"temperature": 0}, "temperature must be a number > 0"),
+        ({"temperature": 0}, r"temperature must be a finite number in \[0.01, 100\], got 0"),
+        ({"temperature": float("inf")}, r"temperature must be a finite number in \[0.01, 100\], got inf"),
+        ({"temperature": 1e-30}, r"temperature must be a finite number in \[0.01, 100\], got 1e-30"),
+        ({"top_logprobs": 10**9}, "top_logprobs must be at most the model's vocabulary of 49152 .0 = off., got 10+"),
         ({"top_logprobs": -1}, "top_logprobs must be a positive integer"),
         ({"max_new_tokens": 0}, "max_new_tokens must be a positive integer"),
         ({"batch_size": 0}, "batch_size must be a positive integer"),

@@ -252,8 +252,9 @@ def test_sample_answers_share_the_prompt_record_the_sampled_distribution_and_rep
     assert cost["decode_tokens"] == 6 * steps and 1 <= steps <= 5
     assert cost["answer_tokens"] == sum(t.length for t in sets[0].traces) <= cost["decode_tokens"]
     assert cost["prefill_tokens"] == len(sets[0].traces[0].prompt_ids) and cost["cpu_seconds"] > 0
-    with pytest.raises(ValueError, match="temperature must be a finite number > 0"):
-        tiny_model.sample_answers(["hi"], 2, temperature=0.0)
+    for tau in (0.0, 1e-30, float("inf"), float("nan")):
+        with pytest.raises(ValueError, match=r"temperature must be a finite number in \[0.01, 100\], got"):
+            tiny_model.sample_answers(["hi"], 2, temperature=tau)
     with pytest.raises(ValueError, match="num_samples must be a positive integer"):
         tiny_model.sample_answers(["hi"], 0)
     with pytest.raises(ValueError, match="seeds must have one entry per prompt"):

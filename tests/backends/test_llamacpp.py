@@ -250,6 +250,17 @@ def test_trace_answers_of_other_answers_are_finite_and_non_negative(lcpp) -> Non
     assert out[2].surprisal.mean() > out[0].surprisal.mean()  # random ids surprise it more than a fluent answer
     with pytest.raises(ValueError, match="unknown option"):
         lcpp.trace_answers(PROMPTS[:1], ["x"], beams=2)
+    # the bounds of generate (issue #37): a temperature that makes every s_t log |V| or 10^30 nats, a top-k
+    # larger than the vocabulary
+    for kw, message in [
+        ({"temperature": float("inf")}, r"temperature must be a finite number in \[0.01, 100\], got inf"),
+        ({"temperature": 1e-30}, r"temperature must be a finite number in \[0.01, 100\], got 1e-30"),
+        ({"top_logprobs": 10**9}, "top_logprobs must be at most the model's vocabulary of 49152"),
+    ]:
+        with pytest.raises(ValueError, match=message):
+            lcpp.trace_answers(PROMPTS[:1], ["x"], **kw)
+    with pytest.raises(ValueError, match="top_logprobs must be at most the model's vocabulary of 49152"):
+        lcpp.generate(PROMPTS[:1], top_logprobs=10**9)
     x = np.array([0.0, 3.0, 1.0])
     assert top_k(x, float(logsumexp(x)), 2)[0].tolist() == [1, 2]
 

@@ -141,6 +141,12 @@ def test_the_streaming_hook_sees_each_step_and_can_stop(
 def test_what_recording_refuses(lively_net: Any, tokenizer: Any, inputs: dict[str, Any]) -> None:
     with pytest.raises(ValueError, match="distribution must be one of temperature, sampled"):
         record(lively_net, tokenizer, distribution="truncated")
+    with pytest.raises(ValueError, match="top_logprobs must be at most the model's vocabulary of"):
+        record(lively_net, tokenizer, top_logprobs=10**9)  # refused before torch's "selected index k out of range"
+    for tau in (float("inf"), 1e-30):
+        with pytest.raises(ValueError, match=r"temperature must be a finite number in \[0.01, 100\]"):
+            with record(lively_net, tokenizer):
+                lively_net.generate(**inputs, max_new_tokens=2, do_sample=True, temperature=tau)
     with pytest.raises(BackendUnsupportedError, match="num_beams=1"):
         Recording(lively_net, tokenizer, on_step=lambda *a: None).generate(**inputs, num_beams=2, max_new_tokens=2)
     with pytest.raises(BackendUnsupportedError, match="typical_p"):

@@ -296,7 +296,7 @@ def test_bad_dtype_or_threads_are_refused_before_a_model_loads(monkeypatch, tmp_
     for cmd in (["generate", "--task", "triviaqa"], ["score-answers", str(tmp_path / "a.jsonl")]):
         for opt, message in (
             (["--dtype", "int8"], "--dtype must be one of auto, float32, bfloat16, float16"),
-            (["--threads", "0"], "--threads must be a whole number ≥ 1, got 0"),
+            (["--threads", "0"], "--threads must be a whole number in [1, 4096], got 0"),
         ):
             r = CliRunner().invoke(app, [*cmd, "--out", str(tmp_path / "o.parquet"), *opt])
             assert r.exit_code == 2 and message in r.output, (cmd, r.output)

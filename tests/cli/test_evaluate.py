@@ -117,7 +117,7 @@ def test_bad_options_write_nothing(tmp_path: Path) -> None:
     run = tmp_path / "run"
     for args, msg in [
         (["--metrics", "aurocc"], "unknown metric 'aurocc'"),
-        (["--threads", "0"], "--threads must be a whole number ≥ 1, got 0"),
+        (["--threads", "0"], "--threads must be a whole number in [1, 4096], got 0"),
         (["--shard-size", "0"], "shard-size"),
         (["--embedder-dtype", "fp16"], "embedder-dtype must be one of auto, float32, bfloat16, got 'fp16'"),
     ]:
@@ -316,3 +316,13 @@ def test_the_end_of_evaluate_prints_the_verdict(tmp_path: Path, capsys: pytest.C
     assert "verdict" in out and "For synthetic (float32) on triviaqa: use" in out
     assert "Not ranked: svamp: 4 correct answers of 200" in out or "Not ranked: svamp:" in out
     assert "tracecal fit-calibrator" in out and "tracecal serve --model synthetic" in out
+
+
+def test_sampling_estimators_with_too_few_samples_are_refused_before_the_run(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    r = CliRunner().invoke(
+        app, ["evaluate", "--run-dir", str(run), "--tasks", "svamp", "--estimators", "sampling", "--num-samples", "3"]
+    )
+    assert r.exit_code == 2 and "needs 5 samples per question" not in r.output, r.output
+    assert "cannot be computed: the last needs 10 samples per question and --num-samples 3 draws 3" in r.output
+    assert not run.exists()  # nothing computed, nothing written

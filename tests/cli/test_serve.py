@@ -60,7 +60,7 @@ def test_upstream_concurrency_is_the_requests_in_flight_upstream_not_max_batch()
         ({"backend": "vllm"}, "--backend must be hf or llamacpp, got 'vllm'"),
         ({"dtype": "int8"}, "--dtype must be auto, float32, bfloat16 or float16"),
         ({"dtype": "float16", "backend": "llamacpp"}, "--dtype applies to the in-process HF backend only"),
-        ({"threads": 0}, "--threads must be a whole number ≥ 1, got 0"),
+        ({"threads": 0}, r"--threads must be a whole number in \[1, 4096\], got 0"),
         ({"abstain_task": "svamp"}, "--abstain-task goes with --abstain-from"),
     ],
 )

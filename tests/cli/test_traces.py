@@ -126,11 +126,26 @@ def test_outputs_pointing_at_folders_are_clear_errors(tmp_path: Path, traces_fil
         assert r.exit_code == 2 and f"{folder} is a folder: give a file path" in r.output, (args, r.output)
 
 
-def test_out_path_creates_the_parent_and_refuses_a_folder(tmp_path: Path) -> None:
+def test_out_path_makes_no_folder_and_refuses_a_folder_or_a_file_on_the_way(tmp_path: Path) -> None:
     target = tmp_path / "a" / "b" / "t.parquet"
-    assert out_path(target, "traces") == target and target.parent.is_dir()
+    assert out_path(target, "traces") == target and not (tmp_path / "a").exists()  # made when written
+    (tmp_path / "afile").write_text("x")
+    with pytest.raises(ValidationError, match=r"--out .*afile/x.parquet: .*afile is a file, not a folder"):
+        out_path(tmp_path / "afile" / "x.parquet", "traces")  # was "afile: File exists"
     with pytest.raises(ValidationError, match=r"is a folder: give a file path for the CSV \(e.g. .*out.csv\)"):
         out_path(tmp_path, "CSV")
+
+
+def test_an_output_under_a_file_is_refused_naming_it(tmp_path: Path) -> None:
+    """``--out afile/x.parquet`` (``afile`` a file) says which part is a file, before anything is read, and makes
+    no folder (issue #37: it said ``afile: File exists``)."""
+    (tmp_path / "afile").write_text("x")
+    prompts = tmp_path / "p.jsonl"
+    prompts.write_text('"hi"\n')
+    before = sorted(tmp_path.rglob("*"))
+    r = runner.invoke(app, ["generate", "--prompts", str(prompts), "--out", str(tmp_path / "afile" / "x.parquet")])
+    assert r.exit_code == 2 and f"{tmp_path / 'afile'} is a file, not a folder" in " ".join(r.output.split()), r.output
+    assert sorted(tmp_path.rglob("*")) == before
 
 
 def test_generate_refuses_a_bad_limit_before_loading_a_model(tmp_path: Path) -> None:
@@ -410,7 +425,7 @@ def test_generate_refuses_token_ids_outside_the_vocabulary_and_absurd_top_k(tmp_
     prompts = tmp_path / "p.jsonl"
     prompts.write_text(json.dumps({"id": "a", "prompt": "hi"}) + "\n")
     r = runner.invoke(app, ["generate", "--prompts", str(prompts), "--out", str(out), "--top-logprobs", "10000000"])
-    assert r.exit_code == 2 and "top_logprobs=10000000 exceeds the model's vocabulary of" in r.output, r.output
+    assert r.exit_code == 2 and "top_logprobs must be at most the model's vocabulary of" in r.output, r.output
     assert not out.exists()
     with pytest.raises(ValidationError, match="answer 0: 99999999 is not a token id"):
         shared_model.trace_answers(["q"], [[5, 99999999]])

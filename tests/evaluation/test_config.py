@@ -63,7 +63,7 @@ def test_validation_names_the_option_as_the_command_line_spells_it() -> None:
     for kw, msg in (
         ({"num_beams": 1}, "num-beams must be a whole number ≥ 2, got 1"),
         ({"num_samples": 0}, "num-samples must be a whole number ≥ 1, got 0"),
-        ({"sample_temperature": 0.0}, "sample-temperature must be a finite number > 0, got 0.0"),
+        ({"sample_temperature": 0.0}, "sample-temperature must be a finite number in [0.01, 100], got 0.0"),
         ({"batch_size": True}, "batch-size must be a whole number ≥ 1, got True"),
         ({"max_new_tokens": 0}, "max-new-tokens must be a whole number ≥ 1 or None, got 0"),
         ({"n_bins": 0}, "n-bins must be a whole number ≥ 1, got 0"),
@@ -173,3 +173,12 @@ def test_too_few_questions_to_split_name_the_options() -> None:
     for n, frac in ((1, 0.35), (12, 0.01), (12, 0.99)):
         with pytest.raises(ConfigError, match=f"t: {n} question.*--cal-frac {frac:g}.*--limit"):
             check_splittable([(task, [0] * n)], frac)
+
+
+def test_an_estimator_the_settings_cannot_give_is_refused_before_any_work() -> None:
+    """``--estimators sampling --num-samples 3``: refused when the config is checked (it failed at scoring, after
+    every shard had been computed: "self-consistency needs 5 samples per question"); k ≤ the samples drawn passes."""
+    with pytest.raises(ConfigError, match=r"self_consistency_k5, .*_max_k10 cannot be computed: .*needs 10"):
+        EvalConfig(["svamp"], estimators=["trace", "sampling"], num_samples=3).validate()
+    ok = EvalConfig(["svamp"], estimators=["trace", "self_consistency_k2"], num_samples=3).validate()
+    assert "self_consistency_k2" in ok.score.estimators

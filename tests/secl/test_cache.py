@@ -106,14 +106,18 @@ def test_a_file_that_is_not_a_frozen_pass_is_an_error(tmp_path: Path, computed: 
     with pytest.raises(ValueError, match="not a SECL frozen-pass file"):
         frozen_for(SimpleNamespace(model_id="m"), _items(2), bad, 2)
     for content, why in (
-        (b'{"x": "\xe9"}', "not UTF-8 JSON"),
-        (b"[1, 2]", "format 'list'"),
-        (b"{half", "not UTF-8 JSON"),
+        (b'{"x": "\xe9"}', f"^SECL frozen-pass file {bad}: not UTF-8 text \\(byte 7"),
+        (b"[1, 2]", f"^{bad}: not a SECL frozen-pass file \\(format 'list'"),
+        (b"{half", f"^SECL frozen-pass file {bad}: not JSON at line 1 column 2"),
     ):
         bad.write_bytes(content)  # a file of the user's given as --cache: named, never recomputed over
-        with pytest.raises(ValueError, match=f"^{bad}: not a SECL frozen-pass file \\({why}"):
+        with pytest.raises(ValueError, match=why):  # read through the one checked opener (tracecal._inputs)
             frozen_for(SimpleNamespace(model_id="m"), _items(2), bad, 2)
         assert bad.read_bytes() == content
+    bad.unlink()
+    bad.mkdir()  # a folder (or a FIFO) as --cache: refused before opening, never blocked on
+    with pytest.raises(ValueError, match=f"^SECL frozen-pass file {bad} is a folder"):
+        FrozenPass.load(bad)
     assert computed == []
 
 

@@ -1,4 +1,5 @@
-"""Schemathesis over the gateway's OpenAPI schema: generated requests (valid and invalid) never get a 5xx.
+"""Schemathesis over the gateway's OpenAPI schema: generated requests (valid and invalid) never get a 5xx, and every
+error is in OpenAI's shape (``{"error": {"message", "type", "param", "code"}}``).
 
 Tiny random model, small limits (answers of at most 4 tokens, short prompts) and a bounded number of examples
 per operation and generation mode, so the run stays within seconds. Each operation's Hypothesis strategy is
@@ -6,6 +7,8 @@ driven directly (schemathesis' pytest fixture loader does not support this pytes
 """
 
 from __future__ import annotations
+
+import os
 
 import pytest
 import schemathesis
@@ -16,7 +19,7 @@ from schemathesis.checks import not_a_server_error
 
 from tracecal.serve import ServeConfig, create_app
 
-EXAMPLES = 15
+EXAMPLES = int(os.environ.get("TRACECAL_FUZZ_EXAMPLES", "15"))
 
 
 @pytest.fixture(scope="module")
@@ -48,6 +51,13 @@ def test_no_server_errors(gateway_schema, mode) -> None:  # type: ignore[no-unty
         def run(case) -> None:  # type: ignore[no-untyped-def]
             r = case.call_and_validate(checks=[not_a_server_error])
             statuses[r.status_code] = statuses.get(r.status_code, 0) + 1
+            if r.status_code >= 400:  # every error in OpenAI's shape, framework errors included (issue #37)
+                err = r.json().get("error")
+                assert isinstance(err, dict) and {"message", "type", "param", "code"} <= set(err), (
+                    r.status_code,
+                    r.text,
+                )
+                assert isinstance(err["message"], str) and err["message"], r.text
             calls[case.operation.label] = calls.get(case.operation.label, 0) + 1
 
         try:

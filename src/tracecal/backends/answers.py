@@ -43,7 +43,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from tracecal._validation import check_text
+from tracecal._validation import Interval, check_param, check_text
 from tracecal.backends import base
 from tracecal.backends.base import Prompt
 from tracecal.backends.prompting import given_ids, user_text_ids
@@ -53,12 +53,15 @@ from tracecal.traces.trace import Trace
 
 __all__ = [
     "ANSWER_OPTIONS",
+    "TEMPERATURE",
     "Answer",
     "AnswerArgs",
     "Forced",
     "check_answer_args",
     "why_not",
     "check_answers",
+    "check_temperature",
+    "check_top_logprobs",
     "end_reason",
     "forced_decoding",
     "trace_answers_local",
@@ -126,6 +129,31 @@ def check_answers(prompts: Sequence[Prompt], answers: Sequence[Answer]) -> tuple
     return prompts, answers
 
 
+TEMPERATURE = Interval(float, 0.01, 100)
+"""The temperature τ of every in-process backend's ``generate`` (when sampling), ``sample_answers`` and
+``trace_answers``, and of `tracecal.backends.user_generate.record`: the recorded distribution is softmax(x/τ), so
+τ → 0 sends s_t of a token other than the argmax to ∞ (a logit gap of 100 at τ = 0.01 is 10⁴ nats, the most a trace
+holds: `tracecal.traces.segments.MAX_TOKEN_NATS`) and τ → ∞ makes every s_t log |V| whatever the model says."""
+
+
+def check_temperature(value: Any, name: str = "temperature") -> float:
+    """``value`` as a float if it meets `TEMPERATURE`, else `ValidationError` naming ``name``."""
+    return float(check_param(name, value, TEMPERATURE))
+
+
+def check_top_logprobs(value: Any, vocab_size: int | None = None) -> int:
+    """``top_logprobs``: 0 (off) or a whole number in [1, ``vocab_size``] (the alternatives a step has), else
+    `ValidationError`: the one bound of ``generate``, ``trace_answers`` and ``record`` on the in-process backends."""
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool) and value == 0:
+        return 0
+    top = base.check_positive_int(value, "top_logprobs")
+    if vocab_size is not None and top > vocab_size:
+        raise ValidationError(
+            f"top_logprobs must be at most the model's vocabulary of {vocab_size} (0 = off), got {top}"
+        )
+    return top
+
+
 ANSWER_OPTIONS = (
     "batch_size",
     "ids",
@@ -154,10 +182,13 @@ def check_answer_args(
     default_batch_size: int,
     known: Sequence[str] = ANSWER_OPTIONS,
     hidden: str | None = None,
+    vocab_size: int | None = None,
 ) -> AnswerArgs:
     """Every argument of ``trace_answers`` checked at the boundary (`ValidationError` naming it); an option not in
-    ``known`` is refused (a misspelt ``temperatur=`` must not pass silently). ``hidden``: None where the backend
-    records hidden states, else why it cannot: ``hidden_layers`` then raises `BackendUnsupportedError` saying so."""
+    ``known`` is refused (a misspelt ``temperatur=`` must not pass silently). ``temperature`` and ``top_logprobs``
+    are held to the bounds of ``generate`` (`TEMPERATURE`; at most ``vocab_size`` alternatives). ``hidden``: None
+    where the backend records hidden states, else why it cannot: ``hidden_layers`` then raises
+    `BackendUnsupportedError` saying so."""
     unknown = sorted(set(options) - set(known))
     if unknown:
         raise ValidationError(f"trace_answers got unknown option(s) {', '.join(unknown)}; it takes {', '.join(known)}")
@@ -170,17 +201,14 @@ def check_answer_args(
     top = options.get("top_logprobs", 0)
     mnt = options.get("max_new_tokens")
     stops = options.get("stop_strings") or ()
-    temperature = options.get("temperature", 1.0)
-    if isinstance(temperature, bool) or not isinstance(temperature, numbers.Real) or not float(temperature) > 0:
-        raise ValidationError(f"temperature must be a number > 0, got {temperature!r}")
     return AnswerArgs(
         prompts,
         answers,
         base.check_batch_size(options.get("batch_size"), default_batch_size),
-        0 if top == 0 else base.check_positive_int(top, "top_logprobs"),
+        check_top_logprobs(top, vocab_size),
         None if mnt is None else base.check_positive_int(mnt, "max_new_tokens"),
         [stops] if isinstance(stops, str) else list(stops),
-        float(temperature),
+        check_temperature(options.get("temperature", 1.0)),
     )
 
 

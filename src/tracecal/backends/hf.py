@@ -20,6 +20,7 @@ import numpy as np
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, LogitsProcessorList
 
+from tracecal.backends.answers import check_temperature, check_top_logprobs
 from tracecal.backends.base import Prompt, SampleSet, check_generate_args, check_positive_int, name_trace
 from tracecal.backends.defaults import (
     DEFAULT_MODEL,
@@ -217,8 +218,9 @@ class HFModel(HFForwardPasses):
         prompts, max_new_tokens, bs, top_logprobs = check_generate_args(
             prompts, max_new_tokens, batch_size, self.batch_size, ids, top_logprobs
         )
-        if top_logprobs > self.vocab_size:
-            raise ValidationError(f"top_logprobs={top_logprobs} exceeds the model's vocabulary of {self.vocab_size}")
+        top_logprobs = check_top_logprobs(top_logprobs, self.vocab_size)
+        if do_sample:
+            temperature = check_temperature(temperature)
         prompt_ids = [self.encode_prompt(p) for p in prompts]
         self._check_length(prompt_ids, max_new_tokens)
         if seed is not None:
@@ -341,8 +343,7 @@ class HFModel(HFForwardPasses):
         """
         prompts, max_new_tokens, _, _ = check_generate_args(prompts, max_new_tokens, None, self.batch_size)
         k = check_positive_int(num_samples, "num_samples")
-        if not (isinstance(temperature, int | float) and 0 < temperature < float("inf")):
-            raise ValidationError(f"temperature must be a finite number > 0, got {temperature!r}")
+        temperature = check_temperature(temperature)
         if seeds is not None and len(seeds) != len(prompts):
             raise ValidationError(f"seeds must have one entry per prompt: {len(seeds)} for {len(prompts)} prompts")
         prompt_ids = [self.encode_prompt(p) for p in prompts]

@@ -160,7 +160,9 @@ class HFForwardPasses(TokenizerBackend):
 
         What the numbers mean for answers the model did not generate, and the stop reason: `tracecal.backends.answers`.
         """
-        args = check_answer_args(prompts, answers, options, self.batch_size)
+        args = check_answer_args(
+            prompts, answers, options, self.batch_size, vocab_size=getattr(self, "vocab_size", None)
+        )
         hidden_layers = options.get("hidden_layers")
         extra = {
             "recorded_logits": "one forward pass over prompt + answer (teacher forcing): raw logits / temperature",

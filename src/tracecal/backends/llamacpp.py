@@ -28,6 +28,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from tracecal.backends import answers as bounds
 from tracecal.backends.answers import Answer, Forced, check_answer_args, forced_decoding, trace_answers_local, why_not
 from tracecal.backends.base import (
     BackendUnsupportedError,
@@ -219,8 +220,7 @@ class LlamaCppModel(TokenizerBackend):
         """
         prompts, max_new_tokens, _, _ = check_generate_args(prompts, max_new_tokens, None, self.batch_size)
         k = check_positive_int(num_samples, "num_samples")
-        if not (isinstance(temperature, int | float) and 0 < temperature < float("inf")):
-            raise ValidationError(f"temperature must be a finite number > 0, got {temperature!r}")
+        temperature = bounds.check_temperature(temperature)
         if seeds is not None and len(seeds) != len(prompts):
             raise ValidationError(f"seeds must have one entry per prompt: {len(seeds)} for {len(prompts)} prompts")
         stops = [stop_strings] if isinstance(stop_strings, str) else list(stop_strings)
@@ -297,7 +297,7 @@ class LlamaCppModel(TokenizerBackend):
         prompts, max_new_tokens, _batch, top_logprobs = check_generate_args(
             prompts, max_new_tokens, batch_size, self.batch_size, ids, top_logprobs
         )
-        top_logprobs = min(top_logprobs, self.vocab_size)
+        top_logprobs = bounds.check_top_logprobs(top_logprobs, self.vocab_size)
         stop_strings = [stop_strings] if isinstance(stop_strings, str) else list(stop_strings)
         encoded = [self.encode_prompt(p) for p in prompts]
         self._check_length(encoded, max_new_tokens)
@@ -363,7 +363,9 @@ class LlamaCppModel(TokenizerBackend):
         """The trace of each given answer after its prompt, as if llama.cpp had decoded it greedily (teacher forcing,
         one token per step: `_forced`; prompts one at a time, cached prefixes kept). The keywords of
         `HFForwardPasses.trace_answers`; what the trace means: `tracecal.backends.answers`."""
-        args = check_answer_args(prompts, answers, options, self.batch_size, hidden=why_not(self, HIDDEN_STATES))
+        args = check_answer_args(
+            prompts, answers, options, self.batch_size, hidden=why_not(self, HIDDEN_STATES), vocab_size=self.vocab_size
+        )
         k = min(args.top_logprobs, self.vocab_size - 1)
         extra = {"backend": "llama.cpp", "recorded_logits": "llama.cpp's logits, one answer token per step"}
 

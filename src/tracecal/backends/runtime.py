@@ -39,6 +39,7 @@ __all__ = [
     "BF16_FLAGS",
     "DTYPES",
     "FREE_SHARE",
+    "MAX_THREADS",
     "apply_threads",
     "auto_threads",
     "busy_cpus",
@@ -55,6 +56,8 @@ DTYPES = ("auto", "float32", "bfloat16", "float16")
 BF16_FLAGS = frozenset({"amx_bf16", "avx512_bf16"})
 """The ``/proc/cpuinfo`` flags of bf16 matrix units (Intel AMX, AVX-512-BF16 on Intel and AMD Zen 4+)."""
 FREE_SHARE = 0.75
+MAX_THREADS = 4096
+"""The most CPU threads a model may be given (torch and llama.cpp take a C int; more is no machine's)."""
 """A CPU counts as free for a torch thread when at least this share of it is idle (`threads_for`)."""
 CPUINFO = "/proc/cpuinfo"
 PROC_STAT = "/proc/stat"
@@ -177,8 +180,8 @@ def _torch_threads_default() -> int | None:
 def check_threads(threads: int | str | None, name: str = "threads") -> int | str | None:
     """``threads`` if it is ``auto``, None or a whole number ≥ 1, else `ValidationError`."""
     ok = threads is None or threads == "auto" or (isinstance(threads, int) and not isinstance(threads, bool))
-    if not ok or (isinstance(threads, int) and threads < 1):
-        raise ValidationError(f"{name} must be a whole number ≥ 1 or 'auto', got {threads!r}")
+    if not ok or (isinstance(threads, int) and not 1 <= threads <= MAX_THREADS):
+        raise ValidationError(f"{name} must be a whole number in [1, {MAX_THREADS}] or 'auto', got {threads!r}")
     return threads
 
 

@@ -45,7 +45,8 @@ from transformers import (
     TopPLogitsWarper,
 )
 
-from tracecal.backends.base import BackendUnsupportedError, check_positive_int
+from tracecal.backends.answers import check_temperature, check_top_logprobs
+from tracecal.backends.base import BackendUnsupportedError
 from tracecal.backends.defaults import tokenizer_stop_ids
 from tracecal.backends.hf_passes import forced_pass
 from tracecal.backends.recorder import StepCallback, StepHook, TraceRecorder, generated_trace
@@ -100,6 +101,12 @@ def sampling_warpers(settings: dict[str, Any]) -> LogitsProcessorList:
     return out
 
 
+def _vocab_size(model: Any) -> int | None:
+    """The number of alternatives a step of ``model`` has (its config's ``vocab_size``; None if it says none)."""
+    size = getattr(getattr(model, "config", None), "vocab_size", None)
+    return int(size) if isinstance(size, int) and size > 0 else None
+
+
 class Recording:
     """Traces of the sequences ``model.generate`` returns (module docstring). ``traces`` collects every call's.
 
@@ -127,7 +134,7 @@ class Recording:
         if getattr(model.config, "is_encoder_decoder", False):
             raise BackendUnsupportedError("recording own generate() calls supports decoder-only causal LMs")
         self.model, self.tokenizer, self.distribution = model, tokenizer, distribution
-        self.top_logprobs = 0 if top_logprobs == 0 else check_positive_int(top_logprobs, "top_logprobs")
+        self.top_logprobs = check_top_logprobs(top_logprobs, _vocab_size(model))
         self.on_step = on_step
         self.model_id = model_id or str(getattr(model, "name_or_path", "") or type(model).__name__)
         self.traces: list[Trace] = []
@@ -150,7 +157,7 @@ class Recording:
         s["stepwise"] = s["num_beams"] == 1 and not (
             kwargs.get("assistant_model") or kwargs.get("prompt_lookup_num_tokens")
         )
-        s["tau"] = float(s["temperature"]) if s["do_sample"] else 1.0
+        s["tau"] = check_temperature(s["temperature"]) if s["do_sample"] else 1.0
         eos = s["eos_token_id"]
         s["stop_ids"] = tokenizer_stop_ids(
             self.tokenizer, [] if eos is None else [eos] if isinstance(eos, int) else eos

@@ -27,6 +27,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from tracecal._validation import Constraint, Interval, Options, check_param
+from tracecal.backends.runtime import MAX_THREADS
 from tracecal.errors import TracecalError, ValidationError, os_error_message
 from tracecal.traces.provenance import SERVER, TRACES, mismatch
 
@@ -42,6 +43,8 @@ __all__ = [
     "ModelOpt",
     "ThreadsOpt",
     "check_runtime_options",
+    "THREADS",
+    "check_entry",
     "check_option",
     "check_provenance",
     "console",
@@ -54,6 +57,7 @@ __all__ = [
     "progress_bar",
     "refuse_input_as_output",
     "safe_text",
+    "shared_options",
     "shown",
     "split_names",
     "user_errors",
@@ -152,7 +156,7 @@ def shown(value: Any) -> str:
 
 def one_line(msg: str) -> str:
     """``msg`` on one line: each line break (and the indentation around it) becomes one space."""
-    return re.sub(r"\s*\n\s*", " ", msg.strip())
+    return re.sub(r"[ \t]*\n\s*", " ", msg.strip(" \n"))  # a path's own tab or trailing space stays (escaped)
 
 
 def fail(msg: str, code: int = EXIT_USER_ERROR) -> NoReturn:
@@ -178,13 +182,56 @@ def error_line(err: BaseException) -> str:
     return str(err) or type(err).__name__
 
 
+THREADS = Interval(int, 1, MAX_THREADS)
+"""The bound of every ``--threads``."""
+
+
+def shared_options() -> dict[str, Constraint]:
+    """The one bound of each option several commands take, by parameter name, checked by `check_entry` before a
+    command runs (the same value gets the same answer in every command). Built on first use (the statistics
+    modules that declare some of them load in seconds: ``tracecal --help`` need not wait)."""
+    from tracecal.stats.bootstrap import LEVEL, N_BOOT
+    from tracecal.stats.splits import SPLITS
+
+    seed = Interval(int, 0, 2**32 - 1)
+    return {
+        "seed": seed,
+        "sample_seed": seed,
+        "show": Interval(int, 0, None),
+        "max_examples": Interval(int, 0, None),
+        "C": Interval(float, 0, None, closed="neither"),
+        "threads": THREADS,
+        "splits": SPLITS,
+        "n_boot": N_BOOT,
+        "level": LEVEL,
+        "ray_actors": Interval(int, 1, None),
+    }
+
+
+def check_entry(params: dict[str, Any]) -> None:
+    """Refuse (`ValidationError` naming the option) before a command reads or computes anything a value outside
+    its `shared_options` bound and a number that is not finite (NaN, ±∞: every float option is a finite number).
+    A command's own checks of its other options follow first thing in its body (the fuzzing harness,
+    tests/cli/test_fuzz_options.py, holds every option to this: a negative count or seed, NaN or ±∞ is refused
+    naming the option before any input is read)."""
+    bounds = shared_options()
+    for name, value in params.items():
+        flag = "--" + name.rstrip("_").replace("_", "-")
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ValidationError(f"{flag} must be a finite number, got {value}")
+        if name in bounds and value is not None:  # None: the option was not given
+            check_param(flag, value, bounds[name])
+
+
 def user_errors(func: Callable[P, R]) -> Callable[P, R]:
-    """Decorate a command: the exceptions of `USER_ERRORS` end it through `fail` (exit status 2, one escaped line
-    `error_line`, no traceback). click's own exits and usage errors pass through unchanged."""
+    """Decorate a command: its options are checked first (`check_entry`); the exceptions of `USER_ERRORS` end it
+    through `fail` (exit status 2, one escaped line `error_line`, no traceback). click's own exits and usage errors
+    pass through unchanged."""
 
     @functools.wraps(func)
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
         try:
+            check_entry(kwargs)
             return func(*args, **kwargs)
         except PASS_THROUGH:
             raise  # typer's and click's Exit and Abort derive from RuntimeError: never re-reported
@@ -289,7 +336,7 @@ def check_runtime_options(dtype: str, threads: int | None) -> None:
     from tracecal.backends.runtime import DTYPES
 
     check_option("--dtype", dtype, Options(*DTYPES))
-    check_option("--threads", threads, Interval(int, 1, None))
+    check_option("--threads", threads, THREADS)
 
 
 def split_names(spec: str | None) -> list[str]:

@@ -13,9 +13,9 @@ from typing import Annotated, Any
 
 import typer
 
-from tracecal._validation import Interval
 from tracecal.backends.registry import IN_PROCESS, backend_names, get_backend
 from tracecal.cli.common import (
+    THREADS,
     DataDirOpt,
     DtypeOpt,
     ModelOpt,
@@ -240,7 +240,7 @@ def _checked_config(o: dict[str, Any]) -> tuple[Any, list[str]]:
     bad = [m for m in show if m not in METRICS]
     if bad:
         raise ValidationError(f"unknown metric {bad[0]!r}; known: {', '.join(METRICS)}")
-    check_option("--threads", o["threads"], Interval(int, 1, None))
+    check_option("--threads", o["threads"], THREADS)
     kw = {k: o[k] for k in CONFIG_OPTIONS}
     kw |= {"n_seeds": o["seeds"], "data_dir": str(o["data_dir"]) if o["data_dir"] else None}
     given = given_options(o.get("ctx"))  # typed on the command line: never replaced by config.json's value

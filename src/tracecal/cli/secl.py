@@ -23,8 +23,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from tracecal._validation import Interval
 from tracecal.cli.common import (
+    THREADS,
     DataDirOpt,
     DtypeOpt,
     ModelOpt,
@@ -317,7 +317,7 @@ def secl_command(
 
     check_backend(backend)
     check_dtype(dtype)
-    check_option("--threads", threads, Interval(int, 1, None))
+    check_option("--threads", threads, THREADS)
     inputs = check_outputs(out, cache, save_adapter, model, data_dir)
     options = {k: v for k, v in locals().items() if k in CONFIG_OPTIONS and v is not None}  # None: the default
     options["lora_targets"] = tuple(split_names(lora_targets))

@@ -27,7 +27,7 @@ import typer
 from tracecal._validation import Interval, check_params
 from tracecal.backends.registry import DTYPE, IN_PROCESS, backend_names, get_backend
 from tracecal.backends.runtime import DTYPES
-from tracecal.cli.common import FOREIGN, DtypeOpt, ThreadsOpt, check_option, user_errors
+from tracecal.cli.common import FOREIGN, THREADS, DtypeOpt, ThreadsOpt, check_option, user_errors
 from tracecal.cli.common import check_provenance as common_check_provenance
 from tracecal.errors import ValidationError
 
@@ -58,7 +58,7 @@ CONFIG_OPTIONS = (
 #: The values of the options that are not `ServeConfig` fields (checked before anything is loaded).
 OPTION_CONSTRAINTS = {
     "--port": ("port", Interval(int, 1, 65535)),
-    "--threads": ("threads", Interval(int, 1, None)),
+    "--threads": ("threads", THREADS),
     "--vocab-size": ("vocab_size", Interval(int, 2, None)),
     "--top-logprobs": ("top_logprobs", Interval(int, 1, None)),
     "--upstream-concurrency": ("upstream_concurrency", Interval(int, 1, None)),

@@ -45,12 +45,12 @@ SUFFIX = {"traces": ".parquet", "CSV": ".csv", "calibrator": ".json", "JSONL": "
 
 def out_path(path: Path, what: str, inputs: Iterable[tuple[Any, ...]] = (), option: str = "--out") -> Path:
     """A file path to write ``what`` to: not a folder, none of the command's ``inputs`` (`refuse_input_as_output`,
-    through links); its parent folder is created."""
+    through links), no file on its way; its missing folders are made when it is written (`atomic_write`), so a
+    command refused later leaves none behind."""
     if path.is_dir():
         example = path / ("out" + SUFFIX.get(what, ""))
         raise ValidationError(f"{path} is a folder: give a file path for the {what} (e.g. {example})")
     refuse_input_as_output(path, option, inputs)
-    path.parent.mkdir(parents=True, exist_ok=True)
     return path
 
 

@@ -107,6 +107,12 @@ class Estimator:
     opt_in: ClassVar[bool] = False  # left out of ``all`` and the defaults (a costly pass): selected by name or group
     _parameter_constraints: ClassVar[dict[str, Constraint]] = {}
 
+    @classmethod
+    def refuses(cls, settings: Any) -> str | None:
+        """Why this estimator cannot be computed from a run made with ``settings`` (an ``EvalConfig``: its
+        ``num_samples``, ...), checked before any work starts; None when it can."""
+        return None
+
     def fit(self, inputs: Inputs, y: np.ndarray) -> Estimator:
         return self
 

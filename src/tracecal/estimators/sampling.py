@@ -79,6 +79,14 @@ class SamplingEstimator(Estimator):
     k: ClassVar[int] = 0
     reduce: ClassVar[Any] = None
 
+    @classmethod
+    def refuses(cls, settings: Any) -> str | None:
+        """A run that draws fewer than ``k`` samples per question cannot give this estimator (`_first`)."""
+        drawn = getattr(settings, "num_samples", None)
+        if isinstance(drawn, int) and drawn < cls.k:
+            return f"needs {cls.k} samples per question and --num-samples {drawn} draws {drawn}"
+        return None
+
     def score(self, inputs: Inputs) -> np.ndarray:
         return np.asarray(type(self).reduce(inputs.stat(self.field), self.k), dtype=np.float64)
 

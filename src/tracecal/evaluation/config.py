@@ -20,6 +20,7 @@ import numpy as np
 
 from tracecal._validation import SEED, Interval, Options, check_params, from_source
 from tracecal.backends import runtime
+from tracecal.backends.answers import TEMPERATURE
 from tracecal.backends.registry import (
     DEFAULT_BACKEND,
     DTYPE,
@@ -30,7 +31,7 @@ from tracecal.backends.registry import (
 )
 from tracecal.backends.runtime import DTYPES, resolve_dtype
 from tracecal.errors import ValidationError
-from tracecal.estimators import default_estimators, resolve_estimators
+from tracecal.estimators import REGISTRY, default_estimators, resolve_estimators
 from tracecal.evaluation.protocol import SCORE_CONSTRAINTS, ScoreConfig, constraints_of, setting
 from tracecal.passes.semantic import EMBEDDER_DTYPES as _EMBEDDER_DTYPES
 
@@ -152,7 +153,7 @@ class EvalConfig:
     num_beams: int = setting(5, Interval(int, 2, None))
     beam_max_new_tokens: int | None = setting(32, (_POSITIVE, None))
     num_samples: int = setting(10, _POSITIVE)
-    sample_temperature: float = setting(1.0, Interval(float, 0.0, None, closed="neither"))
+    sample_temperature: float = setting(1.0, TEMPERATURE)  # the bound of every backend's sampling
     sample_seed: int = setting(0, SEED)
     chat: bool | None = None
     shard_size: int = setting(64, _POSITIVE)
@@ -228,6 +229,10 @@ class EvalConfig:
         except (ValueError, FileNotFoundError) as e:
             raise ConfigError(str(e)) from e
         self.score.estimators = resolve_estimators(self.score.estimators)
+        refused = {name: why for name in self.score.estimators if (why := REGISTRY[name].refuses(self))}
+        if refused:  # before any shard is computed (it failed at scoring, after every shard)
+            names, why = ", ".join(refused), list(refused.values())[-1]
+            raise ConfigError(f"estimators: {names} cannot be computed: the last {why}; change the option or the list")
         return self
 
     def _check_backend(self) -> None:

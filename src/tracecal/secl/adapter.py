@@ -25,7 +25,6 @@ Reset restores the initial adapter (B = 0, so the model equals the base model bi
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import warnings
@@ -38,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
+from tracecal._inputs import read_json
 from tracecal.backends.base import BackendUnsupportedError, LocalBackend
 from tracecal.backends.registry import backend_of, get_backend
 from tracecal.passes.selfeval import confidence_bins, number_distribution
@@ -359,9 +359,9 @@ class SECLAdapter:
         if not (path / ADAPTER_FILE).is_file():
             raise FileNotFoundError(f"no {ADAPTER_FILE} in {path}")
         cfg_file = path / SECL_CONFIG_FILE
-        cfg = SECLConfig.from_dict(json.loads(cfg_file.read_text(encoding="utf-8"))) if cfg_file.is_file() else None
+        cfg = SECLConfig.from_dict(read_json(cfg_file, "saved adapter's config")) if cfg_file.is_file() else None
         if cfg is None:
-            acfg = json.loads((path / "adapter_config.json").read_text(encoding="utf-8"))
+            acfg = read_json(path / "adapter_config.json", "saved adapter's config")
             n_layers = int(lm.model.config.num_hidden_layers)
             layers = acfg.get("layers_to_transform") or list(range(n_layers))
             cfg = SECLConfig(

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from tracecal._inputs import UserFileError
+from tracecal._inputs import UserFileError, read_json
 from tracecal.errors import ValidationError
 from tracecal.secl.adapter import V_TOKENS_EXTRA
 from tracecal.secl.cost import CostMeter
@@ -137,10 +137,7 @@ class FrozenPass:
 
     @classmethod
     def load(cls, path: str | Path) -> FrozenPass:
-        try:
-            d = json.loads(Path(path).read_text(encoding="utf-8"))
-        except ValueError as e:  # not UTF-8, not JSON
-            raise UserFileError(f"{path}: not a SECL frozen-pass file (not UTF-8 JSON: {e})") from None
+        d = read_json(path, "SECL frozen-pass file")  # the one checked opener: a folder, FIFO, non-JSON named
         fmt = d.get("format") if isinstance(d, dict) else type(d).__name__
         if fmt != FROZEN_FORMAT:
             raise UserFileError(f"{path}: not a SECL frozen-pass file (format {fmt!r})")
@@ -182,7 +179,7 @@ def _answers_checkpoint(path: Path | None, lm: Any, items: Sequence[StreamItem])
     if path is None or not path.is_file():
         return empty
     try:
-        d = json.loads(path.read_text(encoding="utf-8"))
+        d = read_json(path, "SECL checkpoint")
         ok = isinstance(d, dict) and d.get("format") == CHECKPOINT_FORMAT
         ok = ok and (d["model_id"], d["dtype"]) == (lm.model_id, weights_dtype(lm))
         ok = ok and d["ids"] == [it.id for it in items[: len(d["ids"])]]

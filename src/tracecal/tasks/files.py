@@ -17,7 +17,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from tracecal._inputs import check_file
+from tracecal._inputs import check_file, loads
 from tracecal._validation import check_text
 from tracecal.errors import TracecalError, ValidationError
 from tracecal.tasks.example import Example, RowError
@@ -243,7 +243,7 @@ def _json_cell(value: Any, key: str) -> Any:
     """A CSV cell holding JSON (a chat, token ids) parsed; other values as they are."""
     if isinstance(value, str) and value.strip()[:1] in ("[", "{"):
         try:
-            return json.loads(value)
+            return loads(value)
         except json.JSONDecodeError as e:
             raise InputFileError(f"{key!r} is not JSON ({e.msg})") from None
     return value

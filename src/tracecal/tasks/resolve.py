@@ -26,6 +26,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 import tracecal.tasks.builtin  # noqa: F401  (registers the built-in tasks)
+from tracecal._inputs import user_path
 from tracecal.tasks.base import TASKS, Task
 from tracecal.tasks.example import (
     AmbiguousTaskError,
@@ -54,7 +55,7 @@ def _registered(spec: str) -> Task | None:
 
 
 def _user_file(spec: str) -> Task:
-    p = Path(spec.strip()).expanduser()
+    p = user_path(spec.strip())
     if p.is_dir():
         raise TaskFileNotFoundError(
             f"task {spec!r} is a directory: give the path of a {'/'.join(FILE_SUFFIXES)} file (or a built-in "
@@ -104,14 +105,14 @@ def get_task(spec: str | os.PathLike[str] | Task) -> Task:
         raise UnknownTaskError(f"empty task name; known tasks: {', '.join(sorted(TASKS))}, or a file path")
     task = _registered(s)
     if task is not None:
-        if Path(s).expanduser().is_file():
+        if user_path(s).is_file():
             raise AmbiguousTaskError(
                 f"{s!r} is both the built-in task {task.name!r} and a file in {str(Path.cwd())!r}: rename the file "
                 f"or give it a {'/'.join(FILE_SUFFIXES)} suffix to use it, or run from another directory to use "
                 "the built-in task"
             )
         return task
-    if looks_like_path(s) or Path(s).expanduser().is_file():
+    if looks_like_path(s) or user_path(s).is_file():
         return _user_file(s)
     raise _unknown(s)
 

@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from tracecal._inputs import loads, user_path
 from tracecal._inputs import read_text as read_input_text
 from tracecal.tasks.example import MalformedRowError, RawRow, TaskDataError, TaskFileNotFoundError
 
@@ -61,13 +62,13 @@ def data_dir(override: str | Path | None = None) -> Path:
     FileNotFoundError lists every place tried.
     """
     if override is not None and str(override) != "":
-        p = Path(override).expanduser()
+        p = user_path(override)
         if p.is_dir():
             return p.resolve()
         raise FileNotFoundError(f"data directory {str(p)!r} (given explicitly) does not exist")
     env = os.environ.get(DATA_ENV_VAR, "")
     if env:
-        p = Path(env).expanduser()
+        p = user_path(env)
         if p.is_dir():
             return p.resolve()
         raise FileNotFoundError(f"data directory {str(p)!r} (from ${DATA_ENV_VAR}) does not exist")
@@ -103,7 +104,7 @@ def iter_jsonl(path: Path, role: str = "task file") -> Iterator[RawRow]:
             continue
         where = f"line {lineno}"
         try:
-            rec, err = json.loads(line), None
+            rec, err = loads(line), None
         except json.JSONDecodeError as e:
             rec, err = None, f"invalid JSON ({e.msg} at column {e.colno})"
         yield RawRow(str(path), where, lineno, index, rec, err)
@@ -228,7 +229,7 @@ class FileSource:
     def resolve(self, data_dir_override: str | Path | None = None) -> Path:
         """The file's path; :class:`TaskFileNotFoundError` if it does not exist."""
         if not self.relative:
-            p = Path(self.path).expanduser()
+            p = user_path(self.path)
         else:
             p = data_dir(data_dir_override) / self.path
         if p.is_dir():

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tracecal._inputs import loads, user_path
 from tracecal._validation import Interval, check_param
 from tracecal.errors import TracecalError, ValidationError
 from tracecal.tasks.base import Task, check_task_name, register_task
@@ -78,7 +79,7 @@ def list_field(value: Any, key: str) -> list[str]:
         s = value.strip()
         if s.startswith("["):
             try:
-                value = json.loads(s)
+                value = loads(s)
             except json.JSONDecodeError:
                 value = None
         if not isinstance(value, list):
@@ -234,7 +235,7 @@ def task_from_file(
     """
     if max_new_tokens is not None:
         check_param("max_new_tokens", max_new_tokens, Interval(int, 1, None))
-    p = Path(path).expanduser()
+    p = user_path(path)
     reader_for(p)  # an unsupported suffix fails now, with the list of supported ones
     kind, lab = _resolve(labeller, kind, language)
     task = Task(

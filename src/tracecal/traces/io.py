@@ -1,16 +1,13 @@
 """Persistence of decoding traces: Parquet (lossless, one row per answer, `SCHEMA`) and JSONL; atomic writes.
 
-`save_traces` / `load_traces` round-trip every field of a `Trace` exactly (float64 values, int64 ids); a file
-records its schema version (``tracecal_schema_version`` metadata, `TRACE_SCHEMA_VERSION`) and a file written
-by a newer tracecal is refused. `load_trace_batch` reads only the numeric columns into a `TraceBatch`. Every
-read validates the per-token values (finite, in [0, `MAX_TOKEN_NATS`] nats; `check_token_values`) and raises
-`TraceFileError` naming the file and row; every write applies the same rule first, so a file tracecal writes can
-always be read back. `atomic_write` is the one way tracecal writes a file: a temporary file next to the target,
-flushed to disk and renamed over it (a crash or a full disk never leaves a half-written or empty file, and the
-old file stays as it was); through a symbolic link it writes the link's target, and a character device or a
-named pipe (``/dev/stdout``, ``/dev/null``) is written into, never replaced. Given the writer's inputs, it refuses
-to write over one of them (`check_output`, through symbolic and hard links); an ``OSError`` names the target (not
-its temporary file). JSONL is standard JSON (`json_safe`: a NaN or ±∞ is written as null).
+`save_traces` / `load_traces` round-trip every field of a `Trace` exactly (float64, int64 ids); a file records its
+schema version (`TRACE_SCHEMA_VERSION`; a newer one is refused). `load_trace_batch` reads the numeric columns into
+a `TraceBatch`. Every read validates the per-token values (finite, in [0, `MAX_TOKEN_NATS`] nats) and raises
+`TraceFileError` naming the file and row; every write applies the same rule first, so what is written reads back.
+`atomic_write` is the one way tracecal writes a file: a temporary file beside the target, flushed and renamed over
+it (a crash or a full disk never leaves a half-written file); through a symbolic link it writes the link's target;
+a device or a named pipe is written into. It refuses an input of the writer (`check_output`, through links); an
+``OSError`` names the target (not its temporary file). JSONL is standard JSON (`json_safe`: NaN, ±∞ as null).
 
 >>> import pathlib, tempfile
 >>> from tracecal.traces.io import load_traces, save_traces
@@ -178,11 +175,14 @@ stands for its files that match ``pattern`` (default ``*.parquet``, the shards `
 
 def check_output(path: str | os.PathLike[str], inputs: InputPaths = (), option: str = "the output") -> None:
     """Refuse (`ValidationError` naming ``option`` and the input) to write ``path`` when it is one of ``inputs``:
-    the same file, through symbolic and hard links (device and inode). A path that does not exist yet, a
-    character device and a named pipe (written into, never replaced) are no input's file."""
+    the same file, through symbolic and hard links (device and inode), or when a folder on its way is a file. A path
+    that does not exist yet, a character device and a named pipe (written into, never replaced) are no input's."""
     try:
         st = os.stat(path)
-    except OSError:
+    except OSError as e:
+        if e.errno == errno.ENOTDIR:  # say which folder is a file (creating the folders would say "File exists")
+            file = next((p for p in reversed(Path(path).parents) if p.is_file()), Path(path).parent)
+            raise ValidationError(f"{option} {path}: {file} is a file, not a folder; give a path in a folder") from None
         return
     if not stat.S_ISREG(st.st_mode):
         return
