@@ -120,7 +120,7 @@ def _hidden_traces(name: str, traces: Sequence[Trace] | TraceBatch | None) -> li
     if traces is None:
         raise ValidationError(f"{name} reads the answers' traces with their hidden states: pass traces")
     if isinstance(traces, TraceBatch):
-        raise ValidationError(f"{name} {NO_HIDDEN.format(where='a TraceBatch (numbers only)')}")
+        raise ValidationError(f"{name} {NO_HIDDEN.format(where='the numbers of a TraceBatch')}")
     missing = sum(t.hidden is None for t in traces)
     if missing:
         where = f"{missing} of these {len(traces)} traces (trace files and traces recorded without hidden_layers)"

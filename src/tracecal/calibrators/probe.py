@@ -56,10 +56,16 @@ DEFAULT_CS = tuple(float(c) for c in np.logspace(-4, 2, 13))
 """The grid of inverse L2 strengths C the cross-validation chooses from (10⁻⁴ … 10², half-decade steps)."""
 
 
+RANK_TOL = 1e-6
+"""A principal direction whose singular value is under ``RANK_TOL`` × the largest is round-off (the rows span fewer
+dimensions: repeated answers) and is dropped, so that no weight is divided by a standard deviation of ~0."""
+
+
 def _pca(Z: np.ndarray, k: int) -> np.ndarray:
-    """The top ``k`` principal directions of the (centred) rows of ``Z``, shape (k, p), signs fixed."""
-    _, _, vt = np.linalg.svd(Z, full_matrices=False)
-    v = vt[:k]
+    """The top ``k`` principal directions of the (centred) rows of ``Z`` (those above `RANK_TOL`: at most its rank),
+    shape (≤ k, p), signs fixed."""
+    _, sv, vt = np.linalg.svd(Z, full_matrices=False)
+    v = vt[: min(k, int(np.sum(sv > RANK_TOL * sv[0])) if len(sv) and sv[0] > 0 else 0)]
     sign = np.sign(v[np.arange(len(v)), np.abs(v).argmax(1)])
     return np.asarray(v * sign[:, None])
 
@@ -204,6 +210,9 @@ class HiddenProbe(Calibrator):
         Z = (M - self.means_) / sd
         h = M.shape[1] - self.passthrough
         V = _pca(Z[:, :h], min(self.n_components, len(M) - 1, h))
+        if not len(V) and not self.passthrough:  # every hidden column constant: the base rate
+            self.coef_, self.intercept_, self.C_, self.k_ = np.zeros(M.shape[1]), _logit(float(yv.mean())), np.nan, 0
+            return self
         U = Z[:, :h] @ V.T
         usd = U.std(0)
         usd = np.where(usd > 0, usd, 1.0)
