@@ -149,7 +149,7 @@ class HiddenProbe(Calibrator):
     def _features(self, X: Any, fitting: bool) -> np.ndarray:
         """The feature matrix of X: X itself, or for traces their hidden summaries (then TRACE+'s φ)."""
         if isinstance(X, list | tuple) and not X and not fitting:  # no answers: no rows
-            return np.zeros((0, self.n_features_in_))
+            return np.zeros((0, int(getattr(self, "n_features_in_", 0))))
         if not (isinstance(X, list | tuple) and X and all(isinstance(t, Trace) for t in X)):
             if fitting:
                 self.layers_ = None if self.layers is None else tuple(int(x) for x in self.layers)
