@@ -42,6 +42,7 @@ def test_one_loader_for_every_class(tmp_path: Path) -> None:
         "PlattCalibrator",
         "IsotonicCalibrator",
         "TemperatureCalibrator",
+        "HiddenProbe",
     }
     platt = PlattCalibrator().fit([0.1, 0.4, 0.6, 0.9], [0, 1, 0, 1]).save(tmp_path / "platt.json")
     assert type(load_calibrator(platt)) is PlattCalibrator

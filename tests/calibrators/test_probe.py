@@ -11,6 +11,7 @@ from sklearn.base import clone
 from tracecal.calibrators.probe import HiddenProbe
 from tracecal.calibrators.values import CalibratorFileError
 from tracecal.errors import ValidationError
+from tracecal.traces.trace import Trace
 
 
 def data(n: int = 400, p: int = 120, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -53,8 +54,68 @@ def test_it_refuses_another_width_and_bad_input() -> None:
         HiddenProbe(n_components=0).fit(X, y)
     with pytest.raises(ValidationError, match="passthrough"):
         HiddenProbe(passthrough=120).fit(X, y)
-    with pytest.raises(ValidationError, match="not traces"):
-        probe.confidence([])
+    assert probe.confidence([]).shape == (0,)
+    bare = Trace(text="a", token_ids=[1], surprisal=[0.1], entropy=[0.2])
+    with pytest.raises(ValidationError, match="reads hidden states.*score-answers"):
+        probe.confidence([bare])
+
+
+def answers(X: np.ndarray, layers: tuple[int, ...] | None, k: int = 2) -> list[Trace]:
+    """One trace per row of X carrying it as its hidden summary (2, k, d) recorded at ``layers``; row 0 empty."""
+    out = []
+    for i, x in enumerate(X):
+        T = 0 if i == 0 else 1 + i % 3
+        t = Trace(text="ab"[:T], token_ids=np.arange(T), surprisal=np.full(T, 0.3 + i % 5), entropy=np.full(T, 0.5))
+        t.hidden, t.hidden_layers = x.reshape(2, k, -1).astype(np.float32), layers
+        out.append(t)
+    return out
+
+
+def test_on_answers_it_reads_their_hidden_summaries_and_records_their_layers(tmp_path: Path) -> None:
+    X, y = data()
+    traces = answers(X, (3, 7))
+    probe = HiddenProbe(n_components=8).fit_answers(traces[:300], y[:300])
+    assert probe.layers_ == (3, 7) and probe.backend_options() == {"hidden_layers": [3, 7]}
+    want = (
+        HiddenProbe(n_components=8).fit(X[:300].astype(np.float32), y[:300]).predict_proba(X[300:].astype(np.float32))
+    )
+    p = probe.confidence(traces[300:])
+    np.testing.assert_allclose(p, want, atol=1e-12, rtol=0)
+    assert np.isnan(probe.confidence(traces[:1])[0])  # the zero-token answer
+    back = HiddenProbe.load(probe.save(tmp_path / "probe.json"))
+    assert back.layers_ == (3, 7)
+    np.testing.assert_allclose(back.confidence(traces[300:]), p, atol=1e-12, rtol=0)
+    with pytest.raises(
+        ValidationError, match=r"fitted on the hidden states of layers \[3, 7\].*hidden_layers=\[3, 7\]"
+    ):
+        back.confidence(answers(X[300:], (4, 8)))
+    with pytest.raises(ValidationError, match="layers"):
+        HiddenProbe(n_components=8, layers=(1, 2)).fit_answers(traces[:300], y[:300])
+    with pytest.raises(ValidationError, match="records no hidden layers"):
+        HiddenProbe(n_components=8).fit(X[:300], y[:300]).backend_options()
+
+
+def test_fused_with_trace_plus_it_reads_their_traces_too() -> None:
+    X, y = data()
+    traces = answers(X, (1, 2))
+    with pytest.raises(ValidationError, match="passthrough=8"):
+        HiddenProbe(trace_plus=True).fit_answers(traces, y)
+    probe = HiddenProbe(n_components=8, passthrough=8, trace_plus=True).fit_answers(traces[:300], y[:300])
+    assert probe.n_features_in_ == X.shape[1] + 8
+    assert np.isfinite(probe.confidence(traces[300:])).all()
+
+
+def test_a_file_whose_layers_do_not_split_its_weights_is_refused(tmp_path: Path) -> None:
+    import json
+
+    X, y = data()
+    path = HiddenProbe(n_components=8).fit_answers(answers(X, (3, 7)), y).save(tmp_path / "probe.json")
+    d = json.loads(path.read_text())
+    for bad in ([3, 3], [0, 2], [1, 2, 3, 4, 5, 6, 7], "auto"):
+        d["state"]["layers"] = bad
+        path.write_text(json.dumps(d))
+        with pytest.raises(CalibratorFileError, match="layers must be distinct"):
+            HiddenProbe.load(path)
 
 
 def test_passthrough_columns_are_kept_unreduced() -> None:

@@ -2,7 +2,10 @@
 declares what it reads, fits on labelled answers, saves and loads back (the same probabilities to 1e-12), is applied
 alike by ``tracecal score``, ``tracecal score-answers``, the gateway (``/score``, the chat endpoint, the app of
 ``tracecal serve``) and the Python API, gives NaN for a zero-token answer, and refuses bad values with a
-`TracecalError`."""
+`TracecalError`. Each check feeds a class what it reads (`READS`: synthetic traces for ``"traces"`` / ``"score"``,
+traces of the tiny HF model carrying hidden-state summaries for ``"hidden"``), and where a surface cannot give it
+(trace files and ``/score`` hold no hidden states; a backend without ``hidden_states``) the contract is a
+`TracecalError` naming what is missing and what to use instead."""
 
 from __future__ import annotations
 
@@ -23,7 +26,7 @@ from tracecal.calibrators import CALIBRATOR_CLASSES, READS, Calibrator, register
 from tracecal.cli.app import app
 from tracecal.errors import TracecalError
 from tracecal.traces.io import load_traces, save_traces
-from tracecal.traces.trace import TraceBatch
+from tracecal.traces.trace import Trace, TraceBatch
 
 CLASSES = {**CALIBRATOR_CLASSES, "MeanEntropyCalibrator": MeanEntropyCalibrator}
 """Every registered calibrator class (as collected), and the toy registered by `toy_registered`."""
@@ -40,14 +43,39 @@ def toy_registered() -> Iterator[None]:
 
 
 @pytest.fixture(scope="module")
-def data() -> tuple[list[Any], np.ndarray]:
+def synthetic() -> tuple[list[Any], np.ndarray]:
     return synthetic_traces()
 
 
+HIDDEN_PROMPTS = ("What is 2 + 2?", "Name a colour.", "Capital of France?", "Say hi.", "Count to three.", "A fruit?")
+HIDDEN_ANSWERS = ("4", "blue", "Paris", "hi there", "one two three", "an apple", "5", "red, I think", "London")
+
+
+@pytest.fixture(scope="module")
+def hidden_answers(tiny_model: Any) -> tuple[list[Any], np.ndarray]:
+    """48 answers of the tiny HF model traced with their hidden summaries (the last one empty), labels as the
+    synthetic ones (both classes)."""
+    prompts = [HIDDEN_PROMPTS[i % len(HIDDEN_PROMPTS)] for i in range(48)]
+    answers = [HIDDEN_ANSWERS[(i * 5) % len(HIDDEN_ANSWERS)] for i in range(47)] + [""]
+    traces = tiny_model.trace_answers(prompts, answers, hidden_layers="auto")
+    return traces, synthetic_traces()[1]
+
+
+def answers_for(reads: str, request: pytest.FixtureRequest) -> tuple[list[Any], np.ndarray]:
+    """Labelled answers carrying what a calibrator that reads ``reads`` reads (the last one a zero-token answer)."""
+    return request.getfixturevalue("hidden_answers" if reads == "hidden" else "synthetic")
+
+
+@pytest.fixture(scope="module")
+def data(fitted: dict[str, Any], request: pytest.FixtureRequest) -> tuple[list[Any], np.ndarray]:
+    """The answers the calibrator under test was fitted on."""
+    return answers_for(type(fitted["cal"]).reads, request)
+
+
 @pytest.fixture(scope="module", params=sorted(CLASSES))
-def fitted(request: pytest.FixtureRequest, data: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+def fitted(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """One calibrator of each class fitted on the answers with tokens, saved; the traces saved beside it."""
-    traces, y = data
+    traces, y = answers_for(CLASSES[request.param].reads, request)
     cal = CLASSES[request.param]()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -68,10 +96,11 @@ def test_it_saves_loads_and_scores_alike(fitted: dict[str, Any], data: Any) -> N
     traces, _ = data
     cal, back = fitted["cal"], tracecal.load_calibrator(fitted["path"])
     assert type(back) is type(cal) and back.provenance == cal.provenance
-    assert back.provenance is not None and back.provenance["model"] == "synthetic-model"
+    assert back.provenance is not None and back.provenance["model"] == traces[0].model_id
     p = cal.confidence(traces)
     np.testing.assert_allclose(back.confidence(traces), p, atol=ATOL, rtol=0)
-    np.testing.assert_allclose(back.confidence(TraceBatch.from_traces(traces)), p, atol=ATOL, rtol=0)
+    if cal.reads != "hidden":  # a TraceBatch holds numbers only (refused for a hidden reader, tested below)
+        np.testing.assert_allclose(back.confidence(TraceBatch.from_traces(traces)), p, atol=ATOL, rtol=0)
     assert p.shape == (len(traces),) and np.isnan(p[-1]) and np.all((p[:-1] >= 0) & (p[:-1] <= 1))
 
 
@@ -87,19 +116,27 @@ def test_tracecal_score_applies_it(fitted: dict[str, Any], data: Any) -> None:
     out = fitted["dir"] / "scored.csv"
     args = ["score", str(fitted["traces_path"]), "--calibrator", str(fitted["path"]), "--csv", str(out)]
     r = runner.invoke(app, args)
+    if fitted["cal"].reads == "hidden":  # trace files hold no hidden states: one line saying what to use
+        assert r.exit_code == 2 and len(r.output.strip().splitlines()) == 1, r.output
+        assert "hidden states" in r.output and "score-answers" in r.output and not out.exists()
+        return
     assert r.exit_code == 0, r.output
     with open(out, encoding="utf-8") as f:
         got = np.array([float(row["p_trace_plus"]) for row in csv.DictReader(f)])
     np.testing.assert_allclose(got, fitted["cal"].confidence(data[0]), atol=ATOL, rtol=0)
 
 
-def test_the_gateway_serves_it(fitted: dict[str, Any], data: Any) -> None:
+def test_the_gateway_serves_it(fitted: dict[str, Any], data: Any, request: pytest.FixtureRequest) -> None:
     from tests.serve.helpers import CHAT, FakeModel, fake_trace
     from tracecal.serve import ServeConfig, create_app
 
     traces, _ = data
     body = {"surprisal": [t.surprisal.tolist() for t in traces], "entropy": [t.entropy.tolist() for t in traces]}
     cal = tracecal.load_calibrator(fitted["path"])
+    if cal.needs:  # what it reads needs a backend capability the fake backend lacks: refused at start, saying so
+        with pytest.raises(TracecalError, match="has no .*--backend hf"):
+            create_app(FakeModel(), cal, ServeConfig())
+        return check_served_by_hf(cal, body, request.getfixturevalue("tiny_model"))
     with TestClient(create_app(FakeModel(), cal, ServeConfig())) as c:
         scored = c.post("/score", json=body).json()
         chat = c.post("/v1/chat/completions", json=CHAT).json()
@@ -111,6 +148,24 @@ def test_the_gateway_serves_it(fitted: dict[str, Any], data: Any) -> None:
     assert conf["probability"] == pytest.approx(float(cal.confidence([fake_trace(None)])[0]), abs=ATOL)
 
 
+def check_served_by_hf(cal: Any, body: dict[str, Any], model: Any) -> None:
+    """The gateway on an HF backend: a chat answer's probability is the calibrator's on that answer traced with what
+    it reads (`Calibrator.backend_options`); ``/score`` (numbers only) says what it lacks."""
+    from tracecal.serve import ServeConfig, create_app
+
+    chat = {"model": model.model_id, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4}
+    with TestClient(create_app(model, cal, ServeConfig())) as c:
+        scored = c.post("/score", json=body)
+        got = c.post("/v1/chat/completions", json=chat).json()
+    assert scored.status_code == 422 and "hidden states" in scored.json()["error"]["message"]
+    conf = got["choices"][0]["confidence"]
+    assert conf["calibrator"] == type(cal).__name__
+    ids = model.generate([chat["messages"]], max_new_tokens=4)[0].token_ids.tolist()
+    forced = model.trace_answers([chat["messages"]], [ids], **cal.backend_options())
+    assert conf["tokens"] == len(ids) and forced[0].hidden_layers == tuple(cal.backend_options()["hidden_layers"])
+    assert conf["probability"] == pytest.approx(float(cal.confidence(forced)[0]), abs=1e-6)
+
+
 def test_tracecal_serve_builds_an_app_on_it(fitted: dict[str, Any]) -> None:
     import typer
 
@@ -118,6 +173,10 @@ def test_tracecal_serve_builds_an_app_on_it(fitted: dict[str, Any]) -> None:
 
     cmd = typer.main.get_command(app).commands["serve"]  # type: ignore[attr-defined]  # a click Group
     options = {p.name: p.default for p in cmd.params} | {"no_model": True, "calibrator": fitted["path"]}
+    if fitted["cal"].needs:  # a --no-model server has no backend to give what it reads
+        with pytest.raises(TracecalError, match="--no-model"):
+            serve_app(options)
+        return
     with TestClient(serve_app(options)) as c:
         health = c.get("/health").json()
     assert health["calibrator"]["kind"] == type(fitted["cal"]).__name__
@@ -139,7 +198,11 @@ def test_tracecal_score_answers_applies_it(fitted: dict[str, Any], tiny_model: A
     import pyarrow.parquet as pq
 
     got = pq.read_table(out).column("p_correct").to_numpy()
-    np.testing.assert_allclose(got, fitted["cal"].confidence(load_traces(out)), atol=ATOL, rtol=0)
+    cal, traces = fitted["cal"], load_traces(out)
+    if cal.backend_options():  # what it reads beyond the trace file: traced again with it
+        prompts, texts = [r["prompt"] for r in rows], [r["answer"] for r in rows]
+        traces = tiny_model.trace_answers(prompts, texts, **cal.backend_options())
+    np.testing.assert_allclose(got, cal.confidence(traces), atol=ATOL, rtol=0)
     assert np.isnan(got[1])  # the empty answer
 
 
@@ -154,8 +217,10 @@ def test_tracecal_score_answers_applies_it(fitted: dict[str, Any], tiny_model: A
     ids=["nan-label", "too-few-labels", "label-2", "2-d-labels"],
 )
 @pytest.mark.parametrize("name", sorted(CLASSES))
-def test_bad_labels_are_refused_with_a_tracecal_error(name: str, labels: Any, message: str, data: Any) -> None:
-    traces, y = data
+def test_bad_labels_are_refused_with_a_tracecal_error(
+    name: str, labels: Any, message: str, request: pytest.FixtureRequest
+) -> None:
+    traces, y = answers_for(CLASSES[name].reads, request)
     with pytest.raises(TracecalError, match=message):
         CLASSES[name]().fit_answers(traces[:-1], labels(y[:-1].astype(np.float64)))
 
@@ -165,6 +230,11 @@ def test_what_it_cannot_read_is_refused_with_a_tracecal_error(fitted: dict[str, 
     cal = fitted["cal"]
     with pytest.raises(TracecalError, match="TraceBatch or a list of Trace"):
         cal.confidence("not traces")
+    if cal.reads == "hidden":
+        bare = [Trace(text=t.text, token_ids=t.token_ids, surprisal=t.surprisal, entropy=t.entropy) for t in traces]
+        for without in (bare, TraceBatch.from_traces(traces)):
+            with pytest.raises(TracecalError, match="reads hidden states.*score-answers"):
+                cal.confidence(without)
     if cal.reads == "score":
         with pytest.raises(TracecalError, match="one number per answer"):
             cal.confidence(traces, score=np.zeros(len(traces) + 1))

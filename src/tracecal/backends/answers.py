@@ -88,6 +88,8 @@ class Forced(NamedTuple):
     """Σ_{v ∈ stop ids} P(v | prompt, answer)."""
     hidden: np.ndarray | None = None
     """The (2, layers, d) hidden-state summary (`tracecal.backends.hidden`), when asked for (``hidden_layers``)."""
+    hidden_layers: tuple[int, ...] | None = None
+    """The 1-based layers ``hidden`` holds (resolved: ``"auto"`` becomes indices)."""
 
 
 class AnswerArgs(NamedTuple):
@@ -294,7 +296,7 @@ def trace_answers_local(
             s, h = np.maximum(f.surprisal, 0.0), np.maximum(f.entropy, 0.0)  # float round-off below 0
             t = base.local_trace(prefixes, a_ids, s, h, p_ids, reason, backend.model_id, decoding, top)
             t.meta["end_prob"] = f.end_prob
-            t.hidden = f.hidden
+            t.hidden, t.hidden_layers = f.hidden, f.hidden_layers
             out[i] = base.name_trace(t, args.prompts[i], i, ids)
         if progress is not None:
             progress(len(idx))

@@ -317,7 +317,7 @@ class HFModel(HFForwardPasses):
         ]
         if states is not None:
             for t, summary in zip(traces, states.finish(seqs, [t.length for t in traces]), strict=True):
-                t.hidden = summary
+                t.hidden, t.hidden_layers = summary, states.tap.layers
         return traces, int(new.shape[1])
 
     def sample_answers(

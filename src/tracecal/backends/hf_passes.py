@@ -75,6 +75,7 @@ def forced_pass(
         if tap is not None:
             tap.close()
     summaries = [None] * len(rows) if tap is None else forced_summaries(tap, [len(a) for _, a in rows])
+    layers = None if tap is None else tap.layers
     x = out.logits[:, -K:].float()
     if temperature != 1.0:
         x = x / temperature
@@ -92,7 +93,7 @@ def forced_pass(
             top = (i.cpu().numpy().astype(np.int64), (v - lb[:T, None]).double().cpu().numpy())
         end = float(torch.exp(xb[T, stops] - lb[T]).sum()) if len(stops) else 0.0
         s_np, h_np = s.double().cpu().numpy(), h[b, K - 1 - T : K - 1].double().cpu().numpy()
-        result.append(Forced(s_np, h_np, top[0], top[1], int(xb[T].argmax()), end, summaries[b]))
+        result.append(Forced(s_np, h_np, top[0], top[1], int(xb[T].argmax()), end, summaries[b], layers))
     return result
 
 

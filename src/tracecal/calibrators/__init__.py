@@ -7,7 +7,8 @@ The registry of every calibrator class, and the ways in:
 * `load_calibrator` (a file written by ``cal.save(path)`` → the fitted calibrator, whatever its class), which
   dispatches on the class name through the registry `CALIBRATOR_CLASSES` (never an import by name);
 * ``cal.confidence(traces)`` (`Calibrator.confidence`): P(correct) per answer from a fitted calibrator of any class,
-  what it reads (``cal.reads``: the traces, or one score per answer, c_TRACE by default) taken from the traces;
+  what it reads (``cal.reads``: the traces, one score per answer - c_TRACE by default -, or the hidden-state
+  summaries the traces carry) taken from the traces;
 * `register_calibrator` (a new `Calibrator` subclass → the registry): its files then load, and ``tracecal score``,
   ``tracecal score-answers``, the gateway and the Python API apply it, none of them touched.
 
@@ -15,7 +16,8 @@ Modules: `tracecal.calibrators.base` (the sklearn base class `Calibrator`, the o
 constraints), `tracecal.calibrators.scalar` (Platt, isotonic, temperature), `tracecal.calibrators.features_base`
 (the shared base of the trace-feature calibrators), `tracecal.calibrators.logistic` (their logistic fits),
 `tracecal.calibrators.traceplus` (TRACE+), `tracecal.calibrators.traceplus_prior` (TRACE+ shrunk toward
-Platt(TRACE)), `tracecal.calibrators.traceplus_cv` (a cross-validated mixture of single statistics).
+Platt(TRACE)), `tracecal.calibrators.traceplus_cv` (a cross-validated mixture of single statistics),
+`tracecal.calibrators.probe` (`HiddenProbe`: a probe on hidden-state summaries, which reads ``"hidden"``).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import os
 from typing import Any
 
 from tracecal.calibrators.base import READS, Calibrator, CalibratorFileError
+from tracecal.calibrators.probe import HiddenProbe
 from tracecal.calibrators.scalar import (
     CALIBRATORS,
     SCALAR_CLASSES,
@@ -42,6 +45,7 @@ __all__ = [
     "CALIBRATOR_CLASSES",
     "Calibrator",
     "CalibratorFileError",
+    "HiddenProbe",
     "IsotonicCalibrator",
     "READS",
     "PlattCalibrator",
@@ -60,6 +64,7 @@ CALIBRATOR_CLASSES: dict[str, type[Calibrator]] = {
     "TracePlus": TracePlus,
     "TracePlusPrior": TracePlusPrior,
     "TracePlusCV": TracePlusCV,
+    "HiddenProbe": HiddenProbe,
 }
 """Every calibrator class a file may hold, by class name: the registry `load_calibrator` dispatches on
 (`register_calibrator` adds to it)."""

@@ -18,7 +18,9 @@ file and what to fix. The older layouts (TracePlus ``"format": "tracecal.TracePl
 ``{"kind", "format_version": 1}``) still load.
 
 Every calibrator declares what it reads (``reads``, one of `READS`): ``"traces"`` (the decoding traces: TRACE+ and
-its variants) or ``"score"`` (one confidence score per answer: Platt, isotonic, temperature). `Calibrator.confidence`
+its variants), ``"score"`` (one confidence score per answer: Platt, isotonic, temperature) or ``"hidden"`` (traces
+carrying hidden-state summaries: `tracecal.calibrators.probe.HiddenProbe`, which also declares the backend capability
+that records them, ``needs``, and the options that ask for them, `Calibrator.backend_options`). `Calibrator.confidence`
 is the one way a fitted calibrator is applied — by ``tracecal score``, ``tracecal score-answers``, the gateway, the
 estimators that wrap a calibrator and the Python API — and `Calibrator.fit_answers` fits on what it reads, so a
 class registered with `tracecal.calibrators.register_calibrator` is usable everywhere without touching any of them.
@@ -76,14 +78,23 @@ __all__ = [
     "Z_CLIP",
     "MAX_FILE_BYTES",
     "READS",
+    "NO_HIDDEN",
 ]
 
 FORMAT = "tracecal.calibrator"
 FORMAT_VERSION = 2
 """Version of the envelope layout (1 was the per-class layouts that `upgrade_legacy` still reads)."""
-READS = ("traces", "score")
+READS = ("traces", "score", "hidden")
 """What a calibrator reads (`Calibrator.reads`): ``"traces"`` — the answers' decoding traces (a `TraceBatch` or a list
-of `Trace`); ``"score"`` — one finite confidence score per answer (c_TRACE unless the caller gives another)."""
+of `Trace`); ``"score"`` — one finite confidence score per answer (c_TRACE unless the caller gives another);
+``"hidden"`` — a list of `Trace` carrying the hidden-state summaries of the model that wrote them (``trace.hidden``,
+recorded by a backend with the ``hidden_states`` capability: ``generate`` / ``trace_answers`` with
+``hidden_layers=cal.backend_options()["hidden_layers"]``), and their decoding traces for a fused reader."""
+NO_HIDDEN = (
+    "reads hidden states, which {where} do not hold: score answers with an HF model (`tracecal score-answers "
+    "ANSWERS --model M --calibrator CAL`, or in Python traces from `model.trace_answers(..., **cal.backend_options())`)"
+)
+"""The one message for a hidden-state reader given traces without hidden states (``{where}``: what was given)."""
 _LEGACY_KINDS = {"platt": "PlattCalibrator", "isotonic": "IsotonicCalibrator", "temperature": "TemperatureCalibrator"}
 _REFIT = "refit the calibrator and save it again (the file was edited or corrupted)"
 
@@ -102,6 +113,19 @@ def _is_traces(x: Any) -> bool:
 def _lengths(x: Sequence[Trace] | TraceBatch) -> np.ndarray:
     """Tokens per answer (no value check: the calibrator's own ``predict_proba`` checks the values)."""
     return x.lengths if isinstance(x, TraceBatch) else np.array([t.length for t in x], dtype=np.int64)
+
+
+def _hidden_traces(name: str, traces: Sequence[Trace] | TraceBatch | None) -> list[Trace]:
+    """The traces of a hidden-state reader, each carrying ``hidden``; `ValidationError` with `NO_HIDDEN` otherwise."""
+    if traces is None:
+        raise ValidationError(f"{name} reads the answers' traces with their hidden states: pass traces")
+    if isinstance(traces, TraceBatch):
+        raise ValidationError(f"{name} {NO_HIDDEN.format(where='the numbers of a TraceBatch')}")
+    missing = sum(t.hidden is None for t in traces)
+    if missing:
+        where = f"{missing} of these {len(traces)} traces (trace files and traces recorded without hidden_layers)"
+        raise ValidationError(f"{name} {NO_HIDDEN.format(where=where)}")
+    return list(traces)
 
 
 def _jsonable(params: Mapping[str, Any]) -> dict[str, Any]:
@@ -153,6 +177,9 @@ class Calibrator(BaseEstimator):
     """
 
     reads: ClassVar[str] = ""
+    needs: ClassVar[frozenset[str]] = frozenset()
+    """The backend capabilities (`tracecal.backends.registry.CAPABILITIES`) that produce what it reads from answers
+    (a hidden-state reader: ``hidden_states``); a surface whose backend lacks one refuses the calibrator."""
     _parameter_constraints: ClassVar[dict[str, Constraint]] = {}
     provenance: dict[str, str | None] | None = None  # the answers it was fitted on (`tracecal.traces.provenance`)
 
@@ -170,6 +197,8 @@ class Calibrator(BaseEstimator):
             if traces is None:
                 raise ValidationError(f"{type(self).__name__} reads the answers' traces: pass traces")
             return traces
+        if self.reads == "hidden":
+            return _hidden_traces(type(self).__name__, traces)
         if score is None:
             if traces is None:
                 raise ValidationError(f"{type(self).__name__} reads one score per answer: pass score (or traces)")
@@ -197,7 +226,7 @@ class Calibrator(BaseEstimator):
         zero-token answer (and, for a score reader, a non-finite score). The one entry ``tracecal score``,
         ``score-answers``, the gateway, the estimators and the Python API apply a calibrator through."""
         x = self.input_of(traces, score)
-        if self.reads == "traces":
+        if self.reads != "score":
             p = np.asarray(self.predict_proba(x), dtype=np.float64)
             if p.shape != (len(x),):
                 raise ValidationError(f"{type(self).__name__}.predict_proba gave shape {p.shape} for {len(x)} answers")
@@ -211,6 +240,11 @@ class Calibrator(BaseEstimator):
     def predict_proba(self, X: Any) -> np.ndarray:
         """P(correct) per answer of what the calibrator reads (`reads`); subclasses implement it."""
         raise NotImplementedError
+
+    def backend_options(self) -> dict[str, Any]:
+        """The keywords a backend's ``generate`` / ``trace_answers`` must get for the traces to carry what this fitted
+        calibrator reads (a hidden-state reader: ``hidden_layers``); ``{}`` for one that reads the traces alone."""
+        return {}
 
     def _check_params(self) -> None:
         """Raise ``ValueError`` saying which hyper-parameter is invalid (called by ``fit`` and on load)."""

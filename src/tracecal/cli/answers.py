@@ -120,9 +120,11 @@ def score_answers(
 
     with console.status("loading model…"):
         lm = load_model(model, backend=backend, batch_size=batch_size, dtype=dtype, threads=threads or "auto")
+    options: dict[str, Any] = {}
     if scorer is not None and calibrator is not None:  # before any answer is traced
         check_provenance(calibrator, scorer.calibrator.provenance, _identity(lm), allow_foreign_calibrator, "score")
-    traces = _trace_rows(lm, rows)
+        options = scorer.backend_options(lm)  # e.g. a hidden-state probe's layers (refused where the backend has none)
+    traces = _trace_rows(lm, rows, options)
     conf, prob = _confidences(scorer, traces)
     _write(traces, rows, conf, prob, out, inputs)
     if show:
@@ -150,10 +152,9 @@ def _scorer(calibrator: Path | None) -> Any:
 def _confidences(scorer: Any, traces: list[Any]) -> tuple[Any, Any]:
     """(c_TRACE, the calibrated probability or None) per trace."""
     from tracecal.signals.operators import trace_confidence
-    from tracecal.traces.trace import TraceBatch
 
     conf = trace_confidence(traces)
-    return conf, None if scorer is None else scorer.probabilities(TraceBatch.from_traces(traces), conf)
+    return conf, None if scorer is None else scorer.probabilities(traces, conf)
 
 
 def keys_read(rows: list[AnswerRow], path: Path) -> str:
@@ -201,9 +202,9 @@ def task_prompts(rows: list[AnswerRow], chat: bool) -> tuple[list[Any], list[Any
     return prompts, answers, stops
 
 
-def _trace_rows(lm: Any, rows: list[AnswerRow]) -> list[Any]:
+def _trace_rows(lm: Any, rows: list[AnswerRow], options: dict[str, Any]) -> list[Any]:
     """The traces of the rows, in order, one ``trace_answers`` call per set of stop strings (under a progress
-    bar)."""
+    bar); ``options``: what the calibrator needs recorded (`Scorer.backend_options`: e.g. ``hidden_layers``)."""
     prompts, answers, stops = task_prompts(rows, bool(getattr(lm, "chat", False)))
     traces: list[Any] = [None] * len(rows)
     with progress_bar() as pb:
@@ -217,6 +218,7 @@ def _trace_rows(lm: Any, rows: list[AnswerRow]) -> list[Any]:
                 ids=[rows[i].id for i in idx],
                 progress=lambda n: pb.advance(job, n),
                 **kw,
+                **options,
             )
             for i, t in zip(idx, got, strict=True):
                 traces[i] = t

@@ -52,7 +52,7 @@ class HiddenProbeEstimator(Estimator):
 
     def fit(self, inputs: Inputs, y: np.ndarray) -> HiddenProbeEstimator:
         passthrough = 8 if self.trace_plus else 0
-        probe = HiddenProbe(n_components=self.n_components, passthrough=passthrough, cv=self.cv)
+        probe = HiddenProbe(self.n_components, passthrough, cv=self.cv, trace_plus=self.trace_plus)
         self.model_ = probe.fit(probe_features(inputs, self.trace_plus), y)
         return self
 

@@ -28,6 +28,7 @@ from typing import Any, Unpack
 from fastapi import FastAPI, Request, Response
 from fastapi.openapi.utils import get_openapi
 
+from tracecal.errors import ValidationError
 from tracecal.serve.answers import answers_router
 from tracecal.serve.config import ServeConfig
 from tracecal.serve.errors import APIError, install_error_handlers
@@ -86,7 +87,10 @@ def create_app(
             batch = TraceBatch.from_lists(req.surprisal, req.entropy)
         except ValueError as e:
             raise APIError(422, str(e), code="invalid_value") from e
-        return gw.scorer.score_batch(batch)
+        try:
+            return gw.scorer.score_batch(batch)
+        except ValidationError as e:  # a calibrator that reads more than numbers (a hidden-state probe)
+            raise APIError(422, str(e), code="calibrator_input") from e
 
     narrow_openapi(app, gw)
     app.add_middleware(BodyLimitMiddleware, max_bytes=gw.config.max_body_bytes)

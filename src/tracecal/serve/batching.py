@@ -43,7 +43,7 @@ from tracecal.backends.base import supports_on_step
 from tracecal.serve.config import ServeConfig
 from tracecal.serve.errors import APIError
 from tracecal.serve.relay import TokenRelay
-from tracecal.serve.scoring import first_risky, prefix_risks, running_risk, truncate
+from tracecal.serve.scoring import first_risky, prefix_risks, record_extra, running_risk, truncate
 from tracecal.traces.trace import Trace
 
 __all__ = ["Batcher", "Job", "StepReporter", "remote_concurrency"]
@@ -186,10 +186,14 @@ class Batcher:
         config: limits and batching settings.
         trace_config: the TRACE configuration of the running risk.
         metrics: a `tracecal.serve.metrics.GatewayMetrics` (queue depth, batch sizes) or None.
+
+    ``trace_options`` (set by the gateway): what the calibrator reads beyond the trace (`Scorer.backend_options`: a
+    hidden-state probe's ``hidden_layers``), given to each finished answer by `record_extra`.
     """
 
     def __init__(self, models: dict[str, Any], config: ServeConfig, trace_config: Any, metrics: Any = None) -> None:
         self.models, self.config, self.trace_config, self.metrics = models, config, trace_config, metrics
+        self.trace_options: dict[str, Any] = {}
         self.hooks = {k: supports_on_step(m) for k, m in models.items()}
         self.token_hooks = {k: supports_on_step(m, "on_token") for k, m in models.items()}  # remote streaming
         self.remote = remote_concurrency(models, self.hooks)
@@ -376,12 +380,13 @@ class Batcher:
             for j in jobs:
                 j.post(("done", e))
             return
-        for j, t in zip(jobs, traces, strict=True):
-            result = self._finish(j, t, self.hooks[kind] or relayed)
+        results = [self._finish(j, t, self.hooks[kind] or relayed) for j, t in zip(jobs, traces, strict=True)]
+        failed = record_extra(model, [j.prompt for j in jobs], [r[0] for r in results], self.trace_options)
+        for j, t, result in zip(jobs, traces, results, strict=True):
             if result[1] == "cancelled" and self.metrics is not None:  # nobody is left to record it
                 self.metrics.early_stops.labels("cancelled").inc()
                 self.metrics.tokens.labels("completion").inc(t.length)
-            j.post(("done", result))
+            j.post(("done", result if failed is None else failed))
 
     def _finish(self, job: Job, trace: Trace, hooked: bool) -> tuple[Trace, str]:
         """The final trace and OpenAI finish reason (early stop applied after the fact without step hooks)."""

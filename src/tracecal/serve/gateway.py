@@ -97,7 +97,11 @@ class Gateway:
         self.auth = BearerAuth(cfg.auth_token_env)
         self.created = int(time.time())
         models = {} if model is None else {"chat": model, "text": text_model or model}
+        options = self.scorer.backend_options(model)  # refuses a calibrator that reads what the backend cannot give
+        if text_model is not None and text_model is not model:
+            self.scorer.backend_options(text_model)
         self.batcher = Batcher(models, cfg, self.scorer.config, self.metrics)
+        self.batcher.trace_options = options
 
     @property
     def model_id(self) -> str | None:

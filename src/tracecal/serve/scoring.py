@@ -25,7 +25,16 @@ from tracecal.signals.operators import TraceConfig, trace_risk
 from tracecal.signals.spans import closed_span, risk_spans
 from tracecal.traces.trace import Trace, TraceBatch
 
-__all__ = ["Scorer", "SpanTracker", "first_risky", "prefix_batch", "prefix_risks", "running_risk", "truncate"]
+__all__ = [
+    "Scorer",
+    "SpanTracker",
+    "first_risky",
+    "prefix_batch",
+    "prefix_risks",
+    "record_extra",
+    "running_risk",
+    "truncate",
+]
 
 
 def _num(x: float) -> float | None:
@@ -61,6 +70,23 @@ def first_risky(risks: np.ndarray, stop_on_risk: float, min_tokens: int = 1) -> 
     """The number of tokens kept when stopping at the first t ≥ ``min_tokens`` with exp(−R_t) < ``stop_on_risk``."""
     bad = np.flatnonzero((np.exp(-np.asarray(risks)) < stop_on_risk) & (np.arange(1, len(risks) + 1) >= min_tokens))
     return int(bad[0]) + 1 if bad.size else None
+
+
+def record_extra(model: Any, prompts: Sequence[Any], traces: Sequence[Trace], options: dict[str, Any]) -> Any:
+    """Give each finished trace what a calibrator reads beyond it (``options``: `Scorer.backend_options`, e.g. a
+    hidden-state probe's ``hidden_layers``) from one teacher-forced pass over its prompt and tokens
+    (``model.trace_answers(**options)``: the hidden summary equals what ``generate`` records, to float round-off, and
+    the step hooks of streaming and early stopping stay as they are). Returns None, or the exception it raised."""
+    if not options:
+        return None
+    try:
+        ids = [t.token_ids.tolist() for t in traces]
+        forced = model.trace_answers(list(prompts), ids, batch_size=max(len(ids), 1), **options)
+    except Exception as e:
+        return e
+    for t, f in zip(traces, forced, strict=True):
+        t.hidden, t.hidden_layers = f.hidden, f.hidden_layers
+    return None
 
 
 def truncate(trace: Trace, n: int, stop_reason: str) -> Trace:
@@ -130,19 +156,42 @@ class Scorer:
         """The calibrator's class name (None without one)."""
         return None if self.calibrator is None else type(self.calibrator).__name__
 
-    def probabilities(self, batch: TraceBatch, c: np.ndarray) -> np.ndarray | None:
-        """P(correct) per answer from the calibrator (`Calibrator.confidence`: the traces, or the c_TRACE ``c`` for one
-        that reads a score; NaN for empty answers); None without a calibrator."""
+    def probabilities(self, traces: Sequence[Trace] | TraceBatch, c: np.ndarray) -> np.ndarray | None:
+        """P(correct) per answer from the calibrator (`Calibrator.confidence`: the traces - with the hidden summaries
+        they carry, for a hidden-state reader -, or the c_TRACE ``c`` for one that reads a score; NaN for empty
+        answers); None without a calibrator."""
         if self.calibrator is None:
             return None
-        return self.calibrator.confidence(batch, score=c)
+        return self.calibrator.confidence(traces, score=c)
+
+    def backend_options(self, model: Any, where: str = "--no-model") -> dict[str, Any]:
+        """The ``generate`` / ``trace_answers`` keywords that give the calibrator what it reads from ``model``'s
+        answers (`Calibrator.backend_options`: a hidden-state probe's ``hidden_layers``); `ValidationError` naming
+        the capability and what to use instead when ``model``'s backend (None: no model, ``where`` says how) does not
+        declare every capability the calibrator ``needs``."""
+        from tracecal.backends.registry import CAPABILITIES, backend_of, get_backend
+
+        cal = self.calibrator
+        if cal is None or not cal.needs:
+            return {} if cal is None else cal.backend_options()
+        name = None if model is None else backend_of(model)
+        spec = None if name is None else get_backend(name)
+        lacking = sorted(cal.needs if spec is None else cal.needs - spec.capabilities)
+        if lacking:
+            who = f"this {where} server" if model is None else f"the {name or type(model).__name__} backend"
+            why = "; ".join(spec.why_not(c) if spec else f"{who} has no {CAPABILITIES[c]}" for c in lacking)
+            raise ValidationError(
+                f"the {type(cal).__name__} calibrator reads what {who} cannot give ({why}): use an HF model "
+                "(--backend hf), or a calibrator that reads the traces (TracePlus, Platt)"
+            )
+        return cal.backend_options()
 
     def confidence(self, traces: Sequence[Trace], return_trace: bool = False) -> list[dict[str, Any]]:
         """One ``confidence`` object per answer: c_trace, risk, probability, calibrator, abstain, spans, (trace)."""
         batch = TraceBatch.from_traces(traces)
         r = trace_risk(batch, self.config)
         c = np.exp(-r)
-        p = self.probabilities(batch, c)
+        p = self.probabilities(list(traces), c)
         spans = risk_spans(traces, self.spans, self.span_threshold, self.config) if self.spans else [[]] * len(r)
         out = []
         for i, t in enumerate(traces):

@@ -78,6 +78,7 @@ class Trace:
         meta: free-form JSON-serialisable metadata.
         hidden: optional hidden-state summary recorded with the answer (float32, shape (2, layers, d):
             `tracecal.backends.hidden`); kept in memory only (trace files do not store it).
+        hidden_layers: the 1-based decoder layers ``hidden`` holds, in its order (set with ``hidden``).
 
     The constructor checks shapes, not values; every boundary checks the values with one rule
     (`check_token_values`: finite, in [0, `MAX_TOKEN_NATS`] nats): `TraceBatch.from_traces`, every operator, and
@@ -101,6 +102,7 @@ class Trace:
     id: str = ""
     meta: dict[str, Any] = field(default_factory=dict)
     hidden: np.ndarray | None = field(default=None, repr=False)
+    hidden_layers: tuple[int, ...] | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         self.token_ids = _i64(self.token_ids)
