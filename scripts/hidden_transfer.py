@@ -21,10 +21,10 @@ from typing import Any
 import numpy as np
 from sklearn.metrics import roc_auc_score
 from sklearn.model_selection import StratifiedKFold
-from tracecal.evaluation.stored import load_stored_tasks
 
 from tracecal.estimators import get_estimator
 from tracecal.evaluation.protocol import TaskStats
+from tracecal.evaluation.stored_tasks import load_stored_tasks
 
 
 def _auroc(y: np.ndarray, s: np.ndarray) -> float:

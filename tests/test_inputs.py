@@ -164,7 +164,7 @@ def test_every_reader_of_a_user_file_refuses_at_once(tmp_path: Path, what: str) 
         assert isinstance(err, Exception) and not isinstance(err, RecursionError | MemoryError), (name, err)
         msg, named = str(err), "config.json" if name == "run config.json" else str(path)
         if name == "results file" and what == "folder":  # a folder is a run directory: its results.json
-            assert msg == f"results file not found: {path / 'results.json'}"
+            assert msg == f"{path / 'results.json'} not found: is {path} a scored run directory (tracecal evaluate)?"
             continue
         assert named in msg and any(k in msg for k in ("FIFO", "device", "folder")), (name, msg)
 

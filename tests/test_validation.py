@@ -143,7 +143,7 @@ def test_a_seed_gets_one_message_from_python_the_cli_and_config_json(tmp_path) -
     assert file_cli.exit_code == 2 and not (run / "selective.json").exists()
     messages = [str(python.value), " ".join(cli.output.split()), str(stored.value), " ".join(file_cli.output.split())]
     names = ["seed", "--seed", f"config.json of {run}: seed", f"config.json of {run}: seed"]
-    assert _same_message(messages, names) == " must be a whole number ≥ 0, got -1"
+    assert _same_message(messages, names) == " must be a whole number in [0, 4294967295], got -1"
 
 
 def test_stop_on_risk_gets_one_message_from_python_the_cli_and_a_json_field() -> None:

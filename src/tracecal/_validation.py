@@ -25,7 +25,7 @@ tracecal.errors.ValidationError: dtype must be one of auto, float32, got 'float8
 >>> check_param("--seed", -1, SEED)
 Traceback (most recent call last):
     ...
-tracecal.errors.ValidationError: --seed must be a whole number ≥ 0, got -1
+tracecal.errors.ValidationError: --seed must be a whole number in [0, 4294967295], got -1
 """
 
 from __future__ import annotations
@@ -101,15 +101,22 @@ class Interval:
 
     def describe(self) -> str:
         what = "a whole number" if self.kind is int else "a finite number"
+        left, right = self._shown(self.left), self._shown(self.right)
         if self.left is not None and self.right is None:
-            return f"{what} {'≥' if self.closed in ('both', 'left') else '>'} {self.left:g}"
+            return f"{what} {'≥' if self.closed in ('both', 'left') else '>'} {left}"
         if self.left is None and self.right is not None:
-            return f"{what} {'≤' if self.closed in ('both', 'right') else '<'} {self.right:g}"
+            return f"{what} {'≤' if self.closed in ('both', 'right') else '<'} {right}"
         if self.left is None:
             return what
         lb = "[" if self.closed in ("both", "left") else "("
         rb = "]" if self.closed in ("both", "right") else ")"
-        return f"{what} in {lb}{self.left:g}, {self.right:g}{rb}"
+        return f"{what} in {lb}{left}, {right}{rb}"
+
+    def _shown(self, bound: float | None) -> str:
+        """A bound as a user types it: every digit of a whole-number bound (``4294967295``, not ``4.29497e+09``)."""
+        if bound is None:
+            return ""
+        return str(int(bound)) if self.kind is int and float(bound).is_integer() else f"{bound:g}"
 
 
 @dataclass(frozen=True, init=False)
@@ -184,8 +191,9 @@ class ListOf:
 
 Constraint = Interval | Options | Flag | ListOf | None | tuple[Any, ...]
 
-SEED = Interval(int, 0, None)
-"""Every random seed (numpy's generators take a whole number ≥ 0): ``--seed``, ``seed=``, a config's ``seed``."""
+SEED = Interval(int, 0, 2**32 - 1)
+"""Every random seed (numpy's legacy and torch's seeds take a whole number in [0, 2³² − 1]): ``--seed``,
+``seed=``, a config's ``seed``."""
 
 
 def _alternatives(constraint: Constraint) -> tuple[Any, ...]:

@@ -23,6 +23,7 @@ EXPECTED = [
     "learning-curve",
     "ablate",
     "cross-model",
+    "frontier",
     "models",
 ]
 

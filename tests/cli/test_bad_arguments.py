@@ -38,6 +38,7 @@ CASES: dict[str, tuple[list[str], str]] = {
     "serve": (["--abstain-from", "{bad}.json"], "guarantee file not found: {bad}.json"),
     "ablate": (["{bad}"], "{bad} is not a run directory"),
     "cross-model": (["A={bad}"], "{bad}"),
+    "frontier": (["{bad}"], "{bad} is not a run directory"),
     "models": (["fetch", MARKUP], f"fetch which model? got '{MARKUP}'"),
 }
 

@@ -196,7 +196,7 @@ def test_cli_ray_run_equals_the_single_process_run(cluster, tiny_dir: str, local
     assert doc["identity"]["dtype"] == doc["config"]["dtype"] == resolve_dtype("auto", cuda=False)
     # a bad Ray option is a clear error, before anything is written
     r = CliRunner().invoke(app, [*args[:2], str(tmp_path / "bad"), *args[3:-4], "--ray-actors", "0"])
-    assert r.exit_code == 2 and "ray-actors must be a whole number ≥ 1 or None, got 0" in r.output, r.output
+    assert r.exit_code == 2 and "--ray-actors must be a whole number ≥ 1, got 0" in r.output, r.output
     assert "Traceback" not in r.output and not (tmp_path / "bad").exists()
     r = CliRunner().invoke(app, [*args[:2], str(tmp_path / "bad"), *args[3:], "--ray-gpus", "1"])
     assert r.exit_code == 2 and "needs 1 GPUs but the Ray cluster has 0" in r.output, r.output

@@ -33,7 +33,7 @@ def test_limit_is_file_order_and_seed_is_deterministic() -> None:
         task.load(limit=-1)
     with pytest.raises(ValueError, match="on_error"):
         task.load(on_error="ignore")
-    with pytest.raises(ValueError, match="seed must be a whole number or None, got '3'"):
+    with pytest.raises(ValueError, match=r"seed must be a whole number in \[0, 4294967295\] or None, got '3'"):
         task.load(seed="3")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="unknown labeller"):
         task.with_labeller(["alias"])  # type: ignore[arg-type]

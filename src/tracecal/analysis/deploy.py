@@ -38,9 +38,7 @@ def deployable() -> list[str]:
 
 def run_answers(store: RunStore, tasks: Sequence[str]) -> tuple[list[Trace], np.ndarray]:
     """The traces of ``tasks`` and their 0/1 labels (the run's ``rows`` table, joined on task and id)."""
-    rows = store.read_table("rows", columns=["task", "id", "correct"])
-    if rows is None:
-        raise ValidationError(f"{store.path}: the run is not scored yet (no rows table): run `tracecal evaluate` first")
+    rows = store.scored_rows(["task", "id", "correct"])
     label = {
         (str(t), str(i)): int(c)
         for t, i, c in zip(*(rows.column(k).to_pylist() for k in ("task", "id", "correct")), strict=True)

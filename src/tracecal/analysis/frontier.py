@@ -43,10 +43,10 @@ import numpy as np
 
 from tracecal.errors import ValidationError
 from tracecal.estimators import REGISTRY, Inputs, passes_of, resolve_estimators
-from tracecal.evaluation.blocks import read_columns, stat_array
-from tracecal.evaluation.outputs import plain_json
+from tracecal.evaluation.blockscore import read_columns, stat_array
 from tracecal.evaluation.protocol import ScoreConfig, TaskStats, score_tasks
-from tracecal.evaluation.runstore import TRACES, NotARunError, RunStore
+from tracecal.evaluation.result_json import plain_json
+from tracecal.evaluation.runstore import TRACES, RunStore
 from tracecal.passes import PASSES
 from tracecal.stats.bootstrap import compare
 from tracecal.traces.trace import TraceBatch
@@ -335,11 +335,7 @@ def frontier_markdown(doc: Mapping[str, Any]) -> str:
 
 def stored_labels(store: RunStore) -> dict[str, dict[str, int]]:
     """{task: {answer id: correct}} from a scored run's rows table."""
-    rows = store.read_table("rows", ["task", "id", "correct"])
-    if rows is None:
-        raise NotARunError(
-            f"{store.path} is not scored yet (no rows table): run `tracecal evaluate --score-only --run-dir` on it"
-        )
+    rows = store.scored_rows(["task", "id", "correct"])
     out: dict[str, dict[str, int]] = {}
     for t, i, c in zip(*(rows.column(k).to_pylist() for k in ("task", "id", "correct")), strict=True):
         out.setdefault(str(t), {})[str(i)] = int(c)

@@ -151,6 +151,20 @@ def _one_size(
     return out
 
 
+def _check_methods(data: TaskStats, estimators: Sequence[str], focus: Sequence[str]) -> list[str]:
+    """The estimators' registered names; `ValidationError` for one whose pass the run lacks or a focus method that
+    is not among them."""
+    names = resolve_estimators(list(estimators))
+    missing = [e for e in names if any(p in data.missing for p in needs_of([e]))]
+    if missing:
+        raise ValidationError(
+            f"{data.task}: the run lacks the stats of {', '.join(missing)} (their pass is incomplete)"
+        )
+    if unknown := [f for f in focus if f not in names]:
+        raise ValidationError(f"focus methods {', '.join(unknown)} are not among the estimators ({', '.join(names)})")
+    return names
+
+
 def learning_curve(
     data: TaskStats,
     estimators: Sequence[str] = DEFAULT_ESTIMATORS,
@@ -177,15 +191,8 @@ def learning_curve(
     class, or an unknown estimator.
     """
     progress = progress or (lambda *_: None)
-    names = resolve_estimators(list(estimators))
-    missing = [e for e in names if any(p in data.missing for p in needs_of([e]))]
-    if missing:
-        raise ValidationError(
-            f"{data.task}: the run lacks the stats of {', '.join(missing)} (their pass is incomplete)"
-        )
+    names = _check_methods(data, estimators, focus)
     check_boot_params(n_boot, level)
-    if unknown := [f for f in focus if f not in names]:
-        raise ValidationError(f"focus methods {', '.join(unknown)} are not among the estimators ({', '.join(names)})")
     sizes = _check_sizes(data, sizes)
     check_param("splits", n_splits, SPLITS)
     check_param("seed", seed, SEED)

@@ -104,6 +104,14 @@ def load_tokenizer(name_or_path: str | os.PathLike[str] | None = None) -> Any:
         raise _load_error("the tokenizer of", name_or_path, e) from e
 
 
+def _policy_kwargs(policy: Sampling) -> dict[str, Any]:
+    """transformers' ``generate`` keywords of a decoding policy (greedy: the sampling knobs unset, so no
+    generation-config default warns or applies)."""
+    if policy.do_sample:
+        return {"do_sample": True, "temperature": policy.temperature, "top_p": policy.top_p, "top_k": policy.top_k}
+    return {"do_sample": False, "temperature": None, "top_p": None, "top_k": None}
+
+
 class HFModel(HFForwardPasses):
     """A causal LM from transformers that returns `Trace` objects.
 
@@ -219,23 +227,38 @@ class HFModel(HFForwardPasses):
             prompts, max_new_tokens, batch_size, self.batch_size, ids, top_logprobs
         )
         top_logprobs = check_top_logprobs(top_logprobs, self.vocab_size)
-        if do_sample:
-            temperature = check_temperature(temperature)
+        temperature = check_temperature(temperature) if do_sample else temperature
         prompt_ids = [self.encode_prompt(p) for p in prompts]
         self._check_length(prompt_ids, max_new_tokens)
         if seed is not None:
             torch.manual_seed(seed)
-        order = np.argsort([-len(p) for p in prompt_ids], kind="stable")  # similar lengths share a batch
-        out: list[Trace | None] = [None] * len(prompts)
         policy = Sampling(do_sample, temperature, top_p, top_k, top_logprobs, stop_strings)
         decoding = self._decoding(max_new_tokens, policy)
+        traces = self._in_batches(prompt_ids, bs, max_new_tokens, policy, decoding, on_step, hidden_layers, progress)
+        return [name_trace(tr, prompts[i], i, ids) for i, tr in enumerate(traces)]
+
+    def _in_batches(
+        self,
+        prompt_ids: list[list[int]],
+        bs: int,
+        max_new_tokens: int,
+        policy: Sampling,
+        decoding: dict[str, Any],
+        on_step: StepCallback | None,
+        hidden: str | Sequence[int] | None,
+        progress: Callable[[int], None] | None,
+    ) -> list[Trace]:
+        """The traces of every prompt, in prompt order, decoded in batches of ``bs`` prompts of similar length."""
+        order = np.argsort([-len(p) for p in prompt_ids], kind="stable")  # similar lengths share a batch
+        out: list[Trace | None] = [None] * len(prompt_ids)
         for start in range(0, len(order), bs):
             idx = order[start : start + bs]
-            batch = [prompt_ids[i] for i in idx]
             hook = None if on_step is None else (on_step, idx)
-            traces, _ = self._generate_batch(batch, max_new_tokens, policy, decoding, hook, hidden=hidden_layers)
+            traces, _ = self._generate_batch(
+                [prompt_ids[i] for i in idx], max_new_tokens, policy, decoding, hook, hidden=hidden
+            )
             for j, i in enumerate(idx):
-                out[i] = name_trace(traces[j], prompts[i], i, ids)
+                out[i] = traces[j]
             if progress is not None:
                 progress(len(idx))
         return [t for t in out if t is not None]
@@ -274,11 +297,7 @@ class HFModel(HFForwardPasses):
         input_ids, mask = self.left_pad(prompt_ids)
         rec = TraceRecorder(policy.temperature if policy.do_sample else 1.0, policy.top_logprobs)
         steps = None if hook is None else StepHook(rec, hook[0], hook[1], self.stop_ids)
-        gen_kwargs: dict[str, Any] = {"do_sample": policy.do_sample} | ({} if steps is None else steps.kwargs())
-        if policy.do_sample:
-            gen_kwargs.update(temperature=policy.temperature, top_p=policy.top_p, top_k=policy.top_k)
-        else:
-            gen_kwargs.update(temperature=None, top_p=None, top_k=None)
+        gen_kwargs = _policy_kwargs(policy) | ({} if steps is None else steps.kwargs())
         states = None
         if hidden is not None:
             states = HiddenRecorder(

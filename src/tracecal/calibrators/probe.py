@@ -39,7 +39,7 @@ import numpy as np
 from sklearn.linear_model import LogisticRegression
 from sklearn.model_selection import StratifiedKFold
 
-from tracecal._validation import Constraint, Flag, Interval, ListOf
+from tracecal._validation import SEED, Constraint, Flag, Interval, ListOf
 from tracecal.backends.registry import HIDDEN_STATES
 from tracecal.calibrators.base import NO_HIDDEN, Calibrator, json_array, json_float
 from tracecal.calibrators.traceplus import TracePlus
@@ -93,7 +93,7 @@ class HiddenProbe(Calibrator):
         "passthrough": Interval(int, 0, None),
         "Cs": ListOf(Interval(float, 0.0, None, closed="neither"), "positive numbers"),
         "cv": Interval(int, 2, None),
-        "seed": Interval(int, 0, None),
+        "seed": SEED,
         "layers": (None, ListOf(Interval(int, 1, None), "layer indices (1-based)", unique=True)),
         "trace_plus": Flag(),
     }

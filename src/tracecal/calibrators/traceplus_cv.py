@@ -40,7 +40,7 @@ import numpy as np
 from scipy.special import expit
 from sklearn.model_selection import RepeatedStratifiedKFold
 
-from tracecal._validation import Constraint, Flag, Interval, ListOf, Options
+from tracecal._validation import SEED, Constraint, Flag, Interval, ListOf, Options
 from tracecal.calibrators.base import CalibratorFileError, json_array, json_float
 from tracecal.calibrators.features_base import PARAMS, PENALTIES, TraceFeatureCalibrator, Traces, logit, penalty_json
 from tracecal.calibrators.logistic import DEFAULT_PENALTIES, batched_platt, log_loss, one_se_index, penalised_logistic
@@ -105,7 +105,7 @@ class TracePlusCV(TraceFeatureCalibrator):
         "n_folds": Interval(int, 2, None),
         "n_repeats": Interval(int, 1, None),
         "min_per_class": Interval(int, 2, None),
-        "random_state": Interval(int, 0, None),
+        "random_state": SEED,
     }
     _MODEL_KEYS: ClassVar[tuple[str, ...]] = (
         "candidates",

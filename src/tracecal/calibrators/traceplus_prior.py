@@ -43,7 +43,7 @@ from typing import Any, ClassVar
 import numpy as np
 from sklearn.model_selection import StratifiedKFold
 
-from tracecal._validation import Constraint, Flag, Interval
+from tracecal._validation import SEED, Constraint, Flag, Interval
 from tracecal.calibrators.base import CalibratorFileError, json_array, json_float
 from tracecal.calibrators.features_base import (
     FEATURE_CONSTRAINTS,
@@ -100,7 +100,7 @@ class TracePlusPrior(LinearTraceCalibrator):
         "one_se": Flag(),
         "monotone": Flag(),
         **FEATURE_CONSTRAINTS,
-        "random_state": Interval(int, 0, None),
+        "random_state": SEED,
     }
     _MODEL_KEYS: ClassVar[tuple[str, ...]] = ("weights", "bias", "prior_weights", "prior_bias", "penalty", "cv_loss")
     _TUPLE_PARAMS: ClassVar[tuple[str, ...]] = ("penalties", "lams")

@@ -26,7 +26,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-from tracecal._validation import Constraint, Interval, Options, check_param
+from tracecal._validation import SEED, Constraint, Interval, Options, check_param
 from tracecal.backends.runtime import MAX_THREADS
 from tracecal.errors import TracecalError, ValidationError, os_error_message
 from tracecal.traces.provenance import SERVER, TRACES, mismatch
@@ -193,10 +193,9 @@ def shared_options() -> dict[str, Constraint]:
     from tracecal.stats.bootstrap import LEVEL, N_BOOT
     from tracecal.stats.splits import SPLITS
 
-    seed = Interval(int, 0, 2**32 - 1)
     return {
-        "seed": seed,
-        "sample_seed": seed,
+        "seed": SEED,
+        "sample_seed": SEED,
         "show": Interval(int, 0, None),
         "max_examples": Interval(int, 0, None),
         "C": Interval(float, 0, None, closed="neither"),

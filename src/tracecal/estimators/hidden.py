@@ -17,6 +17,7 @@ from typing import ClassVar
 
 import numpy as np
 
+from tracecal._validation import Constraint
 from tracecal.calibrators.probe import HiddenProbe
 from tracecal.calibrators.traceplus import TracePlus
 from tracecal.estimators.base import Estimator, Inputs, register
@@ -46,6 +47,10 @@ class HiddenProbeEstimator(Estimator):
     needs_fit = True
     opt_in = True
     trace_plus: ClassVar[bool] = False
+    _parameter_constraints: ClassVar[dict[str, Constraint]] = {
+        "n_components": HiddenProbe._parameter_constraints["n_components"],
+        "cv": HiddenProbe._parameter_constraints["cv"],
+    }
 
     def __init__(self, n_components: int = 64, cv: int = 5) -> None:
         self.n_components, self.cv = n_components, cv

