@@ -12,25 +12,16 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Mapping, Sequence
-from html import escape
 from typing import Any
 
 from tracecal.analysis import frontier as analysis
 from tracecal.evaluation.runstore import RunStore
-from tracecal.report.svg import PALETTE, TITLE_H, keep_apart, safe_name, svg_document
+from tracecal.report.svg import PALETTE, TITLE_H, esc, keep_apart, safe_name, svg_document
 
 __all__ = ["run_frontier", "frontier_svg", "figure_file", "frontier_section"]
 
 GROUP_ORDER = ("single pass", "extra", "beam", "semantic", "samples")
 X0, Y0, W, H = 64, TITLE_H + 24, 560, 330
-
-
-def _t(x: object) -> str:
-    return escape(str(x), quote=True)
-
-
-def _f(v: float) -> str:
-    return f"{v:.1f}"
 
 
 def figure_file(task: str) -> str:
@@ -74,12 +65,12 @@ def _axes(px: Any, py: Any, decades: list[float], yr: tuple[float, float]) -> li
         "AUROC (mean over splits ± sd)</text>",
     ]
     for x, lab in keep_apart([(px(d), f"{d:g}") for d in decades], 11):
-        parts.append(f'<line x1="{_f(x)}" y1="{Y0}" x2="{_f(x)}" y2="{Y0 + H}" class="grid"/>')
-        parts.append(f'<text x="{_f(x)}" y="{Y0 + H + 14}" text-anchor="middle" class="tk2">{_t(lab)}</text>')
+        parts.append(f'<line x1="{px(x)}" y1="{Y0}" x2="{px(x)}" y2="{Y0 + H}" class="grid"/>')
+        parts.append(f'<text x="{px(x)}" y="{Y0 + H + 14}" text-anchor="middle" class="tk2">{esc(lab)}</text>')
     for frac in (0.0, 0.25, 0.5, 0.75, 1.0):
         v = yr[0] + frac * (yr[1] - yr[0])
-        parts.append(f'<line x1="{X0}" y1="{_f(py(v))}" x2="{X0 + W}" y2="{_f(py(v))}" class="grid"/>')
-        parts.append(f'<text x="{X0 - 4}" y="{_f(py(v) + 4)}" text-anchor="end" class="tk2">{v:.3f}</text>')
+        parts.append(f'<line x1="{X0}" y1="{px(py(v))}" x2="{X0 + W}" y2="{px(py(v))}" class="grid"/>')
+        parts.append(f'<text x="{X0 - 4}" y="{px(py(v) + 4)}" text-anchor="end" class="tk2">{v:.3f}</text>')
     return parts
 
 
@@ -90,10 +81,10 @@ def _staircase(d: Mapping[str, Any], px: Any, py: Any) -> str:
     for i, p in enumerate(on):
         x, y = px(p["cpu_seconds"]), py(p["auroc"]["mean"])
         if i:
-            pts.append(f"{_f(x)},{_f(py(on[i - 1]['auroc']['mean']))}")
-        pts.append(f"{_f(x)},{_f(y)}")
+            pts.append(f"{px(x)},{px(py(on[i - 1]['auroc']['mean']))}")
+        pts.append(f"{px(x)},{px(y)}")
     if on:
-        pts.append(f"{_f(X0 + W)},{_f(py(on[-1]['auroc']['mean']))}")
+        pts.append(f"{px(X0 + W)},{px(py(on[-1]['auroc']['mean']))}")
     return (
         f'<polyline points="{" ".join(pts)}" fill="none" stroke="#444" stroke-width="1.2" stroke-dasharray="5 3">'
         "<title>frontier: no other estimator is cheaper and better</title></polyline>"
@@ -112,16 +103,16 @@ def frontier_svg(d: Mapping[str, Any]) -> str:
         x, m, sd = px(p["cpu_seconds"]), p["auroc"]["mean"], p["auroc"]["sd"]
         c = colors[p["group"]]
         tip = f"{p['estimator']} ({p['group']}): AUROC {m:.3f} ± {sd:.3f}, {p['cpu_seconds']:.3g} CPU-s per answer"
-        parts.append(f'<line x1="{_f(x)}" y1="{_f(py(m - sd))}" x2="{_f(x)}" y2="{_f(py(m + sd))}" stroke="{c}"/>')
+        parts.append(f'<line x1="{px(x)}" y1="{px(py(m - sd))}" x2="{px(x)}" y2="{px(py(m + sd))}" stroke="{c}"/>')
         r, stroke = (4.0, ' stroke="#000" stroke-width="1.2"') if p["estimator"] in on else (3.0, "")
         parts.append(
-            f'<circle cx="{_f(x)}" cy="{_f(py(m))}" r="{r}" fill="{c}"{stroke}><title>{_t(tip)}</title></circle>'
+            f'<circle cx="{px(x)}" cy="{px(py(m))}" r="{r}" fill="{c}"{stroke}><title>{esc(tip)}</title></circle>'
         )
-        parts.append(f'<text x="{_f(x + 6)}" y="{_f(py(m) - 4)}" class="tk2">{_t(p["estimator"])}</text>')
+        parts.append(f'<text x="{px(x + 6)}" y="{px(py(m) - 4)}" class="tk2">{esc(p["estimator"])}</text>')
     ly = Y0 + 6
     for g, c in colors.items():
         parts.append(f'<circle cx="{X0 + W + 24}" cy="{ly}" r="4" fill="{c}"/>')
-        parts.append(f'<text x="{X0 + W + 34}" y="{ly + 4}" class="lg">{_t(g)}</text>')
+        parts.append(f'<text x="{X0 + W + 34}" y="{ly + 4}" class="lg">{esc(g)}</text>')
         ly += 16
     parts.append(f'<text x="{X0 + W + 20}" y="{ly + 10}" class="lg">outlined: on the frontier</text>')
     title = (
@@ -177,7 +168,7 @@ def _table_html(d: Mapping[str, Any]) -> str:
             f"{p['brier']['mean']:.3f}",
             on,
         )
-        rows.append("<tr>" + "".join(f"<td>{_t(c)}</td>" for c in cells) + "</tr>")
+        rows.append("<tr>" + "".join(f"<td>{esc(c)}</td>" for c in cells) + "</tr>")
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
 
 
@@ -187,7 +178,7 @@ def frontier_section(doc: Mapping[str, Any] | None) -> str:
         return ""
     body = []
     for task, d in doc["tasks"].items():
-        body.append(f"<h3>{_t(task)}: {d['n']} of {d['n_run']} questions</h3>")
+        body.append(f"<h3>{esc(task)}: {d['n']} of {d['n_run']} questions</h3>")
         body.append(frontier_svg(d))
         body.append(_table_html(d))
     intro = (

@@ -12,22 +12,13 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Sequence
-from html import escape
 from typing import Any
 
 from tracecal.analysis import learning_curve as analysis
 from tracecal.evaluation.runstore import RunStore
-from tracecal.report.svg import PALETTE, TITLE_H, keep_apart, safe_name, svg_document
+from tracecal.report.svg import PALETTE, TITLE_H, esc, keep_apart, safe_name, svg_document
 
 __all__ = ["run_learning_curve", "write_learning_curve_figures", "figure_file", "learning_curve_svg"]
-
-
-def _t(x: object) -> str:
-    return escape(str(x), quote=True)
-
-
-def _f(v: float) -> str:
-    return f"{v:.1f}"
 
 
 def figure_file(task: str) -> str:
@@ -70,24 +61,24 @@ def _lc_panel(lc: dict, metric: str, label: str, x_off: float) -> list[str]:
         return y0 + (1 - (v - lo) / (hi - lo)) * h
 
     parts = [
-        f'<rect x="{_f(x0)}" y="{y0}" width="{w}" height="{h}" class="frame"/>',
-        f'<text x="{_f(x0 + w / 2)}" y="{y0 - 8}" text-anchor="middle" class="pt">{_t(label)}</text>',
-        f'<text x="{_f(x0 + w / 2)}" y="{y0 + h + 30}" text-anchor="middle" class="ax">'
+        f'<rect x="{px(x0)}" y="{y0}" width="{w}" height="{h}" class="frame"/>',
+        f'<text x="{px(x0 + w / 2)}" y="{y0 - 8}" text-anchor="middle" class="pt">{esc(label)}</text>',
+        f'<text x="{px(x0 + w / 2)}" y="{y0 + h + 30}" text-anchor="middle" class="ax">'
         "calibration answers (log scale)</text>",
     ]
     for x, size in keep_apart([(px(s), str(s)) for s in sizes], 11):  # class tk2: 11 px
-        parts.append(f'<text x="{_f(x)}" y="{y0 + h + 14}" text-anchor="middle" class="tk2">{size}</text>')
+        parts.append(f'<text x="{px(x)}" y="{y0 + h + 14}" text-anchor="middle" class="tk2">{size}</text>')
     for frac in (0.0, 0.5, 1.0):
         v = lo + frac * (hi - lo)
-        parts.append(f'<line x1="{_f(x0)}" y1="{_f(py(v))}" x2="{_f(x0 + w)}" y2="{_f(py(v))}" class="grid"/>')
-        parts.append(f'<text x="{_f(x0 - 4)}" y="{_f(py(v) + 4)}" text-anchor="end" class="tk2">{v:.3f}</text>')
+        parts.append(f'<line x1="{px(x0)}" y1="{px(py(v))}" x2="{px(x0 + w)}" y2="{px(py(v))}" class="grid"/>')
+        parts.append(f'<text x="{px(x0 - 4)}" y="{px(py(v) + 4)}" text-anchor="end" class="tk2">{v:.3f}</text>')
     for i, (est, points) in enumerate(lc["estimators"].items()):
         color = PALETTE[i % len(PALETTE)]
         ok = [p for p in points if p[metric]["mean"] is not None and math.isfinite(p[metric]["mean"])]
-        line = " ".join(f"{_f(px(p['size']))},{_f(py(p[metric]['mean']))}" for p in ok)
+        line = " ".join(f"{px(px(p['size']))},{px(py(p[metric]['mean']))}" for p in ok)
         parts.append(
             f'<polyline points="{line}" fill="none" stroke="{color}" stroke-width="1.8"><title>'
-            f"{_t(est)}</title></polyline>"
+            f"{esc(est)}</title></polyline>"
         )
         for p in ok:
             m, x = p[metric], px(p["size"]) + (i - len(lc["estimators"]) / 2) * 2.5
@@ -95,12 +86,12 @@ def _lc_panel(lc: dict, metric: str, label: str, x_off: float) -> list[str]:
             if m["lo"] is not None and m["hi"] is not None:
                 tip += f" [{m['lo']:.3f}, {m['hi']:.3f}]"
                 parts.append(
-                    f'<line x1="{_f(x)}" y1="{_f(py(m["lo"]))}" x2="{_f(x)}" y2="{_f(py(m["hi"]))}" '
+                    f'<line x1="{px(x)}" y1="{px(py(m["lo"]))}" x2="{px(x)}" y2="{px(py(m["hi"]))}" '
                     f'stroke="{color}" stroke-width="1"/>'
                 )
             parts.append(
-                f'<circle cx="{_f(x)}" cy="{_f(py(m["mean"]))}" r="2.5" fill="{color}">'
-                f"<title>{_t(tip)}</title></circle>"
+                f'<circle cx="{px(x)}" cy="{px(py(m["mean"]))}" r="2.5" fill="{color}">'
+                f"<title>{esc(tip)}</title></circle>"
             )
     return parts
 
@@ -114,7 +105,7 @@ def learning_curve_svg(lc: dict) -> str:
     for i, est in enumerate(lc["estimators"]):
         color = PALETTE[i % len(PALETTE)]
         parts.append(f'<line x1="820" y1="{ly}" x2="844" y2="{ly}" stroke="{color}" stroke-width="2"/>')
-        parts.append(f'<text x="850" y="{ly + 4}" class="lg">{_t(est)}</text>')
+        parts.append(f'<text x="850" y="{ly + 4}" class="lg">{esc(est)}</text>')
         ly += 15
     level = lc.get("level") or 0.95
     title = (

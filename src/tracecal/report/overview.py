@@ -19,11 +19,10 @@ The report inlines the document and ``figures_dir`` receives it as ``overview.sv
 from __future__ import annotations
 
 import math
-from html import escape
 from typing import Any
 
 from tracecal.report.html import num
-from tracecal.report.svg import BAD, BAR, OK, TITLE_H, axis_ticks, svg_document
+from tracecal.report.svg import BAD, BAR, OK, TITLE_H, axis_ticks, esc, svg_document
 
 __all__ = ["overview_svg", "overview_order", "OVERVIEW_FILE"]
 
@@ -43,10 +42,6 @@ NAMES = {
     "none": "± 1 sd over splits (no comparisons)",
     "unranked": "± 1 sd over splits; too few answers to compare or rank",
 }
-
-
-def _t(x: object) -> str:
-    return escape(str(x), quote=True)
 
 
 def _auroc(metrics: dict[str, Any], task: str, est: str) -> tuple[float, float]:
@@ -114,8 +109,8 @@ def _panel(
     winner = next((est for v, est in sorted(fin, key=lambda p: -p[0]) if v == best), "—")
     sub = (f"best: {winner} {best:.3f}" if ranked else "not ranked: too few answers") if fin else "no AUROC"
     parts = [
-        f'<text x="{x0 + PANEL_W / 2:.1f}" y="{TITLE_H + 12}" text-anchor="middle" class="pt">{_t(task)}</text>',
-        f'<text x="{x0 + PANEL_W / 2:.1f}" y="{TITLE_H + 25}" text-anchor="middle" class="ps">{_t(sub)}</text>',
+        f'<text x="{x0 + PANEL_W / 2:.1f}" y="{TITLE_H + 12}" text-anchor="middle" class="pt">{esc(task)}</text>',
+        f'<text x="{x0 + PANEL_W / 2:.1f}" y="{TITLE_H + 25}" text-anchor="middle" class="ps">{esc(sub)}</text>',
         f'<rect x="{x0 + GAP:.1f}" y="{top}" width="{w}" height="{n_rows * ROW_H}" class="frame"/>',
     ]
     for v, label in axis_ticks(lo, hi, w, TICK_FONT, TICK_GAP):
@@ -133,7 +128,7 @@ def _panel(
                 'stroke-width="2" stroke-opacity="0.55"/>'
             )
         if not math.isfinite(mean):
-            parts.append(f'<text x="{x0 + GAP + 4:.1f}" y="{y + 3:.1f}" class="tk">n/a<title>{_t(tip)}</title></text>')
+            parts.append(f'<text x="{x0 + GAP + 4:.1f}" y="{y + 3:.1f}" class="tk">n/a<title>{esc(tip)}</title></text>')
             continue
         ring = ' stroke="#111" stroke-width="1.6"' if mean == best else ""
         x = px(mean)
@@ -142,7 +137,7 @@ def _panel(
             if kind == "baseline"
             else f'<circle cx="{x:.1f}" cy="{y:.1f}" r="{4 if mean == best else 3.2}" fill="{colour}"{ring}>'
         )
-        parts.append(shape + f"<title>{_t(tip)}</title>" + ("</path>" if kind == "baseline" else "</circle>"))
+        parts.append(shape + f"<title>{esc(tip)}</title>" + ("</path>" if kind == "baseline" else "</circle>"))
     return parts
 
 
@@ -152,7 +147,7 @@ def _legend(y: float, kinds: set[str], x: float = 8) -> list[str]:
         if kind not in kinds:
             continue
         parts.append(f'<circle cx="{x + 4:.1f}" cy="{y - 3.5:.1f}" r="3.5" fill="{COLOURS[kind]}"/>')
-        parts.append(f'<text x="{x + 12:.1f}" y="{y:.1f}" class="lg">{_t(NAMES[kind])}</text>')
+        parts.append(f'<text x="{x + 12:.1f}" y="{y:.1f}" class="lg">{esc(NAMES[kind])}</text>')
         x += 22 + 6.2 * len(NAMES[kind])
     return parts
 
@@ -176,7 +171,7 @@ def overview_svg(results: dict[str, Any], tasks: list[str], estimators: list[str
         y = top + i * ROW_H
         if i % 2 == 0:
             body.append(f'<rect x="4" y="{y}" width="{width - 8:.1f}" height="{ROW_H}" fill="#f4f6f9"/>')
-        body.append(f'<text x="{label_w - 4:.1f}" y="{y + 11.5:.1f}" text-anchor="end" class="lg">{_t(est)}</text>')
+        body.append(f'<text x="{label_w - 4:.1f}" y="{y + 11.5:.1f}" text-anchor="end" class="lg">{esc(est)}</text>')
     for k, t in enumerate(panels):
         body += _panel(label_w + k * PANEL_W, t, grid[t], scale, len(order), ranked)
     body.append(

@@ -52,6 +52,8 @@ __all__ = [
     "SVG_CSS",
     "XML_PROLOG",
     "svg_document",
+    "esc",
+    "px",
     "text_width",
     "axis_ticks",
     "keep_apart",
@@ -101,11 +103,13 @@ NCOLS = 6
 TITLE_H = 24
 
 
-def _t(x: object) -> str:
+def esc(x: object) -> str:
+    """Text or an attribute value of an SVG element, XML-escaped (quotes included)."""
     return escape(str(x), quote=True)
 
 
-def _f(v: float) -> str:
+def px(v: float) -> str:
+    """A coordinate in pixels as written into the SVG (one decimal)."""
     return f"{v:.1f}"
 
 
@@ -158,10 +162,10 @@ def safe_name(s: str) -> str:
 def svg_document(width: float, height: float, label: str, title: str, body: list[str]) -> str:
     """A standalone SVG document: the same text inlined in the report and written by `export_figures`."""
     return (
-        f'<svg xmlns="http://www.w3.org/2000/svg" class="figure" width="{_f(width)}" height="{_f(height)}" '
-        f'viewBox="0 0 {_f(width)} {_f(height)}" role="img" aria-label="{_t(label)}">'
+        f'<svg xmlns="http://www.w3.org/2000/svg" class="figure" width="{px(width)}" height="{px(height)}" '
+        f'viewBox="0 0 {px(width)} {px(height)}" role="img" aria-label="{esc(label)}">'
         f'<style>{SVG_CSS}</style><rect width="100%" height="100%" fill="#fff"/>'
-        f'<text x="8" y="17" class="ft">{_t(title)}</text>{"".join(body)}</svg>'
+        f'<text x="8" y="17" class="ft">{esc(title)}</text>{"".join(body)}</svg>'
     )
 
 
@@ -178,16 +182,16 @@ def _grid(panels: list[str], label: str, title: str) -> str:
 
 def _frame(title: str, subtitle: str, ylabel_top: str = "1", ylabel_mid: str = "0.5") -> list[str]:
     parts = [
-        f'<text x="{PW / 2}" y="12" text-anchor="middle" class="pt">{_t(title)}</text>',
-        f'<text x="{PW / 2}" y="25" text-anchor="middle" class="ps">{_t(subtitle)}</text>',
+        f'<text x="{PW / 2}" y="12" text-anchor="middle" class="pt">{esc(title)}</text>',
+        f'<text x="{PW / 2}" y="25" text-anchor="middle" class="ps">{esc(subtitle)}</text>',
         f'<rect x="{X0}" y="{Y0}" width="{W}" height="{H}" class="frame"/>',
     ]
     for frac, lab in ((0.0, "0"), (0.5, "0.5"), (1.0, "1")):
         x = X0 + frac * W
-        parts.append(f'<text x="{_f(x)}" y="{Y0 + H + 11}" text-anchor="middle" class="tk">{lab}</text>')
+        parts.append(f'<text x="{px(x)}" y="{Y0 + H + 11}" text-anchor="middle" class="tk">{lab}</text>')
     for frac, lab in ((0.0, "0"), (0.5, ylabel_mid), (1.0, ylabel_top)):
         y = Y0 + (1 - frac) * H
-        parts.append(f'<text x="{X0 - 3}" y="{_f(y + 3)}" text-anchor="end" class="tk">{_t(lab)}</text>')
+        parts.append(f'<text x="{X0 - 3}" y="{px(y + 3)}" text-anchor="end" class="tk">{esc(lab)}</text>')
     parts.append(f'<text x="{X0 + W / 2}" y="{PH - 4}" text-anchor="middle" class="ax">confidence</text>')
     return parts
 
@@ -195,7 +199,7 @@ def _frame(title: str, subtitle: str, ylabel_top: str = "1", ylabel_mid: str = "
 def _panel(body: list[str], label: str) -> str:
     return (
         f'<svg width="{PW}" height="{PH}" viewBox="0 0 {PW} {PH}" class="panel" role="img" '
-        f'aria-label="{_t(label)}">{"".join(body)}</svg>'
+        f'aria-label="{esc(label)}">{"".join(body)}</svg>'
     )
 
 
@@ -215,14 +219,14 @@ def _reliability_panel(r: Reliability, n_bins: int) -> str:
         h = acc * H
         tip = f"confidence {lo:.2f}–{hi:.2f}: {int(c)} answers, accuracy {acc:.3f}, mean confidence {conf:.3f}"
         parts.append(
-            f'<rect x="{_f(x + 0.5)}" y="{_f(Y0 + H - h)}" width="{_f(bw - 1)}" height="{_f(h)}" '
-            f'fill="{BAR}" fill-opacity="0.8"><title>{_t(tip)}</title></rect>'
+            f'<rect x="{px(x + 0.5)}" y="{px(Y0 + H - h)}" width="{px(bw - 1)}" height="{px(h)}" '
+            f'fill="{BAR}" fill-opacity="0.8"><title>{esc(tip)}</title></rect>'
         )
-        parts.append(f'<circle cx="{_f(X0 + conf * W)}" cy="{_f(Y0 + H - h)}" r="1.8" fill="#222"/>')
+        parts.append(f'<circle cx="{px(X0 + conf * W)}" cy="{px(Y0 + H - h)}" r="1.8" fill="#222"/>')
         inside = h > 14  # the count goes inside the top of a tall bar, above a short one
         ty = Y0 + H - h + (8 if inside else -2)
         cls = "ct in" if inside else "ct"
-        parts.append(f'<text x="{_f(x + bw / 2)}" y="{_f(ty)}" text-anchor="middle" class="{cls}">{int(c)}</text>')
+        parts.append(f'<text x="{px(x + bw / 2)}" y="{px(ty)}" text-anchor="middle" class="{cls}">{int(c)}</text>')
     return _panel(parts, f"reliability {r.estimator}")
 
 
@@ -233,12 +237,12 @@ def reliability_svg(tp: TaskPlots) -> str:
 
 
 def _stairs(counts: np.ndarray, edges: np.ndarray, top: float) -> str:
-    pts = [f"{_f(X0)},{_f(Y0 + H)}"]
+    pts = [f"{px(X0)},{px(Y0 + H)}"]
     for c, lo, hi in zip(counts, edges[:-1], edges[1:], strict=True):
         y = Y0 + H - (c / top) * H
-        pts.append(f"{_f(X0 + lo * W)},{_f(y)}")
-        pts.append(f"{_f(X0 + hi * W)},{_f(y)}")
-    pts.append(f"{_f(X0 + W)},{_f(Y0 + H)}")
+        pts.append(f"{px(X0 + lo * W)},{px(y)}")
+        pts.append(f"{px(X0 + hi * W)},{px(y)}")
+    pts.append(f"{px(X0 + W)},{px(Y0 + H)}")
     return " ".join(pts)
 
 
@@ -271,14 +275,14 @@ def histogram_svg(tp: TaskPlots) -> str:
 def _polyline(c: Curve, box: tuple[float, float, float, float], color: str, dash: str, width: float) -> str:
     x0, y0, w, h = box
     pts = " ".join(
-        f"{_f(x0 + cv * w)},{_f(y0 + (1 - min(max(rv, 0.0), 1.0)) * h)}"
+        f"{px(x0 + cv * w)},{px(y0 + (1 - min(max(rv, 0.0), 1.0)) * h)}"
         for cv, rv in zip(c.coverage.tolist(), c.risk.tolist(), strict=True)
     )
     tip = f"{c.label}: AURC {c.aurc:.3f}" if c.kind == "estimator" else c.label
     da = f' stroke-dasharray="{dash}"' if dash else ""
     return (
         f'<polyline points="{pts}" fill="none" stroke="{color}" stroke-width="{width}"{da}>'
-        f"<title>{_t(tip)}</title></polyline>"
+        f"<title>{esc(tip)}</title></polyline>"
     )
 
 
@@ -295,10 +299,10 @@ def risk_coverage_svg(tp: TaskPlots) -> str:
     ]
     for frac in (0.0, 0.25, 0.5, 0.75, 1.0):
         gx, gy = x0 + frac * w, y0 + (1 - frac) * h
-        parts.append(f'<line x1="{_f(gx)}" y1="{y0}" x2="{_f(gx)}" y2="{y0 + h}" class="grid"/>')
-        parts.append(f'<line x1="{x0}" y1="{_f(gy)}" x2="{x0 + w}" y2="{_f(gy)}" class="grid"/>')
-        parts.append(f'<text x="{_f(gx)}" y="{y0 + h + 14}" text-anchor="middle" class="tk2">{frac:g}</text>')
-        parts.append(f'<text x="{x0 - 5}" y="{_f(gy + 4)}" text-anchor="end" class="tk2">{frac:g}</text>')
+        parts.append(f'<line x1="{px(gx)}" y1="{y0}" x2="{px(gx)}" y2="{y0 + h}" class="grid"/>')
+        parts.append(f'<line x1="{x0}" y1="{px(gy)}" x2="{x0 + w}" y2="{px(gy)}" class="grid"/>')
+        parts.append(f'<text x="{px(gx)}" y="{y0 + h + 14}" text-anchor="middle" class="tk2">{frac:g}</text>')
+        parts.append(f'<text x="{x0 - 5}" y="{px(gy + 4)}" text-anchor="end" class="tk2">{frac:g}</text>')
     legend: list[tuple[str, str, str]] = []
     for c in tp.references:
         color, dash = ("#444", "2 3") if c.kind == "oracle" else ("#999", "5 4")
@@ -314,7 +318,7 @@ def risk_coverage_svg(tp: TaskPlots) -> str:
         parts.append(
             f'<line x1="{x0 + w + 16}" y1="{ly}" x2="{x0 + w + 40}" y2="{ly}" stroke="{color}" stroke-width="2"{da}/>'
         )
-        parts.append(f'<text x="{x0 + w + 46}" y="{ly + 4}" class="lg">{_t(label)}</text>')
+        parts.append(f'<text x="{x0 + w + 46}" y="{ly + 4}" class="lg">{esc(label)}</text>')
         ly += 15
     title = f"{tp.task}: risk–coverage (seed-0 evaluation split)"
     return svg_document(cw, max(ch, ly + 10), f"risk-coverage {tp.task}", title, parts)
