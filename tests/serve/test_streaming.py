@@ -7,7 +7,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from tests.serve.helpers import MODEL, PROMPTS, sse_events
-from tracecal.serve import create_app
+from tracecal.serve import ServeConfig, create_app
 from tracecal.serve.scoring import prefix_risks
 from tracecal.traces.trace import TraceBatch
 
@@ -57,10 +57,9 @@ def test_streamed_chunks_carry_each_span_as_it_closes(tiny_model) -> None:  # ty
     import openai
 
     body = {"model": MODEL, "messages": [{"role": "user", "content": PROMPTS[1]}], "max_tokens": 24}
-    app = create_app(tiny_model)
     # a random model's risk is flat (every r_t within 0.5 % of the peak): at the default threshold (0.5) the whole
     # answer is one span that never closes; at 0.999 the first run of peak tokens closes mid-answer and is streamed
-    app.state.gateway.scorer.span_threshold = 0.999
+    app = create_app(tiny_model, config=ServeConfig(span_threshold=0.999))
     with TestClient(app) as c:
         plain = c.post("/v1/chat/completions", json=body).json()["choices"][0]
         events = sse_events(c.post("/v1/chat/completions", json=body | {"stream": True}).text)
@@ -88,3 +87,20 @@ def test_streamed_chunks_carry_each_span_as_it_closes(tiny_model) -> None:  # ty
     extras = [ch.choices[0].model_extra for ch in streamed if ch.choices]
     assert [x["span"] for x in extras if "span" in x] == sent  # type: ignore[operator,index]
     assert extras[-1]["confidence"]["spans"] == final  # type: ignore[index]
+
+
+def test_the_span_settings_come_from_the_config(tiny_model) -> None:  # type: ignore[no-untyped-def]
+    """``spans=0`` turns spans off (plain and streamed: no ``span`` chunk, ``spans: []``); ``spans=1`` keeps one;
+    a threshold outside (0, 1] is refused by name before anything is served."""
+    body = {"model": MODEL, "messages": [{"role": "user", "content": PROMPTS[1]}], "max_tokens": 12}
+    for k in (0, 1):
+        with TestClient(create_app(tiny_model, config=ServeConfig(spans=k, span_threshold=0.999))) as c:
+            plain = c.post("/v1/chat/completions", json=body).json()["choices"][0]
+            events = sse_events(c.post("/v1/chat/completions", json=body | {"stream": True}).text)
+        assert len(plain["confidence"]["spans"]) == k
+        assert any("span" in e["choices"][0] for e in events[1:-1] if e["choices"]) == (k > 0)  # type: ignore[index]
+    for bad in (0.0, 1.5, float("nan")):
+        with pytest.raises(ValueError, match=r"^span_threshold must be a finite number in \(0, 1\]"):
+            ServeConfig(span_threshold=bad)
+    with pytest.raises(ValueError, match=r"^spans must be a whole number ≥ 0, got -1$"):
+        ServeConfig(spans=-1)

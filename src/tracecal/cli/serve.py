@@ -48,6 +48,8 @@ CONFIG_OPTIONS = (
     "request_timeout",
     "stop_on_risk",
     "risk_min_tokens",
+    "spans",
+    "span_threshold",
     "auth_token_env",
     "drift_statistic",
     "drift_delta",
@@ -108,6 +110,10 @@ def serve_command(
     abstain_task: Annotated[str | None, typer.Option(help="the task of --abstain-from (if it holds several)")] = None,
     stop_on_risk: Annotated[float | None, typer.Option(help="default: stop when running c_TRACE < this")] = None,
     risk_min_tokens: Annotated[int, typer.Option(help="tokens before early stopping may act")] = 1,
+    spans: Annotated[int, typer.Option(help="risky spans per answer in each confidence (0: none)")] = 3,
+    span_threshold: Annotated[
+        float, typer.Option(help="a token is risky at this share of its answer's peak risk, in (0, 1]")
+    ] = 0.5,
     auth_token_env: Annotated[str, typer.Option(help="env variable holding the bearer token")] = "TRACECAL_SERVE_TOKEN",
     drift_statistic: Annotated[str, typer.Option(help="mean_entropy | c_trace")] = "mean_entropy",
     drift_delta: Annotated[float, typer.Option(help="Page-Hinkley tolerated drift δ (sd units)")] = 0.25,

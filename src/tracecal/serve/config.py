@@ -11,6 +11,7 @@ from typing import ClassVar
 
 from tracecal._validation import Constraint, Interval, Options, check_params
 from tracecal.errors import ValidationError
+from tracecal.signals.spans import SPAN_THRESHOLD
 from tracecal.stats.drift import PAGE_HINKLEY_DEFAULTS as PH
 from tracecal.stats.drift import PageHinkleySettings, page_hinkley_constraints
 
@@ -40,6 +41,8 @@ class ServeConfig:
     (needs a calibrator); ``abstain_source`` (where the threshold came from, shown in /health); ``stop_on_risk``
     (the server-wide default of the request field: stop generating once the running c_TRACE of the tokens so far
     falls below it; None = never), ``risk_min_tokens`` (tokens before early stopping may act).
+    Spans: ``spans`` risky spans per answer in each ``confidence`` (0: none) by the merging rule's
+    ``span_threshold`` (a token is risky at this share of its answer's peak risk; `tracecal.signals.spans`).
     Auth: ``auth_token_env`` names the environment variable holding the bearer token (unset or empty: no auth).
     Drift: a Page-Hinkley detector (`tracecal.stats.drift.PageHinkley`) on ``drift_statistic`` per answer, with
     ``drift_delta``, ``drift_threshold`` (sd units), ``drift_min_samples`` (reference window) and
@@ -66,6 +69,8 @@ class ServeConfig:
     abstain_source: str | None = None
     stop_on_risk: float | None = None
     risk_min_tokens: int = 1
+    spans: int = 3
+    span_threshold: float = 0.5
     auth_token_env: str = "TRACECAL_SERVE_TOKEN"
     drift_statistic: str = "mean_entropy"
     drift_delta: float = PH.delta
@@ -89,6 +94,8 @@ class ServeConfig:
         "abstain_below": (Interval(float, 0, 1), None),
         "stop_on_risk": (Interval(float, 0, 1), None),
         "abstain_on": Options("auto", "c_trace", "probability"),
+        "spans": Interval(int, 0, None),
+        "span_threshold": SPAN_THRESHOLD,
         "drift_statistic": Options(*DRIFT_STATISTICS),
         **page_hinkley_constraints(
             delta="drift_delta",

@@ -90,7 +90,9 @@ class Gateway:
     ) -> None:
         self.config = cfg = config or ServeConfig()
         self.model = model
-        self.scorer = Scorer(calibrator, cfg.abstain_below, abstain_on=cfg.abstain_on)
+        self.scorer = Scorer(
+            calibrator, cfg.abstain_below, abstain_on=cfg.abstain_on, spans=cfg.spans, span_threshold=cfg.span_threshold
+        )
         self.calibrator_info = calibrator_info(calibrator, calibrator_path)
         self.metrics = GatewayMetrics()
         self.drift = DriftMonitor(cfg.drift_statistic, cfg.page_hinkley())

@@ -39,13 +39,15 @@ from typing import Any
 
 import numpy as np
 
-from tracecal.errors import ValidationError
+from tracecal._validation import Interval, check_params
 from tracecal.signals.operators import TraceConfig, as_batch, get_kernel
 from tracecal.traces.segments import Segments
 from tracecal.traces.trace import Trace, TraceBatch
 
 __all__ = [
     "OPERATORS",
+    "SPANS_K",
+    "SPAN_THRESHOLD",
     "RiskProfile",
     "RiskSpan",
     "char_bounds",
@@ -58,6 +60,10 @@ __all__ = [
 ]
 
 OPERATORS = ("entropy", "peak", "surprisal")
+SPANS_K = Interval(int, 1, None)
+"""Spans kept per answer (``k``): a whole number ≥ 1."""
+SPAN_THRESHOLD = Interval(float, 0, 1, closed="right")
+"""The merging rule's ``threshold``: a fraction of the answer's peak token risk, in (0, 1]."""
 """The operator a span is flagged by: D_λ(H) (``"entropy"``), M^(w)(H) (``"peak"``), L_ρ(s) (``"surprisal"``)."""
 
 
@@ -185,12 +191,7 @@ def span_table(
     the answer, end exclusive), ``peak_token`` (the riskiest token, within the answer), ``risk`` (nats),
     ``operator`` (index into `OPERATORS`), ``mean_risk`` (mean r_t over the span, nats); sorted by answer, then rank.
     """
-    if not 0 < threshold <= 1:
-        raise ValidationError(
-            f"threshold must be in (0, 1] (a fraction of the answer's peak token risk), got {threshold}"
-        )
-    if isinstance(k, bool) or not isinstance(k, int | np.integer) or k < 1:
-        raise ValidationError(f"k must be an integer ≥ 1 (spans per answer), got {k!r}")
+    check_params({"k": k, "threshold": threshold}, {"k": SPANS_K, "threshold": SPAN_THRESHOLD})
     cfg = config or TraceConfig()
     b = as_batch(b)
     seg = b.segments
