@@ -6,6 +6,7 @@
 # killed half-way is computed again with the same samples: each question's are seeded by its id).
 #
 #   bash scripts/frontier_run.sh            # start or resume; prints the PID; log: $RUN.log
+#   bash scripts/frontier_run.sh save       # copy the finished shards into docs/runs/<run name> (commit it)
 #   tail -f /work/runs/frontier-qwen-lc-triviaqa.log
 #   ls /work/runs/frontier-qwen-lc-triviaqa/samples/triviaqa     # 63 shards of 16 questions when done
 #
@@ -53,6 +54,12 @@ fi
 ESTIMATORS=${ESTIMATORS:-trace-only,sampling}
 LOG=$RUN.log
 PIDFILE=$RUN.pid
+SNAPSHOT=${SNAPSHOT:-$REPO/docs/runs/$(basename "$RUN")}
+if [[ ${1:-} == save ]]; then
+    "$PY" "$REPO/scripts/evidence_snapshot.py" save "$RUN" "$SNAPSHOT"
+    exit 0
+fi
+mkdir -p "$(dirname "$RUN")"
 
 if [[ -f $PIDFILE ]] && kill -0 "$(cat "$PIDFILE")" 2>/dev/null; then
     echo "already running: PID $(cat "$PIDFILE") (log: $LOG)"
@@ -70,6 +77,13 @@ doc["config"]["tasks"] = ["triviaqa"]  # the stored identity (model, dtype, limi
 json.dump(doc, open(sys.argv[2], "w"), indent=1)
 EOF
     echo "seeded $RUN with the ${SEED_PASSES[*]} shards of $SEED_FROM" >>"$LOG"
+fi
+# a machine's disk does not outlive a session: the run's finished shards are kept in the repository
+# (`bash scripts/frontier_run.sh save` copies them, prompts blanked, into docs/runs/<run name>; commit that folder) and
+# copied back here before a run starts on a fresh machine (only what the run directory lacks)
+if [[ -f $SNAPSHOT/config.json ]]; then
+    "$PY" "$REPO/scripts/evidence_snapshot.py" restore "$SNAPSHOT" "$RUN" >>"$LOG"
+    echo "restored the shards of $SNAPSHOT that $RUN lacked" >>"$LOG"
 fi
 mkdir -p "$(dirname "$RUN")"
 echo "[$(date -Is)] start: $REPO, backend $BACKEND, dtype $DTYPE" >>"$LOG"

@@ -93,10 +93,15 @@ def test_no_import_cycles_inside_tracecal() -> None:
 def test_the_lower_floors_depend_one_way() -> None:
     g = graph()
     assert g["tracecal.errors"] == set()  # the root of every exception: below every floor, importing nothing
+    # the foundations: the value checks import only the errors, the checked opener only those two
+    assert g["tracecal._validation"] <= {"tracecal.errors"}
+    assert g["tracecal._inputs"] <= {"tracecal.errors", "tracecal._validation"}
+    assert g["tracecal._outputs"] <= {"tracecal.errors"}
     assert g["tracecal.traces.segments"] <= {"tracecal.errors"} and g["tracecal.traces.trace"] <= {
         "tracecal.traces.segments",
         "tracecal.version",
         "tracecal.errors",
+        "tracecal._validation",
     }
     upper = ("tracecal.evaluation.run", "tracecal.report", "tracecal.secl", "tracecal.passes")
     assert not any(m.startswith(upper) for m in g["tracecal.signals.operators"] | g["tracecal.traces.trace"])
@@ -170,6 +175,7 @@ TOP_LEVEL = {
     "tracecal.errors",
     "tracecal._validation",
     "tracecal._inputs",
+    "tracecal._outputs",
     "tracecal.testing",
 }
 

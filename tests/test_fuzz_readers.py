@@ -18,9 +18,10 @@ from typing import Any
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
+from tests.fuzzing import fuzz_settings
 from tracecal.errors import TracecalError
 
 EXAMPLES = int(os.environ.get("TRACECAL_FUZZ_EXAMPLES", "15"))
@@ -192,13 +193,7 @@ def test_a_mutated_file_is_read_or_refused_naming_it(name: str, seeds: dict[str,
     original = path.read_bytes()
     read = READERS[name][2]
 
-    @settings(
-        max_examples=EXAMPLES,
-        deadline=None,
-        database=None,
-        derandomize=True,
-        suppress_health_check=list(HealthCheck),
-    )
+    @fuzz_settings(EXAMPLES)
     @given(mutated=mutations(original))
     def run(mutated: bytes) -> None:
         path.write_bytes(mutated)

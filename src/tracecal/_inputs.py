@@ -31,6 +31,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from tracecal._validation import check_path
 from tracecal.errors import TracecalError
 
 __all__ = [
@@ -103,6 +104,7 @@ def check_file(
     """The ``os.stat`` of ``path`` if it is a regular file within ``limit`` bytes (default ``LIMITS[kind]``); else
     ``error`` naming ``role`` and ``path`` (a missing file: a ``FileNotFoundError``, ``error`` itself if it is
     one). Opens nothing (a FIFO is never waited on)."""
+    check_path(path, role)
     missing = error if issubclass(error, FileNotFoundError) else UserFileNotFoundError
     try:
         st = os.stat(path)

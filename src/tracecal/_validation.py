@@ -50,6 +50,9 @@ __all__ = [
     "check_param",
     "check_params",
     "check_text",
+    "check_path",
+    "float_array",
+    "int_array",
     "from_source",
     "is_number",
 ]
@@ -231,3 +234,83 @@ def from_source(source: Any) -> Any:
     """A ``rename`` for `check_params` that names the file a value was read from: ``cal_frac`` →
     ``config.json of runs/main: cal_frac`` (``source`` as given, e.g. ``"config.json of runs/main"``)."""
     return lambda name: f"{source}: {name}"
+
+
+def _array(value: Any, name: str) -> np.ndarray:
+    """``np.asarray(value)`` or `ValidationError` naming ``name`` (text, a mapping, None, a bool or what numpy cannot
+    read is not a sequence of numbers)."""
+    if value is None or isinstance(value, str | bytes | bool | Mapping | np.bool_):
+        raise ValidationError(f"{name} must be a sequence of numbers, got {type(value).__name__} {value!r:.60}")
+    try:
+        arr = np.asarray(value)
+    except (TypeError, ValueError, OverflowError) as e:
+        raise ValidationError(f"{name} must be a sequence of numbers: {e}") from None
+    if arr.size and arr.dtype.kind not in "iuf":
+        raise ValidationError(f"{name} must hold numbers, got {arr.dtype.name} values such as {_item(arr):.40}")
+    return arr
+
+
+def _item(arr: np.ndarray) -> str:
+    """The first value of ``arr`` as Python shows it (``'a'``, ``nan``, not ``np.str_('a')``)."""
+    v = arr.flat[0]
+    return repr(v.item() if isinstance(v, np.generic) else v)
+
+
+def float_array(value: Any, name: str) -> np.ndarray:
+    """``value`` as a contiguous 1-D float64 array (a scalar becomes one value); `ValidationError` naming ``name``
+    when it is not numbers (text, None, a mapping, objects). Values are not bounded here (NaN and ±∞ pass: the
+    caller's value rule decides, e.g. `tracecal.traces.trace.check_token_values`).
+
+    >>> float_array([1, 2.5], "surprisal")
+    array([1. , 2.5])
+    >>> float_array(["a"], "surprisal")
+    Traceback (most recent call last):
+        ...
+    tracecal.errors.ValidationError: surprisal must hold numbers, got str32 values such as 'a'
+    """
+    return np.ascontiguousarray(_array(value, name).astype(np.float64).reshape(-1))
+
+
+def int_array(value: Any, name: str, ndim: int = 1) -> np.ndarray:
+    """``value`` as a contiguous int64 array (1-D, or ``ndim`` = 2 kept as given); `ValidationError` naming
+    ``name`` for anything but whole numbers within int64 (NaN, ±∞, 1.5, 2**63, text, None).
+
+    >>> int_array([3, 4.0], "token_ids")
+    array([3, 4])
+    >>> int_array([float("nan")], "token_ids")
+    Traceback (most recent call last):
+        ...
+    tracecal.errors.ValidationError: token_ids must hold whole numbers in int64, got nan
+    """
+    arr = _array(value, name)
+    if arr.size and arr.dtype.kind == "f":
+        bad = ~np.isfinite(arr) | (arr != np.round(arr)) | (np.abs(arr) >= 2.0**63)
+    elif arr.size and arr.dtype.kind == "u":
+        bad = arr > np.iinfo(np.int64).max
+    else:
+        bad = np.zeros(arr.shape, dtype=bool)
+    if bad.any():
+        raise ValidationError(f"{name} must hold whole numbers in int64, got {_item(arr[bad])}")
+    out = arr.astype(np.int64)
+    return np.ascontiguousarray(out.reshape(-1) if ndim == 1 else out)
+
+
+def check_path(value: Any, name: str) -> Any:
+    """``value`` if it is a usable path (a non-empty str or os.PathLike without a NUL character); else
+    `ValidationError` naming ``name`` (the parameter or option), before anything is opened or created.
+
+    >>> check_path(None, "path")
+    Traceback (most recent call last):
+        ...
+    tracecal.errors.ValidationError: path must be a path (str or os.PathLike), got NoneType
+    """
+    import os
+
+    if isinstance(value, bool) or not isinstance(value, str | os.PathLike):
+        raise ValidationError(f"{name} must be a path (str or os.PathLike), got {type(value).__name__}")
+    text = os.fspath(value)
+    if not isinstance(text, str) or not text.strip():
+        raise ValidationError(f"{name} is empty: give a path")
+    if "\x00" in text:
+        raise ValidationError(f"{name} holds a NUL character: {text!r:.80}")
+    return value

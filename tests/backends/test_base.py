@@ -5,15 +5,17 @@ from __future__ import annotations
 
 import pytest
 
-from tracecal.backends.base import (
-    BackendUnsupportedError,
+from tracecal.backends.arguments import (
     GenerateArgs,
     PromptTooLongError,
-    char_offsets,
     check_batch_size,
     check_generate_args,
     check_positive_int,
     check_prompts,
+)
+from tracecal.backends.base import (
+    BackendUnsupportedError,
+    char_offsets,
     decoded_prefixes,
     local_trace,
     name_trace,
@@ -64,7 +66,7 @@ def test_check_generate_args() -> None:
     assert check_generate_args(["a", "b"], 4, 2, 8, ids=["x", "y"], top_logprobs=3).top_logprobs == 3
     with pytest.raises(ValidationError, match="ids must have one entry per prompt: 1 ids for 2 prompts"):
         check_generate_args(["a", "b"], 4, None, 8, ids=["x"])
-    with pytest.raises(ValidationError, match="empty prompt list"):
+    with pytest.raises(ValidationError, match="prompts is empty"):
         check_generate_args([], 4, None, 8)
     with pytest.raises(ValidationError, match=r"prompt 0, message 0: expected"):
         check_prompts([[{"role": "user"}]])

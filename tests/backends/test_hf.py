@@ -12,7 +12,7 @@ import pytest
 
 import tracecal
 from tracecal.backends import Backend, HFModel, LocalBackend
-from tracecal.backends.base import PromptTooLongError
+from tracecal.backends.arguments import PromptTooLongError
 
 PROMPTS = [
     "What is the capital of France?",
@@ -143,7 +143,7 @@ def test_generate_rejects_bad_arguments(tiny_model, kwargs, message) -> None:  #
 
 
 def test_bad_prompts_and_beam_arguments(tiny_model) -> None:  # type: ignore[no-untyped-def]
-    with pytest.raises(ValueError, match="empty prompt list"):
+    with pytest.raises(ValueError, match="prompts is empty"):
         tiny_model.generate([])
     with pytest.raises(PromptTooLongError, match="context"):
         tiny_model.generate(["word " * (tiny_model.context_length + 10)], max_new_tokens=4)

@@ -95,7 +95,7 @@ def test_an_empty_answer_summarises_the_state_before_it(deep_model: Any) -> None
 
 @pytest.mark.parametrize("bad", ["all", [], [0], [5], [2, 2]])
 def test_layers_are_checked(bad: Any) -> None:
-    with pytest.raises(ValidationError, match="hidden layers"):
+    with pytest.raises(ValidationError, match="hidden_layers"):
         resolve_layers(bad, 4)
 
 

@@ -17,7 +17,8 @@ import pytest
 from scipy.special import logsumexp
 
 from tracecal.backends import load_model
-from tracecal.backends.base import Backend, BackendUnsupportedError, LocalBackend, PromptTooLongError
+from tracecal.backends.arguments import PromptTooLongError
+from tracecal.backends.base import Backend, BackendUnsupportedError, LocalBackend
 from tracecal.backends.hf import DEFAULT_MODEL, default_gguf_path
 from tracecal.backends.llamacpp import LlamaCppModel, logits_stats
 from tracecal.backends.llamacpp_steps import top_k
@@ -196,7 +197,7 @@ def test_kernels_are_batch_invariant_without_extra_buffers(lcpp, traces) -> None
 
 
 def test_input_validation(lcpp) -> None:  # type: ignore[no-untyped-def]
-    with pytest.raises(ValueError, match="empty prompt list"):
+    with pytest.raises(ValueError, match="prompts is empty"):
         lcpp.generate([])
     with pytest.raises(ValueError, match="max_new_tokens"):
         lcpp.generate(PROMPTS[:1], max_new_tokens=0)

@@ -47,7 +47,7 @@ def test_base_class_and_scalar_base_dispatch(tmp_path: Path) -> None:
 
 
 def test_saved_file_is_written_atomically_with_usual_mode(tmp_path: Path) -> None:
-    from tracecal.traces.io import FILE_MODE
+    from tracecal._outputs import FILE_MODE
 
     path = PlattCalibrator().fit([0.1, 0.4, 0.6, 0.9], [0, 1, 0, 1]).save(tmp_path / "sub" / "p.json")
     assert path.stat().st_mode & 0o777 == FILE_MODE

@@ -291,3 +291,49 @@ def test_token_id_answers_and_a_json_list(tmp_path: Path, shared_model) -> None:
     csv.write_text(f'prompt,answer_ids\nCapital?,"{json.dumps(ids)}"\nX?,"[1, -2]"\n', encoding="utf-8")
     rows, bad = read_answer_rows(csv)
     assert rows[0].answer == ids and bad == [f"{csv}:3: 'answer_ids' must be token ids ≥ 0"]
+
+
+def test_an_answer_longer_than_the_context_is_one_skipped_row_named_by_line_and_id(
+    tmp_path: Path, shared_model
+) -> None:  # type: ignore[no-untyped-def]
+    """What only the tokenizer tells (prompt + answer over the model's context of 2048 tokens) is found before any
+    answer is traced: ``--on-error skip`` skips that row alone, naming its line and id; ``raise`` refuses the file
+    there (exit 2), nothing written; a file of such rows only is refused."""
+    long = {"id": "long-one", "prompt": "Say a lot.", "answer": "alpha " * 2100}
+    src = jsonl(tmp_path / "answers.jsonl", [json.dumps(GOOD[0]), json.dumps(long), json.dumps(GOOD[1])])
+    out = tmp_path / "scored.parquet"
+    r = runner.invoke(app, ["score-answers", str(src), "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    assert f"skipped {src}:2 (id 'long-one'): the prompt and its answer have" in " ".join(r.output.split())
+    assert "exceed the model's context of 2048 tokens" in " ".join(r.output.split())
+    assert "scored 2 answers; 1 malformed rows skipped" in r.output
+    assert pq.read_table(out).column("line").to_pylist() == [1, 3]
+    out.unlink()
+    r = runner.invoke(app, ["score-answers", str(src), "--out", str(out), "--on-error", "raise"])
+    assert r.exit_code == 2 and f"{src}:2 (id 'long-one')" in " ".join(r.output.split()) and not out.exists()
+    only = jsonl(tmp_path / "only.jsonl", [json.dumps(long)])
+    r = runner.invoke(app, ["score-answers", str(only), "--out", str(out)])
+    assert r.exit_code == 2 and "none of its 1 rows fits the model" in " ".join(r.output.split()) and not out.exists()
+
+
+def test_a_chat_ending_with_the_assistant_gets_one_answer_on_every_surface(tmp_path: Path, shared_model) -> None:  # type: ignore[no-untyped-def]
+    """The same chat (last turn the assistant's) is refused with the same words by ``score-answers`` (a skipped
+    row naming its line), ``trace_answers``, ``generate`` and the gateway's ``/v1/score-answers`` (400)."""
+    from fastapi.testclient import TestClient
+
+    from tracecal import ValidationError
+    from tracecal.serve.app import create_app
+
+    chat = [{"role": "user", "content": "Name a colour."}, {"role": "assistant", "content": "Blue"}]
+    said = "the last message is the assistant's"
+    src = jsonl(tmp_path / "answers.jsonl", [json.dumps(GOOD[0]), json.dumps({"messages": chat, "answer": "Red"})])
+    r = runner.invoke(app, ["score-answers", str(src), "--out", str(tmp_path / "o.parquet")])
+    assert r.exit_code == 0 and f"skipped {src}:2: " in r.output and said in " ".join(r.output.split()), r.output
+    with pytest.raises(ValidationError, match=said):
+        shared_model.trace_answers([chat], ["Red"])
+    with pytest.raises(ValidationError, match=said):
+        shared_model.generate([chat], max_new_tokens=2)
+    with TestClient(create_app(shared_model)) as client:
+        body = {"model": shared_model.model_id, "items": [{"messages": chat, "answer": "Red"}]}
+        resp = client.post("/v1/score-answers", json=body)
+    assert resp.status_code == 400 and said in resp.json()["error"]["message"], resp.text

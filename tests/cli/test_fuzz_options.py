@@ -23,10 +23,11 @@ from typing import Any
 
 import pytest
 import typer
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
+from tests.fuzzing import fuzz_settings
 from tracecal.cli.app import app
 from tracecal.cli.common import safe_text
 
@@ -230,13 +231,7 @@ def check_run(command: str, param: Any, raw: str, root: Path) -> str:
 def test_every_option_refuses_absurd_values_by_name(command: str, name: str, workspace: Path) -> None:
     param = next(p for p in _commands()[command].params if p.name == name)
 
-    @settings(
-        max_examples=EXAMPLES,
-        deadline=None,
-        database=None,
-        derandomize=True,
-        suppress_health_check=list(HealthCheck),
-    )
+    @fuzz_settings(EXAMPLES)
     @given(raw=values(_kind(param)))
     def run(raw: str) -> None:
         check_run(command, param, raw, workspace)

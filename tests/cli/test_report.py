@@ -29,7 +29,7 @@ def test_report_on_an_unscored_folder_is_one_line(tmp_path: Path) -> None:
 def test_report_never_writes_over_a_file_of_the_run(tmp_path: Path) -> None:
     """``--out`` naming one of the run's own files (results.json, a shard, through a link too) is refused before
     anything is read, the file byte-identical; ``--out RUN/report.html`` is the default report; a link is followed
-    and kept, a character device written into (both through `tracecal.traces.io.atomic_write`)."""
+    and kept, a character device written into (both through `tracecal._outputs.atomic_write`)."""
     import os
 
     run = write_synthetic_run(tmp_path / "run", tasks=("triviaqa",), n_per_task=30, n_seeds=2)

@@ -93,3 +93,17 @@ def test_the_results_tables_script_fills_the_block_from_stored_runs(tmp_path: Pa
     assert f"| TRACE | {trace_auroc:.3f}" in text and "### all four" in text and text.endswith("kept\n")
     bad = subprocess.run([sys.executable, script, f"S={tmp_path}"], capture_output=True, text=True)
     assert bad.returncode == 2 and "holds no results.json" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_the_localisation_tables_in_the_docs_are_what_the_script_makes() -> None:
+    """docs/localisation.md's tables are generated, not typed: scripts/localisation_tables.py on the committed
+    SmolLM2 run prints rows that stand verbatim in the document (issue 38)."""
+    repo = Path(__file__).resolve().parents[2]
+    script = str(repo / "scripts" / "localisation_tables.py")
+    r = subprocess.run([sys.executable, script, "--runs", "smollm1000"], capture_output=True, text=True, cwd=repo)
+    assert r.returncode == 0, r.stderr
+    doc = (repo / "docs" / "localisation.md").read_text(encoding="utf-8")
+    rows = [line for line in r.stdout.splitlines() if line.startswith("| smollm1000")]
+    assert len(rows) >= 6, r.stdout
+    missing = [row for row in rows if row not in doc]
+    assert not missing, f"rows of the script not in docs/localisation.md (regenerate it): {missing}"

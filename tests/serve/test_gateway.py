@@ -53,7 +53,7 @@ def test_prompt_token_limits_with_a_tokenizer(tiny_model) -> None:  # type: igno
 def test_calibrator_provenance_and_what_a_failure_means(tmp_path) -> None:  # type: ignore[no-untyped-def]
     import hashlib
 
-    from tracecal.backends.base import PromptTooLongError
+    from tracecal.backends.arguments import PromptTooLongError
     from tracecal.backends.http import HTTPBackendError
     from tracecal.serve.errors import APIError
     from tracecal.serve.gateway import calibrator_info, job_error

@@ -20,7 +20,7 @@ BAD_CHAT = [
         400,
         "messages[0].content",
     ),
-    ({"messages": [{"role": "assistant", "content": "hi"}]}, 400, "the last message must not be the assistant's"),
+    ({"messages": [{"role": "assistant", "content": "hi"}]}, 400, "the last message is the assistant's"),
     ({"messages": "hi"}, 400, "messages: Input should be a valid list"),
     ({"model": None}, 400, "model: Input should be a valid string"),
     ({"temperature": 0.7}, 400, "temperature=0.7 is not supported: this server decodes greedily"),

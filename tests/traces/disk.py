@@ -56,5 +56,5 @@ def read_only(mnt: Path) -> None:
 
 
 def tmp_files(folder: Path) -> list[str]:
-    """Names of the temporary files `tracecal.traces.io.atomic_write` would leave behind in ``folder``."""
+    """Names of the temporary files `tracecal._outputs.atomic_write` would leave behind in ``folder``."""
     return sorted(p.name for p in folder.iterdir() if p.name.endswith(".tmp"))

@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 from tests.traces.disk import fill, read_only, small_filesystem, tmp_files
+from tracecal._outputs import atomic_write
 from tracecal.traces.io import (
     TraceFileError,
-    atomic_write,
     export_jsonl,
     import_jsonl,
     load_trace_batch,
@@ -116,7 +116,7 @@ def test_saved_files_get_the_usual_permissions(tmp_path) -> None:  # type: ignor
     import os
     import stat
 
-    from tracecal.traces.io import FILE_MODE
+    from tracecal._outputs import FILE_MODE
 
     t = Trace(text="a", token_ids=np.array([1]), surprisal=np.array([0.1]), entropy=np.array([0.2]))
     p = save_traces([t], tmp_path / "x.parquet")
@@ -310,8 +310,8 @@ def test_jsonl_is_standard_json_and_a_missing_top_k_entry_comes_back(tmp_path: P
 def test_an_output_that_is_an_input_is_refused_through_links(tmp_path: Path) -> None:
     import os
 
+    from tracecal._outputs import check_output
     from tracecal.errors import ValidationError
-    from tracecal.traces.io import check_output
 
     src = save_traces([_trace([0.1], [0.2], "a")], tmp_path / "in.parquet")
     shards = tmp_path / "shards"
@@ -366,3 +366,19 @@ def test_a_processs_open_file_is_written_into_not_replaced(tmp_path: Path) -> No
     finally:
         os.close(fd)
     assert log.read_text().endswith("printed after\n") and "part 2" in log.read_text()
+
+
+def test_a_folder_without_traces_is_refused_alike_by_the_api_and_the_cli(tmp_path: Path) -> None:
+    """``load_traces(folder)`` with no ``*.parquet`` in it is a `TraceFileError` saying what to give, and
+    ``tracecal score FOLDER`` refuses it with the same words (exit 2), not an empty result."""
+    from typer.testing import CliRunner
+
+    from tracecal.cli.app import app
+
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    (empty / "notes.txt").write_text("not traces\n")
+    with pytest.raises(TraceFileError, match="is a folder with no traces file"):
+        load_traces(empty)
+    r = CliRunner().invoke(app, ["score", str(empty)])
+    assert r.exit_code == 2 and "is a folder with no traces file" in " ".join(r.output.split()), r.output

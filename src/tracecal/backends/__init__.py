@@ -17,13 +17,9 @@ import importlib
 import os
 from typing import Any
 
-from tracecal.backends.base import (
-    Backend,
-    BackendUnsupportedError,
-    LocalBackend,
-    PromptTooLongError,
-    check_positive_int,
-)
+from tracecal._validation import check_path
+from tracecal.backends.arguments import PromptTooLongError, check_positive_int
+from tracecal.backends.base import Backend, BackendUnsupportedError, LocalBackend
 from tracecal.backends.registry import (
     BATCHING,
     BEAMS,
@@ -178,6 +174,8 @@ def load_model(name_or_path: str | os.PathLike[str] | None = None, backend: str 
         ...
     tracecal.errors.ValidationError: unknown backend 'onnx'; choose auto, hf, http or llamacpp
     """
+    if name_or_path is not None:  # None: the offline default model
+        check_path(name_or_path, "name_or_path")
     spec = get_backend(resolve_backend(backend, name_or_path))
     model: Backend = spec.loader(name_or_path, **kwargs)
     return model

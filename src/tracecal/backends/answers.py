@@ -44,8 +44,8 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from tracecal._validation import Interval, check_param, check_text
-from tracecal.backends import base
-from tracecal.backends.base import Prompt
+from tracecal.backends import arguments, base
+from tracecal.backends.arguments import Prompt
 from tracecal.backends.prompting import given_ids, user_text_ids
 from tracecal.backends.registry import CAPABILITIES, backend_of, get_backend
 from tracecal.errors import ValidationError
@@ -65,6 +65,10 @@ __all__ = [
     "end_reason",
     "forced_decoding",
     "trace_answers_local",
+    "answer_problems",
+    "SampleArgs",
+    "PROMPT_SEED",
+    "check_sample_args",
 ]
 
 Answer = str | Sequence[int] | np.ndarray
@@ -111,7 +115,7 @@ def _is_id(x: Any) -> bool:
 def check_answers(prompts: Sequence[Prompt], answers: Sequence[Answer]) -> tuple[list[Prompt], list[Answer]]:
     """Prompts (`check_prompts`) and one answer per prompt, each a str or a sequence of token ids (ints ≥ 0);
     `ValidationError` naming the answer's index otherwise."""
-    prompts = base.check_prompts(prompts)
+    prompts = arguments.check_prompts(prompts)
     if isinstance(answers, str | np.ndarray) and (isinstance(answers, str) or answers.ndim == 1):
         answers = [answers]
     try:
@@ -138,6 +142,48 @@ TEMPERATURE = Interval(float, 0.01, 100)
 holds: `tracecal.traces.segments.MAX_TOKEN_NATS`) and τ → ∞ makes every s_t log |V| whatever the model says."""
 
 
+PROMPT_SEED = Interval(int, 0, 2**64 - 1)
+"""The bound of a per-prompt seed of ``sample_answers`` (what torch's and NumPy's generators take; the sampling pass
+derives one from each question's id, 64 bits)."""
+
+
+class SampleArgs(NamedTuple):
+    """The checked arguments of ``sample_answers`` (`check_sample_args`)."""
+
+    prompts: list[Prompt]
+    num_samples: int
+    max_new_tokens: int
+    temperature: float
+    stop_strings: list[str]
+    seeds: list[int] | None
+
+
+def check_sample_args(
+    prompts: Sequence[Prompt],
+    num_samples: Any,
+    max_new_tokens: Any,
+    temperature: Any,
+    stop_strings: Any,
+    seeds: Any,
+    default_batch_size: int,
+) -> SampleArgs:
+    """Every argument of an in-process backend's ``sample_answers`` checked at the boundary (`ValidationError`
+    naming it): the arguments ``generate`` shares (`tracecal.backends.arguments.check_generate_args`), ``num_samples``
+    ≥ 1, ``temperature`` in `TEMPERATURE`, and None or one seed per prompt, each in `PROMPT_SEED`."""
+    prompts, max_new_tokens, _, _ = arguments.check_generate_args(
+        prompts, max_new_tokens, None, default_batch_size, stop_strings=stop_strings
+    )
+    k = arguments.check_positive_int(num_samples, "num_samples")
+    if seeds is not None:
+        listed = arguments.check_list(seeds, "seeds")
+        seeds = [int(check_param(f"seeds[{i}]", s, PROMPT_SEED)) for i, s in enumerate(listed)]
+        if len(seeds) != len(prompts):
+            raise ValidationError(f"seeds must have one entry per prompt: {len(seeds)} for {len(prompts)} prompts")
+    return SampleArgs(
+        prompts, k, max_new_tokens, check_temperature(temperature), arguments.check_stop_strings(stop_strings), seeds
+    )
+
+
 def check_temperature(value: Any, name: str = "temperature") -> float:
     """``value`` as a float if it meets `TEMPERATURE`, else `ValidationError` naming ``name``."""
     return float(check_param(name, value, TEMPERATURE))
@@ -148,7 +194,7 @@ def check_top_logprobs(value: Any, vocab_size: int | None = None) -> int:
     `ValidationError`: the one bound of ``generate``, ``trace_answers`` and ``record`` on the in-process backends."""
     if isinstance(value, numbers.Integral) and not isinstance(value, bool) and value == 0:
         return 0
-    top = base.check_positive_int(value, "top_logprobs")
+    top = arguments.check_positive_int(value, "top_logprobs")
     if vocab_size is not None and top > vocab_size:
         raise ValidationError(
             f"top_logprobs must be at most the model's vocabulary of {vocab_size} (0 = off), got {top}"
@@ -197,18 +243,17 @@ def check_answer_args(
     if hidden is not None and options.get("hidden_layers") is not None:
         raise base.BackendUnsupportedError(f"hidden_layers: {hidden}; use --backend hf")
     prompts, answers = check_answers(prompts, answers)
-    ids = options.get("ids")
-    if ids is not None and len(ids) != len(prompts):
-        raise ValidationError(f"ids must have one entry per prompt: {len(ids)} ids for {len(prompts)} prompts")
+    arguments.check_ids(options.get("ids"), len(prompts))
+    arguments.check_more(options)
     top = options.get("top_logprobs", 0)
     mnt = options.get("max_new_tokens")
     stops = options.get("stop_strings") or ()
     return AnswerArgs(
         prompts,
         answers,
-        base.check_batch_size(options.get("batch_size"), default_batch_size),
+        arguments.check_batch_size(options.get("batch_size"), default_batch_size),
         check_top_logprobs(top, vocab_size),
-        None if mnt is None else base.check_positive_int(mnt, "max_new_tokens"),
+        None if mnt is None else arguments.check_positive_int(mnt, "max_new_tokens"),
         [stops] if isinstance(stops, str) else list(stops),
         check_temperature(options.get("temperature", 1.0)),
     )
@@ -252,15 +297,48 @@ def forced_decoding(args: AnswerArgs, chat: bool, extra: dict[str, Any]) -> dict
     } | extra
 
 
-def _check_context(rows: Sequence[tuple[list[int], list[int]]], context: int | None) -> None:
-    for i, (p, a) in enumerate(rows):
-        if not p:
-            raise ValidationError(f"prompt {i} encodes to zero tokens")
-        if context is not None and len(p) + len(a) + 1 > context:
-            raise ValidationError(
-                f"prompt {i} and its answer have {len(p) + len(a)} tokens; with the position after the answer they "
-                f"exceed the model's context of {context} tokens"
-            )
+def _encoded(backend: Any, prompt: Prompt, answer: Answer, where: str) -> tuple[list[int], list[int], bool]:
+    """(prompt ids, answer ids cut before the first stop token, whether one was cut) of one answer of an
+    in-process backend; `ValidationError` naming ``where`` when the pair cannot be traced: an answer that does not
+    encode, a prompt of zero tokens, or more tokens than the model's context (with the position after the answer)."""
+    a_ids = answer_token_ids(backend.tokenizer, answer, where)
+    stop = set(backend.stop_ids)
+    cut = next((t for t, x in enumerate(a_ids) if x in stop), None)
+    p_ids = backend.encode_prompt(prompt)
+    a_ids = a_ids if cut is None else a_ids[:cut]
+    context = backend.context_length
+    if not p_ids:
+        raise ValidationError(f"{where}: the prompt encodes to zero tokens")
+    if context is not None and len(p_ids) + len(a_ids) + 1 > context:
+        raise ValidationError(
+            f"{where}: the prompt and its answer have {len(p_ids) + len(a_ids)} tokens; with the position after the "
+            f"answer they exceed the model's context of {context} tokens"
+        )
+    return p_ids, a_ids, cut is not None
+
+
+def _where(i: int, ids: Sequence[str] | None) -> str:
+    """How a message names answer ``i``: by its id when the caller gave ids (``answer 'q7'``), else its index."""
+    return f"answer {ids[i]!r}" if ids is not None and i < len(ids) else f"answer {i}"
+
+
+def answer_problems(backend: Any, prompts: Sequence[Prompt], answers: Sequence[Answer]) -> list[str | None]:
+    """Per answer, why ``trace_answers`` of ``backend`` would refuse it (None: it would not), computed with the
+    model's tokenizer and nothing run through the model: what a caller checks *before* tracing to skip or report
+    single answers (``tracecal score-answers --on-error skip``) instead of losing the batch. Only in-process
+    backends (a ``tokenizer`` here) can tell; for a server every entry is None (the server refuses what it cannot
+    take)."""
+    if getattr(backend, "tokenizer", None) is None or not hasattr(backend, "encode_prompt"):
+        return [None] * len(answers)
+    out: list[str | None] = []
+    for p, a in zip(prompts, answers, strict=True):
+        try:
+            arguments.check_prompts([p])
+            _encoded(backend, p, a, "answer")
+            out.append(None)
+        except ValidationError as e:
+            out.append(str(e).removeprefix("answer: ").removeprefix("prompt 0: "))
+    return out
 
 
 def trace_answers_local(
@@ -278,11 +356,9 @@ def trace_answers_local(
     rows: list[tuple[list[int], list[int]]] = []
     had_stop: list[bool] = []
     for i, (p, a) in enumerate(zip(args.prompts, args.answers, strict=True)):
-        a_ids = answer_token_ids(backend.tokenizer, a, f"answer {i}")
-        cut = next((t for t, x in enumerate(a_ids) if x in stop), None)
-        rows.append((backend.encode_prompt(p), a_ids if cut is None else a_ids[:cut]))
-        had_stop.append(cut is not None)
-    _check_context(rows, backend.context_length)
+        p_ids, a_ids, cut = _encoded(backend, p, a, _where(i, ids))
+        rows.append((p_ids, a_ids))
+        had_stop.append(cut)
     order = np.argsort([-(len(p) + len(a)) for p, a in rows], kind="stable")
     out: list[Trace | None] = [None] * len(rows)
     for start in range(0, len(order), args.batch_size):

@@ -3,42 +3,32 @@
 A backend turns prompts into `Trace` objects recorded during its own decoding pass. Nothing downstream knows
 which backend produced a trace; what differs is written in the trace (``entropy_kind``, ``decoding``, ``model_id``).
 
->>> from tracecal.backends.base import check_generate_args, stop_string_hit
->>> check_generate_args("Hi", 8, None, 16)
-GenerateArgs(prompts=['Hi'], max_new_tokens=8, batch_size=16, top_logprobs=0)
+The checks of the arguments every backend method takes are `tracecal.backends.arguments`.
+
+>>> from tracecal.backends.base import stop_string_hit
 >>> stop_string_hit(" ", [" "]), stop_string_hit(" Paris. Question", ["Question"])
 (False, True)
 """
 
 from __future__ import annotations
 
-import numbers
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple, Protocol, TypedDict, Unpack, runtime_checkable
 
 import numpy as np
 
-from tracecal._validation import Interval, check_text, is_number
+from tracecal.backends.arguments import Prompt
 from tracecal.backends.topk import topk_entropy as topk_entropy_of
-from tracecal.errors import TracecalError, ValidationError
+from tracecal.errors import TracecalError
 from tracecal.traces.trace import Trace
 
 __all__ = [
     "SampleSet",
-    "POSITIVE_INT",
     "Backend",
     "BackendUnsupportedError",
-    "GenerateArgs",
     "GenerateOptions",
     "LocalBackend",
-    "Prompt",
-    "PromptTooLongError",
     "char_offsets",
-    "check_batch_size",
-    "check_generate_args",
-    "check_positive_int",
-    "check_prompt_lengths",
-    "check_prompts",
     "decoded_prefixes",
     "local_trace",
     "name_trace",
@@ -48,7 +38,6 @@ __all__ = [
     "topk_entropy",
 ]
 
-Prompt = str | list[dict[str, str]] | dict[str, Any]
 """A prompt: plain text, a list of chat messages, or a dict with ``prompt``/``messages`` (+ ``id``)."""
 
 
@@ -164,10 +153,6 @@ class LocalBackend(Backend, Protocol):
         ...
 
 
-class PromptTooLongError(TracecalError, ValueError):
-    """A prompt that does not fit the model's context window together with max_new_tokens."""
-
-
 class BackendUnsupportedError(TracecalError, ValueError, NotImplementedError):
     """A backend cannot do what was asked (e.g. beam search on an OpenAI-compatible server)."""
 
@@ -181,74 +166,6 @@ def supports_on_step(model: Any, hook: str = "on_step") -> bool:
         return hook in inspect.signature(model.generate).parameters
     except (TypeError, ValueError, AttributeError):
         return False
-
-
-POSITIVE_INT = Interval(int, 1, None)
-"""The constraint of every count setting of a backend (``max_new_tokens``, ``batch_size``, ``top_logprobs``, …)."""
-
-
-def check_positive_int(value: Any, name: str) -> int:
-    """``value`` as an int if it meets `POSITIVE_INT` (a whole number ≥ 1; not a bool, a float or a string),
-    else `ValidationError` (a ValueError) naming ``name``, the value and its type."""
-    if not is_number(value, integer=True):
-        raise ValidationError(f"{name} must be a positive integer, got {value!r} ({type(value).__name__})")
-    if not POSITIVE_INT.accepts(value):
-        raise ValidationError(f"{name} must be a positive integer (≥ 1), got {value}")
-    return int(value)
-
-
-def check_batch_size(value: Any, default: int) -> int:
-    """``value`` (a positive int) or ``default`` when it is None."""
-    return default if value is None else check_positive_int(value, "batch_size")
-
-
-def _check_messages(messages: Any, where: str) -> None:
-    if not isinstance(messages, list) or not messages:
-        raise ValidationError(f"{where}: chat messages must be a non-empty list of {{'role': ..., 'content': ...}}")
-    for j, m in enumerate(messages):
-        if not isinstance(m, dict) or not isinstance(m.get("role"), str) or not isinstance(m.get("content"), str):
-            raise ValidationError(f"{where}, message {j}: expected {{'role': str, 'content': str}}, got {m!r:.80}")
-        check_text(m["content"], f"{where}, message {j}'s content")  # a lone surrogate: no tokenizer takes it
-
-
-def _check_prompt(p: Any, where: str) -> None:
-    if isinstance(p, str):
-        check_text(p, where)
-        return
-    if isinstance(p, list):
-        _check_messages(p, where)
-        return
-    if not isinstance(p, dict):
-        raise ValidationError(f"{where} has type {type(p).__name__}; expected a str, a list of chat messages or a dict")
-    if p.get("prompt_ids") is not None:
-        ids = p["prompt_ids"]
-        if (
-            not isinstance(ids, Sequence)
-            or isinstance(ids, str)
-            or not all(isinstance(i, numbers.Integral) and not isinstance(i, bool) for i in ids)
-        ):
-            raise ValidationError(f"{where}: 'prompt_ids' must be a list of token ids (ints)")
-    elif p.get("messages") is not None:
-        _check_messages(p["messages"], where)
-    elif not isinstance(p.get("prompt"), str):
-        raise ValidationError(f"{where}: a dict prompt needs 'prompt' (str), 'messages' (list) or 'prompt_ids'")
-    else:
-        check_text(p["prompt"], where)
-
-
-def check_prompts(prompts: Sequence[Prompt]) -> list[Prompt]:
-    """Validate the prompt list at the boundary; ValueError with the prompt's index and what is wrong."""
-    if isinstance(prompts, str | dict):
-        prompts = [prompts]
-    try:
-        prompts = list(prompts)
-    except TypeError:
-        raise ValidationError(f"prompts must be a list of prompts, got {type(prompts).__name__}") from None
-    if not prompts:
-        raise ValidationError("generate() got an empty prompt list: pass at least one prompt")
-    for i, p in enumerate(prompts):
-        _check_prompt(p, f"prompt {i}")
-    return prompts
 
 
 def topk_entropy(topk_logprobs: np.ndarray, vocab_size: int, estimator: str = "uniform_tail") -> np.ndarray:
@@ -306,51 +223,6 @@ def stop_string_hit(text: str, stop_strings: Sequence[str]) -> bool:
     """
     lead = len(text) - len(text.lstrip())
     return any(ss and text.find(ss, max(0, lead - len(ss) + 1)) >= 0 for ss in stop_strings)
-
-
-def check_prompt_lengths(
-    prompt_ids: Sequence[Sequence[int]], max_new_tokens: int, context: int, where: str, remedy: str
-) -> None:
-    """Every prompt has ≥ 1 token and fits ``context`` together with ``max_new_tokens`` (`PromptTooLongError`).
-    ``where`` names the limit in the message (e.g. "the model's context"), ``remedy`` says what to do."""
-    for i, ids in enumerate(prompt_ids):
-        if len(ids) == 0:
-            raise ValidationError(f"prompt {i} encodes to zero tokens")
-        if len(ids) + max_new_tokens > context:
-            raise PromptTooLongError(
-                f"prompt {i} has {len(ids)} tokens; with max_new_tokens={max_new_tokens} it exceeds {where} of "
-                f"{context} tokens. {remedy}"
-            )
-
-
-class GenerateArgs(NamedTuple):
-    """The checked common arguments of ``generate`` (`check_generate_args`)."""
-
-    prompts: list[Prompt]
-    max_new_tokens: int
-    batch_size: int
-    top_logprobs: int
-
-
-def check_generate_args(
-    prompts: Sequence[Prompt],
-    max_new_tokens: Any,
-    batch_size: Any,
-    default_batch_size: int,
-    ids: Sequence[str] | None = None,
-    top_logprobs: Any = 0,
-) -> GenerateArgs:
-    """The arguments every backend's ``generate`` shares, checked at the boundary (`ValidationError` naming the
-    argument): the prompts (`check_prompts`), ``max_new_tokens`` and ``batch_size`` (`POSITIVE_INT`; None: the
-    backend's ``default_batch_size``), ``top_logprobs`` (0 = off, else `POSITIVE_INT`) and one id per prompt."""
-    prompts = check_prompts(prompts)
-    max_new_tokens = check_positive_int(max_new_tokens, "max_new_tokens")
-    batch = check_batch_size(batch_size, default_batch_size)
-    if top_logprobs != 0:
-        top_logprobs = check_positive_int(top_logprobs, "top_logprobs")
-    if ids is not None and len(ids) != len(prompts):
-        raise ValidationError(f"ids must have one entry per prompt: {len(ids)} ids for {len(prompts)} prompts")
-    return GenerateArgs(prompts, max_new_tokens, batch, int(top_logprobs))
 
 
 def name_trace(trace: Trace, prompt: Prompt, index: int, ids: Sequence[str] | None) -> Trace:

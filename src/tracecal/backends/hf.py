@@ -20,8 +20,9 @@ import numpy as np
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, LogitsProcessorList
 
-from tracecal.backends.answers import check_temperature, check_top_logprobs
-from tracecal.backends.base import Prompt, SampleSet, check_generate_args, check_positive_int, name_trace
+from tracecal.backends.answers import check_sample_args, check_temperature, check_top_logprobs
+from tracecal.backends.arguments import Prompt, check_generate_args
+from tracecal.backends.base import SampleSet, name_trace
 from tracecal.backends.defaults import (
     DEFAULT_MODEL,
     END_OF_TURN_TOKENS,
@@ -173,11 +174,6 @@ class HFModel(HFForwardPasses):
         tok.padding_side = "left"
         return cls(model, tok, model_id=model_id, **kwargs)
 
-    @property
-    def vocab_size(self) -> int:
-        """Rows of the output embedding (the size of the distribution H_t is computed over)."""
-        return int(self.model.get_output_embeddings().weight.shape[0])
-
     def _model_eos_ids(self) -> list[int]:
         eos = self.model.generation_config.eos_token_id
         return [] if eos is None else [eos] if isinstance(eos, int) else list(eos)
@@ -223,8 +219,9 @@ class HFModel(HFForwardPasses):
         """
         if hidden_layers is not None and on_step is not None:
             raise ValidationError("hidden_layers and on_step cannot be combined: record hidden states without on_step")
+        more = {"stop_strings": stop_strings, "progress": progress, "on_step": on_step, "hidden_layers": hidden_layers}
         prompts, max_new_tokens, bs, top_logprobs = check_generate_args(
-            prompts, max_new_tokens, batch_size, self.batch_size, ids, top_logprobs
+            prompts, max_new_tokens, batch_size, self.batch_size, ids, top_logprobs, **more
         )
         top_logprobs = check_top_logprobs(top_logprobs, self.vocab_size)
         temperature = check_temperature(temperature) if do_sample else temperature
@@ -360,11 +357,10 @@ class HFModel(HFForwardPasses):
         ``answer_tokens`` (Σ answer lengths), ``forward_passes`` (the prefill + one per step, each over all rows),
         ``cpu_seconds`` (this process's CPU time, every thread) and ``wall_seconds``.
         """
-        prompts, max_new_tokens, _, _ = check_generate_args(prompts, max_new_tokens, None, self.batch_size)
-        k = check_positive_int(num_samples, "num_samples")
-        temperature = check_temperature(temperature)
-        if seeds is not None and len(seeds) != len(prompts):
-            raise ValidationError(f"seeds must have one entry per prompt: {len(seeds)} for {len(prompts)} prompts")
+        args = check_sample_args(
+            prompts, num_samples, max_new_tokens, temperature, stop_strings, seeds, self.batch_size
+        )
+        prompts, k, max_new_tokens, temperature, stop_strings, seeds = args
         prompt_ids = [self.encode_prompt(p) for p in prompts]
         self._check_length(prompt_ids, max_new_tokens)
         policy = Sampling(True, float(temperature), 1.0, 0, 0, tuple(stop_strings))

@@ -17,12 +17,14 @@ import numpy as np
 import torch
 
 from tracecal.backends.answers import Answer, Forced, check_answer_args, forced_decoding, trace_answers_local
-from tracecal.backends.base import (
+from tracecal.backends.arguments import (
     Prompt,
     check_batch_size,
+    check_id_lists,
     check_positive_int,
     check_prompt_lengths,
     check_prompts,
+    check_token_ids,
 )
 from tracecal.backends.hidden import LayerTap, forced_summaries
 from tracecal.backends.prefill import last_logits_only, length_batches
@@ -121,6 +123,11 @@ class HFForwardPasses(TokenizerBackend):
         return next(self.model.parameters()).device
 
     @property
+    def vocab_size(self) -> int:
+        """Rows of the output embedding (the size of the distribution H_t is computed over)."""
+        return int(self.model.get_output_embeddings().weight.shape[0])
+
+    @property
     def context_length(self) -> int:
         """``max_position_embeddings`` (or ``n_positions``) of the model config; 2048 if neither is set."""
         cfg = self.model.config
@@ -138,7 +145,9 @@ class HFForwardPasses(TokenizerBackend):
     @torch.no_grad()
     def teacher_forced(self, prompt_ids: Sequence[int], answer_ids: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
         """s_t and H_t of ``answer_ids`` given ``prompt_ids`` from one forward pass (no padding), nats."""
-        ids = torch.tensor([list(prompt_ids) + list(answer_ids)], dtype=torch.long, device=self.device)
+        prompt_ids = check_token_ids(prompt_ids, "prompt_ids", self.vocab_size, min_len=1)
+        answer_ids = check_token_ids(answer_ids, "answer_ids", self.vocab_size)
+        ids = torch.tensor([prompt_ids + answer_ids], dtype=torch.long, device=self.device)
         logits = self.model(ids).logits[0, len(prompt_ids) - 1 : -1].float()
         logp = torch.log_softmax(logits, -1)
         ans = torch.tensor(list(answer_ids), device=self.device)
@@ -190,7 +199,9 @@ class HFForwardPasses(TokenizerBackend):
         batch holds at most ``batch_size`` rows and `PREFILL_TOKENS` tokens).
         """
         bs = check_batch_size(batch_size, self.batch_size)
-        tok = torch.tensor(list(token_ids), device=self.device)
+        prompt_ids = check_id_lists(prompt_ids, "prompt_ids", self.vocab_size)
+        token_ids = check_token_ids(token_ids, "token_ids", self.vocab_size, min_len=1)
+        tok = torch.tensor(token_ids, dtype=torch.long, device=self.device)
         out = np.zeros((len(prompt_ids), len(token_ids)))
         for idx in length_batches([len(p) for p in prompt_ids], bs):
             ids, mask = self.left_pad([prompt_ids[i] for i in idx])

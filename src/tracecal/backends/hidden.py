@@ -49,11 +49,11 @@ def resolve_layers(layers: str | Sequence[int], n_layers: int) -> tuple[int, ...
     """The 1-based layer indices ``layers`` names (``"auto"``: `DEFAULT_FRACTIONS`), each in 1 … ``n_layers``."""
     if isinstance(layers, str):
         if layers != "auto":
-            raise ValidationError(f"hidden layers must be 'auto' or a list of layer indices, got {layers!r}")
+            raise ValidationError(f"hidden_layers must be 'auto' or a list of layer indices, got {layers!r}")
         return tuple(sorted({max(1, round(f * n_layers)) for f in DEFAULT_FRACTIONS}))
     out = tuple(int(x) for x in layers)
     if not out or any(not 1 <= x <= n_layers for x in out) or len(set(out)) != len(out):
-        raise ValidationError(f"hidden layers must be distinct indices in 1…{n_layers}, got {list(layers)!r}")
+        raise ValidationError(f"hidden_layers must be distinct indices in 1…{n_layers}, got {list(layers)!r}")
     return out
 
 

@@ -7,7 +7,6 @@ over the vocabulary with NumPy (one exp pass, no Python loop over tokens),
     lse_t = logsumexp(x_t),  H_t = lse_t − Σ_v softmax(x_t)_v · x_t,v,  s_t = lse_t − x_t[ŷ_t],  ŷ_t = argmax x_t
 
 (nats; ŷ_t is what llama.cpp's greedy sampler picks). O(1) numbers per step are kept, never the T×|V| logits.
-
 Prompt ids are built as the Hugging Face backend builds them (:func:`prompt_ids`: the transformers tokenizer of
 the GGUF and its chat template), so both backends feed identical ids; llama.cpp's own chat formatting is not
 used. Prompts run one at a time; consecutive prompts reuse the KV cache of their common prefix (the chat
@@ -30,13 +29,16 @@ import numpy as np
 
 from tracecal.backends import answers as bounds
 from tracecal.backends.answers import Answer, Forced, check_answer_args, forced_decoding, trace_answers_local, why_not
+from tracecal.backends.arguments import (
+    Prompt,
+    check_generate_args,
+    check_id_lists,
+    check_prompt_lengths,
+    check_token_ids,
+)
 from tracecal.backends.base import (
     BackendUnsupportedError,
-    Prompt,
     SampleSet,
-    check_generate_args,
-    check_positive_int,
-    check_prompt_lengths,
     decoded_prefixes,
     local_trace,
     name_trace,
@@ -206,10 +208,9 @@ class LlamaCppModel(TokenizerBackend):
         stop_strings: Sequence[str] = (),
         seeds: Sequence[int] | None = None,
     ) -> list[SampleSet]:
-        """``num_samples`` answers per prompt drawn at ``temperature`` (no top-k / top-p truncation), each with its
-        trace recorded from softmax(x_t / τ), the distribution it was drawn from, and what drawing them cost.
-
-        The same contract as :meth:`HFModel.sample_answers <tracecal.backends.hf.HFModel.sample_answers>`, one
+        """The contract of :meth:`HFModel.sample_answers <tracecal.backends.hf.HFModel.sample_answers>` (``num_samples``
+        answers per prompt drawn at ``temperature``, untruncated, each trace read from softmax(x_t / τ), and the
+        cost of drawing them; arguments checked by `tracecal.backends.answers.check_sample_args`), one
         sequence at a time: all but the prompt's last token are evaluated once, from an empty cache, and kept; each
         sample evaluates the last token alone and decodes from there, so every sample is drawn from the same
         state whatever was evaluated before (llama.cpp's batched and one-token kernels differ in the last bits,
@@ -218,12 +219,10 @@ class LlamaCppModel(TokenizerBackend):
         prompt, ``decode_tokens`` = Σ steps of the samples, ``forward_passes`` = 1 (the prompt) + Σ steps (one
         ``eval`` per step, the first of each sample being its prompt's last token), CPU and wall seconds.
         """
-        prompts, max_new_tokens, _, _ = check_generate_args(prompts, max_new_tokens, None, self.batch_size)
-        k = check_positive_int(num_samples, "num_samples")
-        temperature = bounds.check_temperature(temperature)
-        if seeds is not None and len(seeds) != len(prompts):
-            raise ValidationError(f"seeds must have one entry per prompt: {len(seeds)} for {len(prompts)} prompts")
-        stops = [stop_strings] if isinstance(stop_strings, str) else list(stop_strings)
+        args = bounds.check_sample_args(
+            prompts, num_samples, max_new_tokens, temperature, stop_strings, seeds, self.batch_size
+        )
+        prompts, k, max_new_tokens, temperature, stops, seeds = args
         encoded = [self.encode_prompt(p) for p in prompts]
         self._check_length(encoded, max_new_tokens)
         decoding = self._decoding(max_new_tokens, 0, stops) | {
@@ -294,8 +293,9 @@ class LlamaCppModel(TokenizerBackend):
         """
         if do_sample:
             raise BackendUnsupportedError("the llama.cpp backend decodes greedily; sample with backend='hf'")
+        more = {"stop_strings": stop_strings, "progress": progress}
         prompts, max_new_tokens, _batch, top_logprobs = check_generate_args(
-            prompts, max_new_tokens, batch_size, self.batch_size, ids, top_logprobs
+            prompts, max_new_tokens, batch_size, self.batch_size, ids, top_logprobs, **more
         )
         top_logprobs = bounds.check_top_logprobs(top_logprobs, self.vocab_size)
         stop_strings = [stop_strings] if isinstance(stop_strings, str) else list(stop_strings)
@@ -334,7 +334,8 @@ class LlamaCppModel(TokenizerBackend):
 
     def teacher_forced(self, prompt_ids: Sequence[int], answer_ids: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
         """(s_t, H_t) of ``answer_ids`` after ``prompt_ids``, nats: llama.cpp fed one answer token per step."""
-        f = self._forced([int(i) for i in prompt_ids], [int(a) for a in answer_ids], 1.0, 0)
+        prompt_ids = check_token_ids(prompt_ids, "prompt_ids", self.vocab_size, min_len=1)
+        f = self._forced(prompt_ids, check_token_ids(answer_ids, "answer_ids", self.vocab_size), 1.0, 0)
         return f.surprisal, f.entropy
 
     def _forced(self, prompt_ids: list[int], answer_ids: list[int], temperature: float, k: int) -> Forced:
@@ -380,7 +381,8 @@ class LlamaCppModel(TokenizerBackend):
     ) -> np.ndarray:
         """log P(v | prompt) of the next token for each prompt and each v in ``token_ids`` (full-vocabulary
         log-softmax): shape (B, K). Prompts are evaluated one at a time (``batch_size`` is ignored)."""
-        tok = np.asarray(list(token_ids), dtype=np.int64)
+        prompt_ids = check_id_lists(prompt_ids, "prompt_ids", self.vocab_size)
+        tok = np.asarray(check_token_ids(token_ids, "token_ids", self.vocab_size, min_len=1), dtype=np.int64)
         out = np.zeros((len(prompt_ids), len(tok)))
         for i, p in enumerate(prompt_ids):
             if not len(p):

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from tracecal.backends.base import check_positive_int
+from tracecal.backends.arguments import check_positive_int
 from tracecal.backends.defaults import DEFAULT_MODEL, NAMED_MODELS, gguf_tokenizer, named_gguf_path
 from tracecal.backends.runtime import resolve_threads
 from tracecal.errors import TracecalError, ValidationError

@@ -23,7 +23,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from tracecal._validation import check_text
-from tracecal.backends.base import Prompt, check_positive_int
+from tracecal.backends.arguments import Prompt, check_positive_int, check_prompt
 from tracecal.backends.defaults import tokenizer_stop_ids
 from tracecal.errors import ValidationError
 
@@ -221,5 +221,7 @@ class TokenizerBackend:
 
     def encode_prompt(self, prompt: Prompt) -> list[int]:
         """The exact ids fed to the model (:func:`prompt_ids`): chat template for chat models, plain text otherwise;
-        a dict with ``prompt_ids`` is taken as already encoded (e.g. to re-run a stored trace's prompt)."""
+        a dict with ``prompt_ids`` is taken as already encoded (e.g. to re-run a stored trace's prompt); a prompt of
+        another form is refused (`check_prompt`, naming ``prompt``)."""
+        check_prompt(prompt, "prompt")
         return prompt_ids(self.tokenizer, prompt, self.chat, self.system_prompt)

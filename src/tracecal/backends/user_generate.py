@@ -45,12 +45,13 @@ from transformers import (
     TopPLogitsWarper,
 )
 
+from tracecal._validation import Options, check_param, check_text
 from tracecal.backends.answers import check_temperature, check_top_logprobs
+from tracecal.backends.arguments import check_callback
 from tracecal.backends.base import BackendUnsupportedError
 from tracecal.backends.defaults import tokenizer_stop_ids
 from tracecal.backends.hf_passes import forced_pass
 from tracecal.backends.recorder import StepCallback, StepHook, TraceRecorder, generated_trace
-from tracecal.errors import ValidationError
 from tracecal.traces.trace import Trace
 
 __all__ = ["DEFAULTS", "DISTRIBUTIONS", "Recording", "record", "sampling_warpers"]
@@ -129,8 +130,10 @@ class Recording:
         on_step: StepCallback | None = None,
         model_id: str | None = None,
     ) -> None:
-        if distribution not in DISTRIBUTIONS:
-            raise ValidationError(f"distribution must be one of {', '.join(DISTRIBUTIONS)}, got {distribution!r}")
+        check_param("distribution", distribution, Options(*DISTRIBUTIONS))
+        check_callback(on_step, "on_step")
+        if model_id is not None:
+            check_text(model_id, "model_id")
         if getattr(model.config, "is_encoder_decoder", False):
             raise BackendUnsupportedError("recording own generate() calls supports decoder-only causal LMs")
         self.model, self.tokenizer, self.distribution = model, tokenizer, distribution

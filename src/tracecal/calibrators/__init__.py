@@ -25,6 +25,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from tracecal._validation import check_path
 from tracecal.calibrators.base import READS, Calibrator, CalibratorFileError
 from tracecal.calibrators.probe import HiddenProbe
 from tracecal.calibrators.scalar import (
@@ -126,4 +127,4 @@ def load_calibrator(path: str | os.PathLike[str]) -> Calibrator:
     >>> back.reads, back.confidence(TraceBatch.from_lists([[0.1, 0.2], []], [[0.5, 0.4], []])).round(3).tolist()
     ('score', [0.747, nan])
     """
-    return Calibrator.load(path, registry=CALIBRATOR_CLASSES)
+    return Calibrator.load(check_path(path, "path"), registry=CALIBRATOR_CLASSES)

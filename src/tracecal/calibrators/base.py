@@ -43,6 +43,7 @@ import numpy as np
 from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted
 
+from tracecal._outputs import InputPaths, atomic_write
 from tracecal._validation import Constraint, check_params
 from tracecal.calibrators.values import (
     MAX_ABS_STATE,
@@ -57,7 +58,6 @@ from tracecal.calibrators.values import (
 )
 from tracecal.errors import ValidationError
 from tracecal.signals.operators import trace_confidence
-from tracecal.traces.io import InputPaths, atomic_write
 from tracecal.traces.provenance import provenance, read_provenance, traces_provenance
 from tracecal.traces.trace import Trace, TraceBatch
 from tracecal.version import __version__
@@ -335,7 +335,7 @@ class Calibrator(BaseEstimator):
 
     def save(self, path: str | os.PathLike[str], inputs: InputPaths = ()) -> Path:
         """Write the fitted calibrator as JSON (`to_dict`), atomically and never over one of ``inputs``
-        (`tracecal.traces.io.atomic_write`); returns the path."""
+        (`tracecal._outputs.atomic_write`); returns the path."""
         text = json.dumps(self.to_dict(), indent=2, allow_nan=False)
         path = Path(path)
         atomic_write(path, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"), inputs)

@@ -75,9 +75,9 @@ def cross_model_command(
     TRACE, TRACE+ and trace_plus_cv, with paired intervals and settings won."""
     import json
 
+    from tracecal._outputs import atomic_write, check_output
     from tracecal.analysis.cross_model import cross_model_markdown, cross_model_table, read_results
     from tracecal.evaluation.result_json import plain_json
-    from tracecal.traces.io import atomic_write, check_output
 
     paths = _runs(runs)
     inputs = [(f"results of {label}", p, "results.json") for label, p in paths.items()]

@@ -9,7 +9,9 @@ gets the task prompt `tracecal generate --task` would give it, and in a plain-te
 "Answer:" after a space), the answer from exactly one of ``answer`` (text) or ``answer_ids`` (token ids), and
 optionally ``id``. The keys read are said on stderr. A malformed row is reported as ``FILE:LINE: why`` and skipped
 (``--on-error raise``: the file is refused at it, exit 2); a row giving two prompts (``prompt`` and ``question``)
-or two answers refuses the file, naming its line.
+or two answers refuses the file, naming its line. A row the model cannot take - prompt and answer longer than its
+context, token ids outside its vocabulary - is found with the model's tokenizer before any answer is traced and
+reported and skipped the same way, as ``FILE:LINE (id 'x'): why`` (`traceable_rows`).
 
 Output: one Parquet file holding the traces (`tracecal.traces.io.SCHEMA`: ``tracecal score`` and ``load_traces``
 read it) plus, per row, ``line`` (where the row is in FILE), ``c_trace`` (c_TRACE = exp(−R), docs/method.md §2; NaN
@@ -48,7 +50,15 @@ from tracecal.cli.common import (
 from tracecal.cli.traces import out_path
 from tracecal.tasks.files import AnswerRow, read_answer_rows
 
-__all__ = ["AnswerRow", "keys_read", "read_answer_rows", "score_answers", "scores_table", "task_prompts"]
+__all__ = [
+    "AnswerRow",
+    "keys_read",
+    "read_answer_rows",
+    "score_answers",
+    "scores_table",
+    "task_prompts",
+    "traceable_rows",
+]
 
 ON_ERROR = ("skip", "raise")
 """What ``--on-error`` does with a malformed row: report and skip it, or refuse the file."""
@@ -68,8 +78,9 @@ def _write(traces: list[Any], rows: list[AnswerRow], conf: Any, prob: Any, out: 
     import pyarrow as pa
     import pyarrow.parquet as pq
 
+    from tracecal._outputs import atomic_write
     from tracecal.signals.spans import spans_json
-    from tracecal.traces.io import atomic_write, traces_to_table
+    from tracecal.traces.io import traces_to_table
 
     table = traces_to_table(traces).append_column("line", pa.array([r.line for r in rows], pa.int64()))
     table = table.append_column("c_trace", pa.array(conf, pa.float64()))
@@ -110,10 +121,7 @@ def score_answers(
     out_path(out, "traces", inputs)
     rows, bad = read_answer_rows(answers_path, on_error)
     check_unique_ids([r.id for r in rows], str(answers_path))  # before the model loads (as generate --prompts)
-    for msg in bad[:SHOWN_ERRORS]:
-        note(f"skipped {msg}")
-    if len(bad) > SHOWN_ERRORS:
-        note(f"… and {len(bad) - SHOWN_ERRORS} more malformed rows")
+    _report_skipped(bad)
     note(keys_read(rows, answers_path))
     scorer = _scorer(calibrator)
     from tracecal.backends import load_model
@@ -124,13 +132,44 @@ def score_answers(
     if scorer is not None and calibrator is not None:  # before any answer is traced
         check_provenance(calibrator, scorer.calibrator.provenance, _identity(lm), allow_foreign_calibrator, "score")
         options = scorer.backend_options(lm)  # e.g. a hidden-state probe's layers (refused where the backend has none)
+    rows, unfit = traceable_rows(lm, rows, answers_path, on_error)  # before any answer is traced
+    _report_skipped(unfit)
     traces = _trace_rows(lm, rows, options)
     conf, prob = _confidences(scorer, traces)
     _write(traces, rows, conf, prob, out, inputs)
     if show:
         first = f" (first {show} of {len(traces)})" if show < len(traces) else ""
         out_console.print(scores_table(f"scores{first}", traces, conf, prob, show))
-    _summary(len(traces), len(bad), conf, prob, out)
+    _summary(len(traces), len(bad) + len(unfit), conf, prob, out)
+
+
+def _report_skipped(bad: list[str]) -> None:
+    """``skipped FILE:LINE: why`` on stderr for the first `SHOWN_ERRORS` rows skipped, then how many more."""
+    for msg in bad[:SHOWN_ERRORS]:
+        note(f"skipped {msg}")
+    if len(bad) > SHOWN_ERRORS:
+        note(f"… and {len(bad) - SHOWN_ERRORS} more malformed rows")
+
+
+def traceable_rows(lm: Any, rows: list[AnswerRow], path: Path, on_error: str) -> tuple[list[AnswerRow], list[str]]:
+    """(the rows ``lm`` can trace, ``FILE:LINE (id 'x'): why`` per row it cannot): what only the model's tokenizer
+    tells - an answer whose prompt and text exceed the model's context, token ids outside its vocabulary
+    (`tracecal.backends.answers.answer_problems`) - checked before any answer is traced, so one such row is skipped
+    like a malformed one (``--on-error raise``: `InputFileError` naming it; no row left: `InputFileError`)."""
+    from tracecal.backends.answers import answer_problems
+    from tracecal.tasks.files import InputFileError
+
+    prompts, answers, _ = task_prompts(rows, bool(getattr(lm, "chat", False)))
+    problems = answer_problems(lm, prompts, answers)
+    bad = [f"{path}:{r.line} (id {r.id!r}): {why}" for r, why in zip(rows, problems, strict=True) if why]
+    if bad and on_error == "raise":
+        raise InputFileError(bad[0])
+    kept = [r for r, why in zip(rows, problems, strict=True) if not why]
+    if not kept:
+        raise InputFileError(
+            f"{path}: no answer to score: none of its {len(rows)} rows fits the model (first: {bad[0]})"
+        )
+    return kept, bad
 
 
 def _identity(lm: Any) -> tuple[str | None, str | None]:

@@ -6,7 +6,7 @@ An error the user can fix (a `tracecal.errors.TracecalError`, an ``OSError`` suc
 ``MemoryError`` of a request too large for the machine) ends the command with exit status 2 and one line ``error:
 <message>``, the message's rich markup escaped (a path holding ``[red]`` is printed as it is), never a traceback.
 `refuse_input_as_output` checks early that a command will not write over one of its inputs
-(`tracecal.traces.io.check_output`, which the one writer `atomic_write` applies again at the write).
+(`tracecal._outputs.check_output`, which the one writer `atomic_write` applies again at the write).
 """
 
 from __future__ import annotations
@@ -245,11 +245,11 @@ def refuse_input_as_output(
 ) -> None:
     """Refuse to write ``out`` (given by ``option``) when it is one of the inputs: `ValidationError` naming both.
 
-    The check of `tracecal.traces.io.check_output`, which `atomic_write` applies again at the write, made before a
+    The check of `tracecal._outputs.check_output`, which `atomic_write` applies again at the write, made before a
     command reads or computes anything. ``inputs``: ``(what, path)`` pairs, whose folder stands for its files that
     match ``shards``, or ``(what, path, pattern)`` triples.
     """
-    from tracecal.traces.io import check_output
+    from tracecal._outputs import check_output
 
     check_output(out, [(e[0], e[1], e[2] if len(e) > 2 else shards) for e in inputs], option)
 

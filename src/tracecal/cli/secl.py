@@ -222,9 +222,9 @@ def check_outputs(
     ``--save-adapter`` folder must not replace (`tracecal.secl.folders.check_output_dir`: a file, a folder holding
     an input or ``--out``, a non-empty folder that is not a saved SECL adapter), checked before anything is computed;
     `ValidationError` for ``--out`` equal to ``--cache`` (also before the cache is written)."""
+    from tracecal._outputs import check_output
     from tracecal.secl.adapter import ADAPTER_FOLDER
     from tracecal.secl.folders import check_output_dir
-    from tracecal.traces.io import check_output
 
     inputs = [("--cache file", cache, "*"), ("--save-adapter folder's file", save_adapter, "*")]
     if out is not None:

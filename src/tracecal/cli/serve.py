@@ -69,9 +69,7 @@ OPTION_CONSTRAINTS = {
 
 @user_errors
 def serve_command(
-    model: Annotated[
-        str | None, typer.Option("--model", "-m", help="HF id, local dir or .gguf (default: SmolLM2)")
-    ] = None,
+    model: Annotated[str | None, typer.Option("--model", "-m", help="HF id, dir or .gguf (default: SmolLM2)")] = None,
     calibrator: Annotated[Path | None, typer.Option("--calibrator", "-c", help="calibrator JSON (any kind)")] = None,
     host: Annotated[str, typer.Option(help="bind address")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="port")] = 8000,
@@ -111,9 +109,7 @@ def serve_command(
     stop_on_risk: Annotated[float | None, typer.Option(help="default: stop when running c_TRACE < this")] = None,
     risk_min_tokens: Annotated[int, typer.Option(help="tokens before early stopping may act")] = 1,
     spans: Annotated[int, typer.Option(help="risky spans per answer in each confidence (0: none)")] = 3,
-    span_threshold: Annotated[
-        float, typer.Option(help="a token is risky at this share of its answer's peak risk, in (0, 1]")
-    ] = 0.5,
+    span_threshold: Annotated[float, typer.Option(help="risky: r_t ≥ this share of the peak risk, (0, 1]")] = 0.5,
     auth_token_env: Annotated[str, typer.Option(help="env variable holding the bearer token")] = "TRACECAL_SERVE_TOKEN",
     drift_statistic: Annotated[str, typer.Option(help="mean_entropy | c_trace")] = "mean_entropy",
     drift_delta: Annotated[float, typer.Option(help="Page-Hinkley tolerated drift δ (sd units)")] = 0.25,

@@ -231,9 +231,9 @@ def _score_table(title: str, rows: list[dict[str, Any]], show: int) -> Table:
 
 
 def _write_csv(path: Path, rows: list[dict[str, Any]], inputs: Iterable[tuple[str, Path | None]]) -> None:
-    """The rows as CSV, written with `tracecal.traces.io.atomic_write` (never a half-written file, never one of
+    """The rows as CSV, written with `tracecal._outputs.atomic_write` (never a half-written file, never one of
     ``inputs``)."""
-    from tracecal.traces.io import atomic_write
+    from tracecal._outputs import atomic_write
 
     def write(name: str) -> None:
         with open(name, "w", newline="", encoding="utf-8") as f:

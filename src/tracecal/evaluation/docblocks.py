@@ -21,8 +21,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from tracecal._outputs import atomic_write
 from tracecal.errors import ValidationError
-from tracecal.traces.io import atomic_write
 
 __all__ = ["markers", "write_block"]
 

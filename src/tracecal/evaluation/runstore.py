@@ -11,11 +11,10 @@ A run directory is the unit of work of an evaluation. Nothing outside this modul
     RUN/<analysis>.json             analyses of a scored run (``learning_curve``, ``selective``): `write_artefact`
     RUN/.locks/                     lock files (kernel ``flock``): claims on shards, config and timings updates
 
-Claims: a worker computes a shard only while it holds an exclusive ``flock`` on that shard's lock file. The
-kernel releases the lock when the process exits or is killed, so a dead worker's shard is free again at
-once: no pid files, no time-outs. Lock files are never deleted (deleting one would let two workers lock two
-different files for the same shard). ``flock`` is per machine; on a network file system several machines
-should not share one run directory this way (use one driver that writes through one store, e.g. Ray).
+Claims: a worker computes a shard only while it holds an exclusive ``flock`` on that shard's lock file. The kernel
+releases the lock when the process exits or is killed, so a dead worker's shard is free again at once: no pid files,
+no time-outs. Lock files are never deleted (that would let two workers lock two files for one shard). ``flock`` is
+per machine: several machines share a run directory through one driver writing through one store (e.g. Ray).
 
 Identity: the settings that change what the stored shards contain (model, *resolved* dtype, limit, decoding
 budget, shard size, ...) are fixed by the first writer; a later open with a different identity raises
@@ -41,9 +40,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from tracecal._inputs import read_json
+from tracecal._outputs import FILE_MODE, atomic_write
 from tracecal.errors import TracecalError
 from tracecal.evaluation.result_json import nan_for_null, os_error_message, plain_json
-from tracecal.traces.io import FILE_MODE, atomic_write, load_traces, traces_to_table
+from tracecal.traces.io import load_traces, traces_to_table
 from tracecal.traces.trace import Trace
 from tracecal.version import package_versions
 

@@ -47,6 +47,7 @@ from typing import Any
 
 import numpy as np
 
+from tracecal._outputs import InputPaths, atomic_write, check_output
 from tracecal.backends.registry import REGISTRY
 from tracecal.errors import ValidationError
 from tracecal.evaluation.runstore import RunStore
@@ -69,7 +70,6 @@ from tracecal.report.selective import certified_summary
 from tracecal.report.stats import statistics_section
 from tracecal.report.svg import export_figures
 from tracecal.signals.operators import TraceConfig
-from tracecal.traces.io import InputPaths, atomic_write, check_output
 
 __all__ = ["write_report", "build_html", "example_payload", "peak_windows", "load_run", "RunData"]
 
@@ -300,7 +300,7 @@ def write_report(
     Args:
         run_dir: a run directory scored by `tracecal.evaluation.run.evaluate` (or its `RunStore`).
         out: the HTML file to write (default: the run's ``report.html``, written by its store); never one of the
-            run's own files (`RUN_FILES`: `ValidationError`), written by `tracecal.traces.io.atomic_write`.
+            run's own files (`RUN_FILES`: `ValidationError`), written by `tracecal._outputs.atomic_write`.
         figures_dir: if given, every figure is also written there as ``<kind>_<task>.svg`` (the same way).
         estimators: estimators to show (comma-separated names or groups such as ``trace-only``, or a list;
             default: all of the run's, with the risk–coverage charts limited to TRACE, TRACE+ and the six

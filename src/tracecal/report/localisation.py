@@ -28,10 +28,10 @@ from pathlib import Path
 
 import numpy as np
 
+from tracecal._outputs import InputPaths, atomic_write
 from tracecal.report.data import RunData, TaskTokens
 from tracecal.report.svg import BAD, OK, PW, XML_PROLOG, svg_document, text_width
 from tracecal.signals.spans import OPERATORS, span_table, token_char_bounds
-from tracecal.traces.io import InputPaths, atomic_write
 from tracecal.traces.segments import Segments
 from tracecal.traces.trace import TraceBatch
 

@@ -19,11 +19,11 @@ import os
 from pathlib import Path
 from typing import Any
 
+from tracecal._outputs import InputPaths, atomic_write
 from tracecal.report.html import collapsed, e, figure_block, num
 from tracecal.report.overview import OVERVIEW_FILE, overview_svg
 from tracecal.report.plotdata import TaskPlots
 from tracecal.report.svg import XML_PROLOG, histogram_svg, reliability_svg, risk_coverage_svg
-from tracecal.traces.io import InputPaths, atomic_write
 
 __all__ = ["KEY_MAX", "NOT_RANKED_FILE", "key_estimators", "overview_section", "figure_sections"]
 

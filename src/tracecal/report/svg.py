@@ -37,8 +37,8 @@ from pathlib import Path
 
 import numpy as np
 
+from tracecal._outputs import InputPaths, atomic_write
 from tracecal.report.plotdata import Curve, Hist, Reliability, TaskPlots
-from tracecal.traces.io import InputPaths, atomic_write
 
 __all__ = [
     "reliability_svg",
@@ -338,13 +338,13 @@ def figure_name(kind: str, task: str) -> str:
 
 
 def _text_writer(text: str) -> Callable[[str], object]:
-    """A writer for `tracecal.traces.io.atomic_write` of ``text`` (UTF-8)."""
+    """A writer for `tracecal._outputs.atomic_write` of ``text`` (UTF-8)."""
     return lambda name: Path(name).write_text(text, encoding="utf-8")
 
 
 def export_figures(plots: list[TaskPlots], directory: str | os.PathLike[str], inputs: InputPaths = ()) -> list[Path]:
     """Write every figure of every task into ``directory`` as ``<kind>_<task>.svg`` (the report's documents), each
-    with `tracecal.traces.io.atomic_write` (never over one of ``inputs``)."""
+    with `tracecal._outputs.atomic_write` (never over one of ``inputs``)."""
     directory = Path(directory)
     written: list[Path] = []
     for tp in plots:

@@ -38,13 +38,13 @@ import numpy as np
 import torch
 
 from tracecal._inputs import read_json
+from tracecal._outputs import InputPaths
 from tracecal.backends.base import BackendUnsupportedError, LocalBackend
 from tracecal.backends.registry import backend_of, get_backend
 from tracecal.passes.selfeval import confidence_bins, number_distribution
 from tracecal.secl.config import SECLConfig
 from tracecal.secl.cost import CostMeter
 from tracecal.secl.folders import FolderKind
-from tracecal.traces.io import InputPaths
 
 if TYPE_CHECKING:
     from tracecal.backends.hf import HFModel

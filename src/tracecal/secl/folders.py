@@ -1,4 +1,4 @@
-"""Atomic writes of a folder (a saved SECL adapter): the folder counterpart of `tracecal.traces.io.atomic_write`.
+"""Atomic writes of a folder (a saved SECL adapter): the folder counterpart of `tracecal._outputs.atomic_write`.
 
 `atomic_write_dir` writes the folder's files into a temporary sibling folder, flushes them to disk and renames the
 sibling into place, so a crash, a full disk or an error of the writer never leaves a half-written folder and an
@@ -27,8 +27,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
 
+from tracecal._outputs import FILE_MODE, InputPaths
 from tracecal.errors import ValidationError
-from tracecal.traces.io import FILE_MODE, InputPaths
 
 __all__ = ["FolderKind", "atomic_write_dir", "check_output_dir"]
 

@@ -127,9 +127,9 @@ class FrozenPass:
         }
 
     def save(self, path: str | Path) -> Path:
-        """Write the pass as JSON (floats round-trip exactly), with `tracecal.traces.io.atomic_write` (a full disk
+        """Write the pass as JSON (floats round-trip exactly), with `tracecal._outputs.atomic_write` (a full disk
         or a crash never leaves a half-written cache)."""
-        from tracecal.traces.io import atomic_write
+        from tracecal._outputs import atomic_write
 
         path, text = Path(path), json.dumps(self.to_dict())
         atomic_write(path, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
@@ -193,7 +193,7 @@ def _answers_checkpoint(path: Path | None, lm: Any, items: Sequence[StreamItem])
 
 
 def _save_answers_checkpoint(path: Path, lm: Any, items: Sequence[StreamItem], a: Answers, cost: CostMeter) -> None:
-    from tracecal.traces.io import atomic_write
+    from tracecal._outputs import atomic_write
 
     d = {"format": CHECKPOINT_FORMAT, "model_id": lm.model_id, "dtype": weights_dtype(lm)}
     d |= {"ids": [it.id for it in items[: len(a.texts)]], "answers": a.texts, "cost": cost.to_dict()}

@@ -17,9 +17,9 @@ from typing import Any
 
 import numpy as np
 
+from tracecal._outputs import InputPaths, atomic_write
 from tracecal.secl.config import SECLConfig
 from tracecal.secl.cost import CostMeter
-from tracecal.traces.io import InputPaths, atomic_write
 
 __all__ = ["SECLRecord", "SECLResult", "METHODS", "BASE_KINDS", "OVERHEAD_KINDS"]
 
@@ -251,7 +251,7 @@ class SECLResult:
         )
 
     def to_json(self, path: str | Path | None = None, inputs: InputPaths = ()) -> str:
-        """The result as JSON (NaN → null); written to ``path`` when given, with `tracecal.traces.io.atomic_write`
+        """The result as JSON (NaN → null); written to ``path`` when given, with `tracecal._outputs.atomic_write`
         (never half-written, never over one of ``inputs``)."""
         s = json.dumps(self.to_dict(), indent=1)
         if path is not None:

@@ -16,7 +16,8 @@ from typing import Any, TypedDict
 from fastapi import Request
 
 from tracecal._inputs import read_bytes
-from tracecal.backends.base import BackendUnsupportedError, PromptTooLongError
+from tracecal.backends.arguments import PromptTooLongError
+from tracecal.backends.base import BackendUnsupportedError
 from tracecal.backends.prompting import prompt_ids
 from tracecal.serve.batching import Batcher, Job
 from tracecal.serve.config import ServeConfig

@@ -31,6 +31,7 @@ from pydantic import (
 )
 
 from tracecal._validation import check_param
+from tracecal.backends.arguments import check_last_turn
 from tracecal.errors import ValidationError
 from tracecal.serve.config import ServeConfig
 from tracecal.traces.segments import MAX_TOKEN_NATS
@@ -124,8 +125,7 @@ class ChatMessage(BaseModel):
 
 def ends_with_a_question(v: list[ChatMessage]) -> list[ChatMessage]:
     """``v`` unless its last message is the assistant's (the answer is the turn that follows the messages)."""
-    if v[-1].role == "assistant":
-        raise ValidationError("the last message must not be the assistant's (continuing it is not supported)")
+    check_last_turn(v[-1].role, "messages")
     return v
 
 

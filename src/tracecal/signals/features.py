@@ -37,6 +37,7 @@ from tracecal.signals.operators import (
     get_kernel,
     seg_mean,
     slope,
+    trace_config,
 )
 from tracecal.signals.statistics import first_k_entropy, low_prob_rate, min_prob
 from tracecal.traces.trace import Trace, TraceBatch
@@ -105,7 +106,7 @@ def trace_and_features(
     (0.868, (2, 8), True)
     """
     spec = _Spec(tuple(lams), first_k, kernel, seq_likelihood, low_prob_threshold)
-    conf, phi = _sweep(as_batch(traces), config or TraceConfig(), spec)
+    conf, phi = _sweep(as_batch(traces), trace_config(config), spec)
     assert conf is not None
     return conf, phi
 

@@ -51,6 +51,7 @@ __all__ = [
     "batch_risk",
     "trace_confidence",
     "as_batch",
+    "trace_config",
     "chunked",
     "get_kernel",
 ]
@@ -263,6 +264,16 @@ def check_trace_params(params: dict[str, Any]) -> None:
             raise ValidationError(f"alpha + beta + gamma must be 1, got {total:g}")
 
 
+def trace_config(config: Any) -> TraceConfig:
+    """``config`` if it is a `TraceConfig`, the default one for None; else `ValidationError` naming ``config``:
+    the one check of every function that takes a TRACE configuration."""
+    if config is None:
+        return TraceConfig()
+    if not isinstance(config, TraceConfig):
+        raise ValidationError(f"config must be a TraceConfig (or None for the defaults), got {type(config).__name__}")
+    return config
+
+
 def as_batch(traces: Sequence[Trace] | TraceBatch) -> TraceBatch:
     """Accept a list of `Trace` or a `TraceBatch`, with values validated (`TraceBatch.from_traces`): a
     negative or non-finite surprisal / entropy raises ``ValueError`` naming the answer index (and id)."""
@@ -283,7 +294,7 @@ def trace_risk(traces: Sequence[Trace] | TraceBatch, config: TraceConfig | None 
     Surprisal and entropy are validated first (`as_batch`): a negative or non-finite value raises
     ``ValueError`` naming the answer, so R ≥ 0 and c_TRACE = exp(−R) ∈ (0, 1].
     """
-    cfg = config or TraceConfig()
+    cfg = trace_config(config)
     return chunked(lambda b: batch_risk(b, cfg), as_batch(traces))
 
 

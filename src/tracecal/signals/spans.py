@@ -40,9 +40,9 @@ from typing import Any
 import numpy as np
 
 from tracecal._validation import Interval, check_params
-from tracecal.signals.operators import TraceConfig, as_batch, get_kernel
+from tracecal.signals.operators import TraceConfig, as_batch, get_kernel, trace_config
 from tracecal.traces.segments import Segments
-from tracecal.traces.trace import Trace, TraceBatch
+from tracecal.traces.trace import Trace, TraceBatch, check_traces
 
 __all__ = [
     "OPERATORS",
@@ -121,7 +121,7 @@ def _window_means(h: np.ndarray, seg: Segments, w: int) -> np.ndarray:
 
 def risk_profile(traces: Sequence[Trace] | TraceBatch, config: TraceConfig | None = None) -> RiskProfile:
     """The per-token risk profile of every answer (module docstring), values validated as in `trace_risk`."""
-    cfg = config or TraceConfig()
+    cfg = trace_config(config)
     b = as_batch(traces)
     seg = b.segments
     w, wsum = seg.kernel_weights(get_kernel(cfg.kernel), cfg.lam)
@@ -192,7 +192,7 @@ def span_table(
     ``operator`` (index into `OPERATORS`), ``mean_risk`` (mean r_t over the span, nats); sorted by answer, then rank.
     """
     check_params({"k": k, "threshold": threshold}, {"k": SPANS_K, "threshold": SPAN_THRESHOLD})
-    cfg = config or TraceConfig()
+    cfg = trace_config(config)
     b = as_batch(b)
     seg = b.segments
     prof = risk_profile(b, cfg)
@@ -277,7 +277,7 @@ def risk_spans(
     >>> [(s.text, s.char_start, s.char_end, round(s.risk, 2), s.operator) for s in tracecal.risk_spans([t])[0]]
     [('1912', 6, 10, 1.86, 'peak')]
     """
-    traces = list(traces)
+    traces = check_traces(traces)
     b = as_batch(traces)
     table = span_table(b, k, threshold, config)
     cs, ce = char_bounds(traces)

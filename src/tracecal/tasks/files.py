@@ -169,10 +169,10 @@ def write_labels(
 ) -> Path:
     """A labels CSV - the header ``id,label``, then one answer id and its 0/1 label per line: what `read_labels`
     (``tracecal fit-calibrator --labels``) reads - written atomically, never over one of ``inputs``
-    (`tracecal.traces.io.atomic_write`; ``option`` names the path in its refusal)."""
+    (`tracecal._outputs.atomic_write`; ``option`` names the path in its refusal)."""
     import csv
 
-    from tracecal.traces.io import atomic_write
+    from tracecal._outputs import atomic_write
 
     if len(ids) != len(labels):
         raise ValidationError(f"{len(ids)} ids but {len(labels)} labels")
@@ -277,7 +277,7 @@ def _question_prompt(rec: dict[str, Any], line: int) -> Example:
 
 def _row_prompt(rec: dict[str, Any], line: int) -> tuple[Any, str]:
     """(the prompt, its key) of one row; `InputFileError` saying what the row lacks."""
-    from tracecal.backends.base import check_prompts
+    from tracecal.backends.arguments import check_prompts
 
     key = _one_of(rec, PROMPT_KEYS, "prompt")
     if key is None:

@@ -4,10 +4,8 @@
 schema version (`TRACE_SCHEMA_VERSION`; a newer one is refused). `load_trace_batch` reads the numeric columns into
 a `TraceBatch`. Every read validates the per-token values (finite, in [0, `MAX_TOKEN_NATS`] nats) and raises
 `TraceFileError` naming the file and row; every write applies the same rule first, so what is written reads back.
-`atomic_write` is the one way tracecal writes a file: a temporary file beside the target, flushed and renamed over
-it (a crash or a full disk never leaves a half-written file); through a symbolic link it writes the link's target;
-a device or a named pipe is written into. It refuses an input of the writer (`check_output`, through links); an
-``OSError`` names the target (not its temporary file). JSONL is standard JSON (`json_safe`: NaN, ±∞ as null).
+Files are written by `tracecal._outputs.atomic_write` (whole or not at all; never over an input). JSONL is standard
+JSON (`tracecal._outputs.json_safe`: NaN, ±∞ as null).
 
 >>> import pathlib, tempfile
 >>> from tracecal.traces.io import load_traces, save_traces
@@ -20,13 +18,9 @@ a device or a named pipe is written into. It refuses an input of the writer (`ch
 
 from __future__ import annotations
 
-import errno
 import json
 import math
 import os
-import re
-import stat
-import tempfile
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
@@ -36,21 +30,18 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from tracecal._inputs import open_input, read_text
-from tracecal.errors import TracecalError, ValidationError
+from tracecal._outputs import InputPaths, atomic_write, json_safe
+from tracecal._validation import check_path
+from tracecal.errors import TracecalError
 from tracecal.traces.segments import check_token_values
-from tracecal.traces.trace import Trace, TraceBatch, describe_trace, offsets_of
+from tracecal.traces.trace import Trace, TraceBatch, check_traces, describe_trace, offsets_of
 
 __all__ = [
-    "FILE_MODE",
     "SCHEMA",
     "TRACE_SCHEMA_VERSION",
-    "InputPaths",
     "TraceFileError",
-    "atomic_write",
-    "check_output",
     "export_jsonl",
     "import_jsonl",
-    "json_safe",
     "load_trace_batch",
     "load_traces",
     "save_traces",
@@ -120,152 +111,6 @@ def traces_to_table(traces: Iterable[Trace]) -> pa.Table:
     return pa.Table.from_pydict(cols, schema=SCHEMA)
 
 
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
-FILE_MODE = 0o666 & ~_umask()  # umask read once at import (process-wide; never toggled while threads write)
-"""Permissions of the files tracecal writes: 0o666 less the process umask (read once at import)."""
-_OPEN_FILE = re.compile(r"/dev/(stdin|stdout|stderr|fd/\d+)|/proc/(self|thread-self|\d+)/fd/\d+")
-
-
-def _is_open_file(path: Path) -> bool:
-    """Whether ``path`` (or a link on its way) names a process's open file (``/dev/stdout``): its real path is the
-    file a shell redirected to, which a rename would replace under the process's feet (40 links: the kernel's cap)."""
-    p = os.path.abspath(path)
-    for _ in range(40):
-        if _OPEN_FILE.fullmatch(p) or not os.path.islink(p):
-            return _OPEN_FILE.fullmatch(p) is not None
-        p = os.path.abspath(os.path.join(os.path.dirname(p), os.readlink(p)))
-    return False
-
-
-def _target(path: Path) -> tuple[Path, bool]:
-    """(the file to write for ``path``, True when it is written into directly rather than replaced).
-
-    Symbolic links are followed (the real file is replaced, the link kept); a character device or a named pipe
-    is written into; a folder, a read-only file or another special file (block device, socket) is refused.
-    """
-    if _is_open_file(path):  # /dev/stdout → /proc/self/fd/1 → the shell's redirect: written into, never replaced
-        return Path(path), True
-    real = Path(os.path.realpath(path))
-    try:
-        mode = os.stat(real).st_mode
-    except FileNotFoundError:
-        return real, False
-    if stat.S_ISREG(mode):
-        if not os.access(real, os.W_OK):
-            why = "read-only file: not replaced (make it writable, or write elsewhere)"
-            raise PermissionError(errno.EACCES, why, str(path))
-        return real, False
-    if stat.S_ISCHR(mode) or stat.S_ISFIFO(mode):
-        return real, True
-    if stat.S_ISDIR(mode):
-        raise IsADirectoryError(errno.EISDIR, "is a folder: give a file path", str(path))
-    why = "a special file (block device or socket): tracecal writes regular files, character devices and pipes"
-    raise OSError(errno.EINVAL, why, str(path))
-
-
-InputPaths = Iterable[tuple[str, "str | os.PathLike[str] | None"] | tuple[str, "str | os.PathLike[str] | None", str]]
-"""What a writer reads: ``(what, path)`` or ``(what, path, pattern)``; a None path is an input not given, a folder
-stands for its files that match ``pattern`` (default ``*.parquet``, the shards `load_traces` reads; ``**/*``: all)."""
-
-
-def check_output(path: str | os.PathLike[str], inputs: InputPaths = (), option: str = "the output") -> None:
-    """Refuse (`ValidationError` naming ``option`` and the input) to write ``path`` when it is one of ``inputs``:
-    the same file, through symbolic and hard links (device and inode), or when a folder on its way is a file. A path
-    that does not exist yet, a character device and a named pipe (written into, never replaced) are no input's."""
-    try:
-        st = os.stat(path)
-    except OSError as e:
-        if e.errno == errno.ENOTDIR:  # say which folder is a file (creating the folders would say "File exists")
-            file = next((p for p in reversed(Path(path).parents) if p.is_file()), Path(path).parent)
-            raise ValidationError(f"{option} {path}: {file} is a file, not a folder; give a path in a folder") from None
-        return
-    if not stat.S_ISREG(st.st_mode):
-        return
-    for what, given, *pattern in inputs:
-        if given is None:
-            continue
-        g = Path(given)
-        try:
-            files = sorted(g.glob(pattern[0] if pattern else "*.parquet")) if g.is_dir() else [g]
-        except OSError:
-            continue
-        for f in files:
-            try:
-                fs = os.stat(f)
-            except OSError:
-                continue
-            if (fs.st_dev, fs.st_ino) == (st.st_dev, st.st_ino):
-                inside = "" if f == g else f" (a file of {given})"
-                raise ValidationError(
-                    f"{option} {path} is the {what} {f}{inside}: writing it would destroy that input; "
-                    "give another output path"
-                )
-
-
-def _unnamed(e: OSError, temporary: str) -> bool:
-    """Whether ``e`` (of the OS or pyarrow) names no file or a temporary file (its name starts with ``temporary``):
-    it is re-raised naming the target instead."""
-    name = e.filename
-    temp = name is None or (isinstance(name, str) and name.startswith(temporary))
-    return type(e).__module__ == "builtins" and e.errno is not None and temp
-
-
-def atomic_write(
-    path: str | os.PathLike[str], write: Callable[[str], object], inputs: InputPaths = (), option: str = "the output"
-) -> None:
-    """Write ``path`` by calling ``write(name)`` with the name of the file to write.
-
-    ``path`` must not be one of the writer's ``inputs`` (`check_output`; ``option``: how the user named it, e.g.
-    ``--out``). A regular file (new or existing) is written as a temporary file next to it, flushed to disk
-    (``fsync``) and renamed over it (atomic on POSIX): a crash, a full disk or an error in ``write`` leaves the old
-    file as it was and no temporary file (the error, an ``OSError`` naming ``path`` for a full disk, is re-raised).
-    The file gets the usual permissions `FILE_MODE`. A symbolic link is followed: its target is replaced and the
-    link kept (a hard link is not: the other names keep the old content). A character device or named pipe
-    (``/dev/stdout``, ``/dev/null``, a FIFO) is written into directly, never replaced. A folder, a read-only file
-    and other special files are refused with an ``OSError`` (`PermissionError`, `IsADirectoryError`).
-    """
-    check_output(path, inputs, option)
-    real, direct = _target(Path(path))
-    if direct:
-        write(str(real))
-        return
-    tmp: str | None = None
-    try:
-        real.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{real.name}.", suffix=".tmp", dir=real.parent)
-        os.close(fd)
-        write(tmp)
-        fd = os.open(tmp, os.O_RDONLY)
-        try:
-            os.fsync(fd)  # a full disk shows here at the latest, before the old file is replaced
-        finally:
-            os.close(fd)
-        os.chmod(tmp, FILE_MODE)  # mkstemp makes 0600; give the file the usual permissions
-        os.replace(tmp, real)
-    except BaseException as e:  # no other local holds the error: nothing it references (an open file) outlives it
-        if tmp is not None:
-            Path(tmp).unlink(missing_ok=True)
-        if isinstance(e, OSError) and _unnamed(e, str(real.parent / f".{real.name}.")):  # OSError(errno, ...): subclass
-            raise OSError(e.errno, e.strerror, os.fspath(path)) from e
-        raise
-
-
-def json_safe(obj: Any) -> Any:
-    """``obj`` as standard JSON values, recursively: a NaN or ±∞ float becomes None (null)."""
-    if isinstance(obj, dict):
-        return {k: json_safe(v) for k, v in obj.items()}
-    if isinstance(obj, list | tuple):
-        return [json_safe(v) for v in obj]
-    if isinstance(obj, float) and not math.isfinite(obj):
-        return None
-    return obj
-
-
 def _check_writable(traces: list[Trace], path: Path) -> None:
     """The rule `load_traces` applies, before a write: `TraceFileError` naming the answer, so that nothing is
     written that could not be read back (the traces are not modified)."""
@@ -280,8 +125,8 @@ def save_traces(traces: Iterable[Trace], path: str | os.PathLike[str], inputs: I
     down to −`NEGATIVE_TOLERANCE` allowed): a negative, NaN, infinite or absurd surprisal / entropy raises
     `TraceFileError` naming the answer and its id, and nothing is written.
     """
-    path = Path(path)
-    traces = list(traces)
+    path = Path(check_path(path, "path"))
+    traces = check_traces(traces)
     _check_writable(traces, path)
     table = traces_to_table(traces)
     atomic_write(path, lambda tmp: pq.write_table(table, tmp, compression="zstd"), inputs)
@@ -310,16 +155,20 @@ def _read_table(path: Path) -> pa.Table:
 def load_traces(path: str | os.PathLike[str]) -> list[Trace]:
     """Read traces written by `save_traces` (or a directory of such shards, read in name order).
 
-    Raises `TraceFileError` for a foreign or corrupt file, and for a row whose surprisal or entropy is
-    negative, not finite or above `MAX_TOKEN_NATS` (the message names the file, the row and its id; see
-    `check_token_values`).
+    Raises `TraceFileError` for a foreign or corrupt file, a folder holding no ``*.parquet`` shard, and for a row
+    whose surprisal or entropy is negative, not finite or above `MAX_TOKEN_NATS` (the message names the file, the
+    row and its id; see `check_token_values`). Every command that reads traces (``tracecal score``,
+    ``fit-calibrator``) reads them here, so a path gets the same answer from the CLI and the Python API.
     """
-    path = Path(path)
+    path = Path(check_path(path, "path"))
     if path.is_dir():
-        out: list[Trace] = []
-        for shard in sorted(path.glob("*.parquet")):
-            out.extend(load_traces(shard))
-        return out
+        shards = sorted(path.glob("*.parquet"))
+        if not shards:
+            raise TraceFileError(
+                f"{path} is a folder with no traces file (*.parquet) in it: give a traces file written by "
+                "save_traces / tracecal generate, or a folder of such shards"
+            )
+        return [t for shard in shards for t in load_traces(shard)]
     table = _read_table(path)
     rows = table.to_pylist()
     traces = []
@@ -339,7 +188,7 @@ def load_trace_batch(path: str | os.PathLike[str]) -> TraceBatch:
 
     The values are validated like `load_traces` (`TraceFileError` naming the row of a bad value).
     """
-    table = _read_table(Path(path))
+    table = _read_table(Path(check_path(path, "path")))
 
     def flat(name: str) -> tuple[np.ndarray, np.ndarray]:
         col = table.column(name).combine_chunks()
@@ -359,8 +208,8 @@ def export_jsonl(traces: Iterable[Trace], path: str | os.PathLike[str], inputs: 
     round-trip exactly, a missing top-k log-prob (−∞) and any other non-finite number is written as null
     (`json_safe`; `import_jsonl` reads a top-k null back as −∞). The values are checked first as in `save_traces`
     (`TraceFileError`)."""
-    path = Path(path)
-    traces = list(traces)
+    path = Path(check_path(path, "path"))
+    traces = check_traces(traces)
     _check_writable(traces, path)
 
     def write(tmp: str) -> None:
@@ -386,7 +235,7 @@ def import_jsonl(path: str | os.PathLike[str]) -> list[Trace]:
     / entropy that is negative, not finite or above `MAX_TOKEN_NATS`, raises `TraceFileError` naming
     ``path:line`` (and the trace id)."""
     out, lines = [], []
-    text = read_text(path, "traces file", "text", TraceFileError)
+    text = read_text(check_path(path, "path"), "traces file", "text", TraceFileError)
     for lineno, line in enumerate(text.split("\n"), 1):
         if not line.strip():
             continue

@@ -21,13 +21,14 @@ Stop tokens (EOS / end-of-turn) are never part of the answer. Traces persist los
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
 import numpy as np
 
+from tracecal._validation import float_array, int_array
 from tracecal.errors import ValidationError
 from tracecal.traces.segments import MAX_TOKEN_NATS, NEGATIVE_TOLERANCE, Segments, check_token_values
 
@@ -39,6 +40,7 @@ __all__ = [
     "offsets_of",
     "MAX_TOKEN_NATS",
     "NEGATIVE_TOLERANCE",
+    "check_traces",
     "ENTROPY_KINDS",
     "STOP_REASONS",
 ]
@@ -47,12 +49,11 @@ ENTROPY_KINDS = ("exact", "topk")
 STOP_REASONS = ("eos", "length", "stop_string", "unknown")
 
 
-def _f64(x: Any) -> np.ndarray:
-    return np.ascontiguousarray(np.asarray(x, dtype=np.float64).reshape(-1))
-
-
-def _i64(x: Any) -> np.ndarray:
-    return np.ascontiguousarray(np.asarray(x, dtype=np.int64).reshape(-1))
+def _strings(x: Any, name: str) -> list[str]:
+    """``x`` as a list of str, or `ValidationError` naming ``name``."""
+    if isinstance(x, str) or not isinstance(x, list | tuple) or not all(isinstance(v, str) for v in x):
+        raise ValidationError(f"{name} must be a list of strings (one per token), got {x!r:.60}")
+    return list(x)
 
 
 @dataclass(eq=False)
@@ -105,26 +106,41 @@ class Trace:
     hidden_layers: tuple[int, ...] | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
-        self.token_ids = _i64(self.token_ids)
-        self.surprisal = _f64(self.surprisal)
-        self.entropy = _f64(self.entropy)
-        self.prompt_ids = _i64(self.prompt_ids)
-        self.offsets = _i64(self.offsets) if len(self.offsets) else np.zeros(len(self.token_ids), np.int64)
+        self.token_ids = int_array(self.token_ids, "Trace.token_ids")
+        self.surprisal = float_array(self.surprisal, "Trace.surprisal")
+        self.entropy = float_array(self.entropy, "Trace.entropy")
+        self.prompt_ids = int_array(self.prompt_ids, "Trace.prompt_ids")
+        offsets = int_array(self.offsets, "Trace.offsets")
         n = len(self.token_ids)
-        if not self.token_strings:
-            self.token_strings = [""] * n
+        self.offsets = offsets if len(offsets) else np.zeros(n, np.int64)
+        self.token_strings = _strings(self.token_strings, "Trace.token_strings") or [""] * n
         for name, arr in (("surprisal", self.surprisal), ("entropy", self.entropy), ("offsets", self.offsets)):
             if len(arr) != n:
-                raise ValidationError(f"Trace.{name} has {len(arr)} values but the answer has {n} tokens")
+                raise ValidationError(f"Trace.{name} has {len(arr)} values but Trace.token_ids has {n} tokens")
         if len(self.token_strings) != n:
             raise ValidationError(
-                f"Trace.token_strings has {len(self.token_strings)} items but the answer has {n} tokens"
+                f"Trace.token_strings has {len(self.token_strings)} items but Trace.token_ids has {n} tokens"
             )
         if self.entropy_kind not in ENTROPY_KINDS:
             raise ValidationError(f"entropy_kind must be one of {ENTROPY_KINDS}, got {self.entropy_kind!r}")
+        if (self.topk_ids is None) != (self.topk_logprobs is None):
+            raise ValidationError("Trace.topk_ids and Trace.topk_logprobs are given together or not at all")
         if self.topk_ids is not None:
-            self.topk_ids = np.asarray(self.topk_ids, dtype=np.int64).reshape(n, -1)
-            self.topk_logprobs = np.asarray(self.topk_logprobs, dtype=np.float64).reshape(n, -1)
+            self.topk_ids = self._topk(self.topk_ids, "Trace.topk_ids", int_array, n)
+            self.topk_logprobs = self._topk(self.topk_logprobs, "Trace.topk_logprobs", float_array, n)
+            if self.topk_ids.shape != self.topk_logprobs.shape:
+                raise ValidationError(
+                    f"Trace.topk_ids has shape {self.topk_ids.shape}, Trace.topk_logprobs {self.topk_logprobs.shape}"
+                )
+
+    @staticmethod
+    def _topk(value: Any, name: str, convert: Any, n: int) -> np.ndarray:
+        """``value`` as a (T, k) array (``convert``: `int_array` or `float_array`), `ValidationError` naming ``name``
+        when its size is not a multiple of T = ``n`` (no token: no alternatives)."""
+        flat = convert(value, name)
+        if (n == 0 and flat.size) or (n and flat.size % n):
+            raise ValidationError(f"{name} must have shape (T, k) with T = {n} tokens, got {flat.size} values")
+        return flat.reshape(0, 0) if n == 0 else flat.reshape(n, -1)
 
     # ------------------------------------------------------------------ derived views
     @property
@@ -212,9 +228,9 @@ class TraceBatch:
     """True once `checked` validated the values (set by the boundary constructors; never by hand)."""
 
     def __post_init__(self) -> None:
-        self.surprisal = _f64(self.surprisal)
-        self.entropy = _f64(self.entropy)
-        self.offsets = _i64(self.offsets)
+        self.surprisal = float_array(self.surprisal, "TraceBatch.surprisal")
+        self.entropy = float_array(self.entropy, "TraceBatch.entropy")
+        self.offsets = int_array(self.offsets, "TraceBatch.offsets")
         if len(self.offsets) == 0 or self.offsets[0] != 0:
             raise ValidationError("offsets must start at 0")
         if np.any(np.diff(self.offsets) < 0):
@@ -258,7 +274,7 @@ class TraceBatch:
         value (traces unmodified)."""
         if isinstance(traces, TraceBatch):
             return traces.checked()
-        traces = list(traces)
+        traces = check_traces(traces)
         offsets = offsets_of(traces)
         if traces:
             s = np.concatenate([t.surprisal for t in traces])
@@ -313,6 +329,21 @@ class TraceBatch:
         gather = np.repeat(starts - new_off[:-1], lengths) + np.arange(new_off[-1])
         ids = None if self.token_ids is None else self.token_ids[gather]
         return TraceBatch(self.surprisal[gather], self.entropy[gather], new_off, ids, self.values_checked)
+
+
+def check_traces(traces: Any, name: str = "traces") -> list[Trace]:
+    """``traces`` as a list of `Trace` (one `Trace` alone is a list of one), or `ValidationError` naming ``name``
+    and the first item that is not one: the one check of every function that takes traces (the operators through
+    `TraceBatch.from_traces`, the writers of `tracecal.traces.io`)."""
+    if isinstance(traces, Trace):
+        return [traces]
+    if traces is None or isinstance(traces, str | bytes | Mapping) or not isinstance(traces, Iterable):
+        raise ValidationError(f"{name} must be a list of Trace objects, got {type(traces).__name__}")
+    out = list(traces)
+    for i, t in enumerate(out):
+        if not isinstance(t, Trace):
+            raise ValidationError(f"{name}[{i}] must be a Trace, got {type(t).__name__} {t!r:.40}")
+    return out
 
 
 def offsets_of(traces: Sequence[Trace]) -> np.ndarray:

@@ -28,7 +28,8 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from tracecal.backends.answers import AnswerArgs, end_reason
-from tracecal.backends.base import BackendUnsupportedError, Prompt, prompt_text
+from tracecal.backends.arguments import Prompt
+from tracecal.backends.base import BackendUnsupportedError, prompt_text
 from tracecal.backends.defaults import END_OF_TURN_TOKENS
 from tracecal.backends.http.client import HTTPBackendError, RetryingClient
 from tracecal.backends.http.prompt import check_prompt

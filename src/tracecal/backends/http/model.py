@@ -16,7 +16,8 @@ import numpy as np
 
 from tracecal._validation import Interval
 from tracecal.backends.answers import ANSWER_OPTIONS, check_answer_args, why_not
-from tracecal.backends.base import BackendUnsupportedError, Prompt, check_generate_args, prompt_text
+from tracecal.backends.arguments import Prompt, check_generate_args
+from tracecal.backends.base import BackendUnsupportedError, prompt_text
 from tracecal.backends.http.answers import answer_trace, root_client
 from tracecal.backends.http.client import API_KEY_ENV, HTTPBackendError, RetryingClient
 from tracecal.backends.http.prompt import check_prompt
@@ -296,7 +297,14 @@ class HTTPModel:
         ``stopped``); the traces are those of the same answers not streamed.
         """
         prompts, max_new_tokens, workers, _top = check_generate_args(
-            prompts, max_new_tokens, batch_size, self.batch_size, ids
+            prompts,
+            max_new_tokens,
+            batch_size,
+            self.batch_size,
+            ids,
+            stop_strings=stop_strings,
+            progress=progress,
+            on_token=on_token,
         )
         if not TEMPERATURE.accepts(temperature):
             raise ValidationError(f"temperature must be a number ≥ 0, got {temperature!r}")

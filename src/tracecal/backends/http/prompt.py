@@ -27,7 +27,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from tracecal.backends.base import Prompt
+from tracecal.backends.arguments import Prompt
 from tracecal.backends.http.settings import HTTPSettings
 from tracecal.errors import ValidationError
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tracecal._validation import Options, check_param
-from tracecal.backends.base import check_positive_int
+from tracecal.backends.arguments import check_positive_int
 from tracecal.backends.http.client import check_retry_settings, check_url
 from tracecal.backends.topk import DEFAULT_TOPK_ESTIMATOR, TOPK_ESTIMATORS
 from tracecal.errors import ValidationError
