@@ -17,11 +17,13 @@ random-weight test model of tests/conftest.py, saved to a folder.
 from __future__ import annotations
 
 import inspect
+import json
 import math
 import os
 import re
 import shutil
 import tempfile
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,6 +43,9 @@ from tracecal.backends.hf import HFModel
 from tracecal.backends.user_generate import Recording, record
 
 EXAMPLES = int(os.environ.get("TRACECAL_FUZZ_EXAMPLES", "6"))
+#: Calls made, by outcome (``accepted``, ``refused``); written to ``$TRACECAL_FUZZ_REPORT`` (JSON) at the end when set
+#: (the counts docs/reliability.md reports).
+OUTCOMES: Counter[str] = Counter()
 
 
 @dataclass(frozen=True)
@@ -267,9 +272,11 @@ def check_call(name: str, fn: Any, kwargs: dict[str, Any], param: str, annotatio
         fn(**kwargs)
     except TracecalError as e:
         assert names(param, annotation, value, str(e)), f"{call}: the message does not name {param!r}: {e}"
+        OUTCOMES["refused"] += 1
         return "refused"
     except Exception as e:  # noqa: BLE001  # what the harness is for: any other type is the failure
         pytest.fail(f"{call} raised {type(e).__name__}, not a TracecalError: {e!s:.300}")
+    OUTCOMES["accepted"] += 1
     return "accepted"
 
 
@@ -304,6 +311,8 @@ def context(request: pytest.FixtureRequest) -> Any:
     cal.save(root / "in" / "cal.json")
     ctx.files["calibrator"] = root / "in" / "cal.json"
     yield ctx
+    if os.environ.get("TRACECAL_FUZZ_REPORT"):
+        Path(os.environ["TRACECAL_FUZZ_REPORT"]).write_text(json.dumps(dict(OUTCOMES)))
     mp.undo()
     shutil.rmtree(root, ignore_errors=True)
 

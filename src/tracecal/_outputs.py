@@ -89,6 +89,8 @@ def check_output(path: str | os.PathLike[str], inputs: InputPaths = (), option: 
             file = next((p for p in reversed(Path(path).parents) if p.is_file()), Path(path).parent)
             raise ValidationError(f"{option} {path}: {file} is a file, not a folder; give a path in a folder") from None
         return
+    if stat.S_ISDIR(st.st_mode):
+        raise ValidationError(f"{option} {path} is a folder: give a file path")
     if not stat.S_ISREG(st.st_mode):
         return
     for what, given, *pattern in inputs:

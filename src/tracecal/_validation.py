@@ -313,4 +313,12 @@ def check_path(value: Any, name: str) -> Any:
         raise ValidationError(f"{name} is empty: give a path")
     if "\x00" in text:
         raise ValidationError(f"{name} holds a NUL character: {text!r:.80}")
+    longest = max(len(part.encode("utf-8", "surrogatepass")) for part in text.split(os.sep))
+    if longest > NAME_MAX or len(text.encode("utf-8", "surrogatepass")) > PATH_MAX:
+        raise ValidationError(f"{name} is too long for a file system ({NAME_MAX} bytes a name, {PATH_MAX} a path)")
     return value
+
+
+NAME_MAX, PATH_MAX = 255, 4096
+"""The longest file name and path (bytes) `check_path` lets through: Linux's limits, which every common file system
+keeps at or below."""

@@ -61,8 +61,8 @@ def test_validation_names_the_option_as_the_command_line_spells_it() -> None:
         "on_error",
     }
     for kw, msg in (
-        ({"num_beams": 1}, "num-beams must be a whole number ≥ 2, got 1"),
-        ({"num_samples": 0}, "num-samples must be a whole number ≥ 1, got 0"),
+        ({"num_beams": 1}, "num-beams must be a whole number in [2, 256], got 1"),
+        ({"num_samples": 0}, "num-samples must be a whole number in [1, 1024], got 0"),
         ({"sample_temperature": 0.0}, "sample-temperature must be a finite number in [0.01, 100], got 0.0"),
         ({"batch_size": True}, "batch-size must be a whole number ≥ 1, got True"),
         ({"max_new_tokens": 0}, "max-new-tokens must be a whole number ≥ 1 or None, got 0"),

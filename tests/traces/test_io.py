@@ -11,6 +11,7 @@ import pytest
 
 from tests.traces.disk import fill, read_only, small_filesystem, tmp_files
 from tracecal._outputs import atomic_write
+from tracecal.errors import ValidationError
 from tracecal.traces.io import (
     TraceFileError,
     export_jsonl,
@@ -241,7 +242,7 @@ def test_a_character_device_is_written_into_not_replaced(tmp_path: Path) -> None
 def test_a_folder_or_read_only_file_is_refused(tmp_path: Path) -> None:
     import os
 
-    with pytest.raises(IsADirectoryError, match="is a folder"):
+    with pytest.raises(ValidationError, match="is a folder: give a file path"):
         save_traces([], tmp_path)
     ro = tmp_path / "ro.parquet"
     ro.write_bytes(b"keep me")
@@ -311,7 +312,6 @@ def test_an_output_that_is_an_input_is_refused_through_links(tmp_path: Path) -> 
     import os
 
     from tracecal._outputs import check_output
-    from tracecal.errors import ValidationError
 
     src = save_traces([_trace([0.1], [0.2], "a")], tmp_path / "in.parquet")
     shards = tmp_path / "shards"

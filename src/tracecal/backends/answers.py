@@ -67,7 +67,6 @@ __all__ = [
     "trace_answers_local",
     "answer_problems",
     "SampleArgs",
-    "PROMPT_SEED",
     "check_sample_args",
 ]
 
@@ -142,11 +141,6 @@ TEMPERATURE = Interval(float, 0.01, 100)
 holds: `tracecal.traces.segments.MAX_TOKEN_NATS`) and τ → ∞ makes every s_t log |V| whatever the model says."""
 
 
-PROMPT_SEED = Interval(int, 0, 2**64 - 1)
-"""The bound of a per-prompt seed of ``sample_answers`` (what torch's and NumPy's generators take; the sampling pass
-derives one from each question's id, 64 bits)."""
-
-
 class SampleArgs(NamedTuple):
     """The checked arguments of ``sample_answers`` (`check_sample_args`)."""
 
@@ -168,15 +162,16 @@ def check_sample_args(
     default_batch_size: int,
 ) -> SampleArgs:
     """Every argument of an in-process backend's ``sample_answers`` checked at the boundary (`ValidationError`
-    naming it): the arguments ``generate`` shares (`tracecal.backends.arguments.check_generate_args`), ``num_samples``
-    ≥ 1, ``temperature`` in `TEMPERATURE`, and None or one seed per prompt, each in `PROMPT_SEED`."""
+    naming it): the arguments ``generate`` shares (`~tracecal.backends.arguments.check_generate_args`),
+    ``num_samples`` in `~tracecal.backends.arguments.NUM_SAMPLES`, ``temperature`` in `TEMPERATURE`, and None or one
+    seed per prompt, each in `~tracecal.backends.arguments.GENERATOR_SEED`."""
     prompts, max_new_tokens, _, _ = arguments.check_generate_args(
         prompts, max_new_tokens, None, default_batch_size, stop_strings=stop_strings
     )
-    k = arguments.check_positive_int(num_samples, "num_samples")
+    k = arguments.check_count(num_samples, "num_samples", arguments.NUM_SAMPLES)
     if seeds is not None:
         listed = arguments.check_list(seeds, "seeds")
-        seeds = [int(check_param(f"seeds[{i}]", s, PROMPT_SEED)) for i, s in enumerate(listed)]
+        seeds = [int(check_param(f"seeds[{i}]", s, arguments.GENERATOR_SEED)) for i, s in enumerate(listed)]
         if len(seeds) != len(prompts):
             raise ValidationError(f"seeds must have one entry per prompt: {len(seeds)} for {len(prompts)} prompts")
     return SampleArgs(

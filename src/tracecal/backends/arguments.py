@@ -21,10 +21,14 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from tracecal._validation import Interval, check_text, int_array, is_number
+from tracecal._validation import Interval, check_param, check_text, int_array, is_number
 from tracecal.errors import TracecalError, ValidationError
 
 __all__ = [
+    "NUM_BEAMS",
+    "NUM_SAMPLES",
+    "GENERATOR_SEED",
+    "check_count",
     "POSITIVE_INT",
     "GenerateArgs",
     "Prompt",
@@ -58,6 +62,25 @@ class PromptTooLongError(TracecalError, ValueError):
 
 POSITIVE_INT = Interval(int, 1, None)
 """The constraint of every count setting of a backend (``max_new_tokens``, ``batch_size``, ``top_logprobs``, …)."""
+
+
+NUM_BEAMS = Interval(int, 2, 256)
+"""The beams of one beam search (``beam_scores``, ``evaluate --num-beams``): each beam is one more row of the batch's
+KV cache, so the count is bounded (256 beams of a 32-token answer already hold 256× a greedy pass's cache)."""
+
+NUM_SAMPLES = Interval(int, 1, 1024)
+"""The answers sampled per prompt (``sample_answers``, ``evaluate --num-samples``): one batch of that many rows per
+prompt, bounded for the same reason as `NUM_BEAMS`."""
+
+
+GENERATOR_SEED = Interval(int, 0, 2**64 - 1)
+"""The bound of a seed handed to torch's or NumPy's generator (``generate(seed=...)``, ``sample_answers(seeds=...)``:
+the sampling pass derives one from each question's id, 64 bits)."""
+
+
+def check_count(value: Any, name: str, bound: Interval) -> int:
+    """``value`` as an int within ``bound`` (`NUM_BEAMS`, `NUM_SAMPLES`), else `ValidationError` naming ``name``."""
+    return int(check_param(name, check_positive_int(value, name), bound))
 
 
 def check_positive_int(value: Any, name: str) -> int:
@@ -124,7 +147,7 @@ def check_hidden_layers(value: Any) -> None:
     ``hidden_layers``."""
     if value is None or (isinstance(value, str) and value == "auto"):
         return
-    if isinstance(value, str):
+    if isinstance(value, str | bytes | dict) or not isinstance(value, Sequence | np.ndarray):
         raise ValidationError(f"hidden_layers must be 'auto' or a list of layer indices, got {value!r:.40}")
     layers = int_array(value, "hidden_layers")
     if not layers.size or (layers < 1).any():

@@ -17,6 +17,7 @@ from typing import Any
 
 import torch
 
+from tracecal._inputs import UserFileNotFoundError
 from tracecal.backends import runtime
 from tracecal.backends.catalogue import (
     CACHE_VARIABLE,
@@ -86,7 +87,7 @@ def gguf_checkpoint(gguf: str | os.PathLike[str], out: str | os.PathLike[str] | 
 
     path = Path(gguf)
     if not path.is_file():
-        raise FileNotFoundError(f"GGUF file not found: {path}")
+        raise UserFileNotFoundError(f"GGUF file not found: {path}")
     target = Path(out) if out is not None else model_cache_dir() / "hf" / f"{path.stem}-{file_sha256(path)[:16]}"
     cached = out is None  # the cache's own folder is checked whole (a damaged one is converted again)
     if reusable_checkpoint(target) if cached else (target / "model.safetensors").is_file():
@@ -126,7 +127,7 @@ def gguf_tokenizer(gguf: str | os.PathLike[str]) -> Path:
 
     path = Path(gguf)
     if not path.is_file():
-        raise FileNotFoundError(f"GGUF file not found: {path}")
+        raise UserFileNotFoundError(f"GGUF file not found: {path}")
     name = f"{path.stem}-{file_sha256(path)[:16]}"
     if reusable_checkpoint(full := model_cache_dir() / "hf" / name):
         return full

@@ -20,8 +20,10 @@ import numpy as np
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, LogitsProcessorList
 
+from tracecal._inputs import UserFileNotFoundError
+from tracecal._validation import check_param
 from tracecal.backends.answers import check_sample_args, check_temperature, check_top_logprobs
-from tracecal.backends.arguments import Prompt, check_generate_args
+from tracecal.backends.arguments import GENERATOR_SEED, Prompt, check_generate_args, check_stop_strings
 from tracecal.backends.base import SampleSet, name_trace
 from tracecal.backends.defaults import (
     DEFAULT_MODEL,
@@ -81,13 +83,18 @@ def _resolve(name_or_path: str | os.PathLike[str] | None) -> tuple[str, str]:
         model_id = str(name_or_path)
     p = Path(name_or_path)
     if p.suffix == ".gguf":
-        if not p.exists():
-            raise FileNotFoundError(f"GGUF file not found: {p}")
+        if not p.is_file():
+            raise UserFileNotFoundError(f"GGUF file not found: {p}")
         return model_id, str(gguf_checkpoint(p))  # fp32 on CPU so gradients work; converted once
+    if p.is_dir() and not (p / "config.json").is_file():
+        raise ModelLoadError(
+            f"{p} is a folder without a model in it (no config.json): give a model folder (save_pretrained), a "
+            f".gguf file or a Hugging Face id; {named_models_hint()}"
+        )
     return model_id, str(name_or_path)
 
 
-def _load_error(what: str, name_or_path: Any, e: OSError) -> ModelLoadError:
+def _load_error(what: str, name_or_path: Any, e: Exception) -> ModelLoadError:
     return ModelLoadError(
         f"could not load {what} {name_or_path!r}: not a local directory or .gguf file, and not in the Hugging Face "
         f"cache (offline: HF_HUB_OFFLINE={os.environ.get('HF_HUB_OFFLINE', '0')}); {named_models_hint()}. {e}"
@@ -101,7 +108,7 @@ def load_tokenizer(name_or_path: str | os.PathLike[str] | None = None) -> Any:
     _, source = _resolve(name_or_path)
     try:
         return AutoTokenizer.from_pretrained(source)
-    except OSError as e:
+    except (OSError, ValueError) as e:  # transformers: a missing file, or a folder it cannot read a tokenizer from
         raise _load_error("the tokenizer of", name_or_path, e) from e
 
 
@@ -168,7 +175,7 @@ class HFModel(HFForwardPasses):
         try:
             tok = AutoTokenizer.from_pretrained(source)
             model = AutoModelForCausalLM.from_pretrained(source, dtype=dtype_)
-        except OSError as e:
+        except (OSError, ValueError) as e:
             raise _load_error("model", name_or_path, e) from e
         model.to(dev)  # type: ignore[arg-type]  # transformers wraps PreTrainedModel.to in functools.wraps: no self type
         tok.padding_side = "left"
@@ -228,8 +235,8 @@ class HFModel(HFForwardPasses):
         prompt_ids = [self.encode_prompt(p) for p in prompts]
         self._check_length(prompt_ids, max_new_tokens)
         if seed is not None:
-            torch.manual_seed(seed)
-        policy = Sampling(do_sample, temperature, top_p, top_k, top_logprobs, stop_strings)
+            torch.manual_seed(check_param("seed", seed, GENERATOR_SEED))
+        policy = Sampling(do_sample, temperature, top_p, top_k, top_logprobs, tuple(check_stop_strings(stop_strings)))
         decoding = self._decoding(max_new_tokens, policy)
         traces = self._in_batches(prompt_ids, bs, max_new_tokens, policy, decoding, on_step, hidden_layers, progress)
         return [name_trace(tr, prompts[i], i, ids) for i, tr in enumerate(traces)]

@@ -18,8 +18,10 @@ import torch
 
 from tracecal.backends.answers import Answer, Forced, check_answer_args, forced_decoding, trace_answers_local
 from tracecal.backends.arguments import (
+    NUM_BEAMS,
     Prompt,
     check_batch_size,
+    check_count,
     check_id_lists,
     check_positive_int,
     check_prompt_lengths,
@@ -276,7 +278,7 @@ class HFForwardPasses(TokenizerBackend):
         float summation order; prompts of one token fall back to the plain path).
         """
         prompts = check_prompts(prompts)
-        num_beams = check_positive_int(num_beams, "num_beams")
+        num_beams = check_count(num_beams, "num_beams", NUM_BEAMS)
         max_new_tokens = check_positive_int(max_new_tokens, "max_new_tokens")
         bs = max(1, check_batch_size(batch_size, self.batch_size) // 2)
         prompt_ids = [self.encode_prompt(p) for p in prompts]

@@ -34,6 +34,7 @@ from tracecal.backends.arguments import (
     check_generate_args,
     check_id_lists,
     check_prompt_lengths,
+    check_stop_strings,
     check_token_ids,
 )
 from tracecal.backends.base import (
@@ -217,8 +218,7 @@ class LlamaCppModel(TokenizerBackend):
         enough to change a draw). ``seeds[i]`` seeds NumPy's generator of prompt i: the same seed gives the same
         answers with the same GGUF, llama.cpp build and thread count. Cost (`SampleSet`): ``prefill_tokens`` = the
         prompt, ``decode_tokens`` = Σ steps of the samples, ``forward_passes`` = 1 (the prompt) + Σ steps (one
-        ``eval`` per step, the first of each sample being its prompt's last token), CPU and wall seconds.
-        """
+        ``eval`` per step, the first of each sample being its prompt's last token), CPU and wall seconds."""
         args = bounds.check_sample_args(
             prompts, num_samples, max_new_tokens, temperature, stop_strings, seeds, self.batch_size
         )
@@ -298,7 +298,7 @@ class LlamaCppModel(TokenizerBackend):
             prompts, max_new_tokens, batch_size, self.batch_size, ids, top_logprobs, **more
         )
         top_logprobs = bounds.check_top_logprobs(top_logprobs, self.vocab_size)
-        stop_strings = [stop_strings] if isinstance(stop_strings, str) else list(stop_strings)
+        stop_strings = check_stop_strings(stop_strings)
         encoded = [self.encode_prompt(p) for p in prompts]
         self._check_length(encoded, max_new_tokens)
         decoding = self._decoding(max_new_tokens, top_logprobs, stop_strings)

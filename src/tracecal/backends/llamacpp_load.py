@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from tracecal._inputs import UserFileNotFoundError
 from tracecal.backends.arguments import check_positive_int
 from tracecal.backends.defaults import DEFAULT_MODEL, NAMED_MODELS, gguf_tokenizer, named_gguf_path
 from tracecal.backends.runtime import resolve_threads
@@ -74,7 +75,7 @@ def open_gguf(
     if p.suffix != ".gguf":
         raise ValidationError(f"the llama.cpp backend loads .gguf files, got {str(p)!r}")
     if not p.exists():
-        raise FileNotFoundError(f"GGUF file not found: {p}")
+        raise UserFileNotFoundError(f"GGUF file not found: {p}")
     llama_cpp = import_llama_cpp()
     if tokenizer is None or isinstance(tokenizer, str | os.PathLike):
         from transformers import AutoTokenizer

@@ -21,6 +21,7 @@ import numpy as np
 from tracecal._validation import SEED, Interval, Options, check_params, from_source
 from tracecal.backends import runtime
 from tracecal.backends.answers import TEMPERATURE
+from tracecal.backends.arguments import NUM_BEAMS, NUM_SAMPLES
 from tracecal.backends.registry import (
     DEFAULT_BACKEND,
     DTYPE,
@@ -150,9 +151,9 @@ class EvalConfig:
     embedder_dtype: str = setting("auto", Options(*EMBEDDER_DTYPES))
     batch_size: int = setting(16, _POSITIVE)
     max_new_tokens: int | None = setting(None, (_POSITIVE, None))
-    num_beams: int = setting(5, Interval(int, 2, None))
+    num_beams: int = setting(5, NUM_BEAMS)
     beam_max_new_tokens: int | None = setting(32, (_POSITIVE, None))
-    num_samples: int = setting(10, _POSITIVE)
+    num_samples: int = setting(10, NUM_SAMPLES)
     sample_temperature: float = setting(1.0, TEMPERATURE)  # the bound of every backend's sampling
     sample_seed: int = setting(0, SEED)
     chat: bool | None = None
