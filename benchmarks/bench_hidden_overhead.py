@@ -5,7 +5,10 @@
 Same model (the offline default, SmolLM2-135M-Instruct), the same prompts (TriviaQA questions, chat template, stop
 strings of the task), the same batches, greedy decoding; ``generate`` without and with ``hidden_layers="auto"``
 (3 layers) run alternately batch by batch (without first on even batches, with first on odd ones) and the answers
-must be identical. Prints tokens/s of each, the throughput ratio and the bytes a summary keeps per answer.
+must be identical. Prints tokens/s of each, the throughput ratio and the bytes a summary keeps per answer. Then the
+recorder's own share, which the wall clock of a shared machine cannot resolve: one more generation with hidden
+states under cProfile, and the time spent inside `tracecal.backends.hidden` (its layer hooks, the per-step logits
+processor, the summaries) over the time of that generation.
 """
 
 from __future__ import annotations
@@ -66,7 +69,40 @@ def main() -> None:
     print(f"with hidden states:    {tokens / on:.1f} tokens/s (median {on:.2f} s; runs {np.round(t_on, 2).tolist()})")
     print(f"throughput ratio with/without: {off / on:.4f}  (overhead {100 * (on / off - 1):+.2f}%)")
     print(f"summary kept per answer: {sizes[0]} bytes (2 × 3 layers × d float32)")
-    print(json.dumps({"ratio": off / on, "identical": bool(same), "tokens": tokens, "bytes_per_answer": sizes[0]}))
+    share = recorder_share(lm, batches[0], kw)
+    print(f"time inside tracecal.backends.hidden (cProfile, one batch): {100 * share:.2f}% of the generation")
+    print(
+        json.dumps(
+            {
+                "ratio": off / on,
+                "identical": bool(same),
+                "tokens": tokens,
+                "bytes_per_answer": sizes[0],
+                "recorder_share": share,
+            }
+        )
+    )
+
+
+def recorder_share(lm: object, batch: list, kw: dict) -> float:
+    """The share of one ``generate(..., hidden_layers="auto")`` spent in `tracecal.backends.hidden`'s functions
+    (their own time, cProfile): what recording costs, without the machine's noise."""
+    import cProfile
+    import pstats
+
+    prof = cProfile.Profile()
+    prof.enable()
+    lm.generate(batch, hidden_layers="auto", **kw)  # type: ignore[attr-defined]
+    prof.disable()
+    stats = pstats.Stats(prof).stats  # type: ignore[attr-defined]
+    total = sum(v[2] for v in stats.values())  # own times add up to the profiled time
+
+    def ours(key: tuple) -> bool:
+        return key[0].endswith("tracecal/backends/hidden.py")
+
+    # cumulative time of the recorder's entry points (called from outside the module: hooks, processor, finish)
+    inside = sum(v[3] for k, v in stats.items() if ours(k) and not any(ours(c) for c in v[4]))
+    return inside / total
 
 
 if __name__ == "__main__":
