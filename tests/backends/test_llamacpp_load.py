@@ -21,7 +21,7 @@ def test_dtype_and_device_must_stay_auto(key: str, kwargs: dict[str, str]) -> No
 
 
 def test_a_file_that_is_not_gguf_or_missing_is_refused(tmp_path: Path) -> None:
-    with pytest.raises(ValidationError, match=r"loads \.gguf files"):
+    with pytest.raises(ValidationError, match=r"runs a \.gguf file or a named model .* is neither"):
         open_gguf(ROOT / "README.md", 256, 1, None, "auto", "auto", False)
     with pytest.raises(FileNotFoundError, match="GGUF file not found"):
         open_gguf(tmp_path / "absent.gguf", 256, 1, None, "auto", "auto", False)
@@ -33,3 +33,10 @@ def test_extra_buffers_switch_is_set_inside_the_block_and_restored() -> None:
     with llama_model_params(True):
         assert lib.llama_model_default_params().use_extra_bufts is True
     assert lib.llama_model_default_params is before
+
+
+def test_a_misspelt_named_model_gets_the_names_and_a_suggestion() -> None:
+    from tracecal.backends import load_model
+
+    with pytest.raises(ValidationError, match="named model .*did you mean 'qwen2.5-coder-1.5b'"):
+        load_model("qwen2.5-coder-1.5", backend="llamacpp")

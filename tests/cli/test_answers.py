@@ -337,3 +337,10 @@ def test_a_chat_ending_with_the_assistant_gets_one_answer_on_every_surface(tmp_p
         body = {"model": shared_model.model_id, "items": [{"messages": chat, "answer": "Red"}]}
         resp = client.post("/v1/score-answers", json=body)
     assert resp.status_code == 400 and said in resp.json()["error"]["message"], resp.text
+
+
+def test_an_empty_answers_file_says_it_holds_no_rows(tmp_path: Path) -> None:
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("", encoding="utf-8")
+    r = runner.invoke(app, ["score-answers", str(empty), "--out", str(tmp_path / "o.parquet")])
+    assert r.exit_code == 2 and "the file holds no rows" in " ".join(r.output.split()), r.output

@@ -84,9 +84,13 @@ def _gguf_or_named(model: str | None) -> str | None:
 
     if model is not None and (model.startswith(("http://", "https://")) or not model.endswith(".gguf")):
         if model not in NAMED_MODELS:
+            import difflib
+
+            close = difflib.get_close_matches(model, list(NAMED_MODELS), n=1, cutoff=0.6)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
             return (
                 f"--backend llamacpp runs a .gguf file or a named model ({', '.join(NAMED_MODELS)}) in this "
-                f"process, got {model!r}: give one, or leave out --backend"
+                f"process, got {model!r}{hint}: give one, or leave out --backend"
             )
     return None
 

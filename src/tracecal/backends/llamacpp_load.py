@@ -73,7 +73,14 @@ def open_gguf(
     model_id = DEFAULT_MODEL if path is None else str(path)
     p = named_gguf_path(model_id) if model_id in NAMED_MODELS else Path(model_id)  # a named model: defaults.py
     if p.suffix != ".gguf":
-        raise ValidationError(f"the llama.cpp backend loads .gguf files, got {str(p)!r}")
+        import difflib
+
+        close = difflib.get_close_matches(model_id, list(NAMED_MODELS), n=1, cutoff=0.6)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        raise ValidationError(
+            f"the llama.cpp backend runs a .gguf file or a named model ({', '.join(NAMED_MODELS)}); "
+            f"{str(p)!r} is neither{hint}"
+        )
     if not p.exists():
         raise UserFileNotFoundError(f"GGUF file not found: {p}")
     llama_cpp = import_llama_cpp()

@@ -305,6 +305,8 @@ def fit_calibrator(
     the calibrator of an evaluated run's estimator on every labelled answer of its ranked tasks."""
     inputs: list[tuple[str, Path | str | None]] = [("traces", traces_path), ("labels file", labels)]
     out_path(out, "calibrator", inputs)
+    if not traces_path.exists():
+        raise ValidationError(f"{shown(traces_path)}: no such traces file or run directory")
     if traces_path.is_dir():
         if labels is not None:
             raise ValidationError(f"--labels: {traces_path} is a run directory, which holds its labels: drop --labels")

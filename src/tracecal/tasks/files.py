@@ -365,6 +365,7 @@ def read_answer_rows(path: Path, on_error: str = "skip") -> tuple[list[AnswerRow
                 raise InputFileError(f"{path}:{line}: {e}") from None
             bad.append(f"{path}:{line}: {e}")
     if not good:
-        first = f" (first: {bad[0]})" if bad else ""
-        raise InputFileError(f"{path}: no answer to score: {len(bad)} malformed rows{first}")
+        if not bad:
+            raise InputFileError(f"{path}: no answer to score: the file holds no rows (docs/formats.md)")
+        raise InputFileError(f"{path}: no answer to score: {len(bad)} malformed rows (first: {bad[0]})")
     return good, bad
