@@ -494,4 +494,4 @@ def test_generate_labels_a_builtin_task_where_asked_and_refuses_labels_without_a
 def test_fit_calibrator_on_a_path_that_does_not_exist_says_so(tmp_path: Path) -> None:
     """A misspelt run directory is named as missing (it was told it needed --labels, as a traces file would)."""
     r = CliRunner().invoke(app, ["fit-calibrator", str(tmp_path / "runs" / "mian"), "--out", str(tmp_path / "c.json")])
-    assert r.exit_code == 2 and "no such traces file or run directory" in " ".join(r.output.split()), r.output
+    assert r.exit_code == 2 and "(and no run directory of that name)" in " ".join(r.output.split()), r.output

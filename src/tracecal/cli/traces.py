@@ -16,6 +16,7 @@ import numpy as np
 import typer
 from rich.table import Table
 
+from tracecal._inputs import UserFileNotFoundError, shown_path
 from tracecal._validation import Interval
 from tracecal.cli.common import (
     FOREIGN,
@@ -306,7 +307,9 @@ def fit_calibrator(
     inputs: list[tuple[str, Path | str | None]] = [("traces", traces_path), ("labels file", labels)]
     out_path(out, "calibrator", inputs)
     if not traces_path.exists():
-        raise ValidationError(f"{shown(traces_path)}: no such traces file or run directory")
+        raise UserFileNotFoundError(
+            f"traces file not found: {shown_path(traces_path)} (and no run directory of that name)"
+        )
     if traces_path.is_dir():
         if labels is not None:
             raise ValidationError(f"--labels: {traces_path} is a run directory, which holds its labels: drop --labels")
