@@ -110,8 +110,7 @@ def check_ids(ids: Any, n: int) -> None:
     """None, or one id (a str or a whole number) per prompt; else `ValidationError` naming ``ids``."""
     if ids is None:
         return
-    if isinstance(ids, str | bytes | dict) or not isinstance(ids, Sequence | np.ndarray):
-        raise ValidationError(f"ids must be a list of one id (str) per prompt, got {type(ids).__name__}")
+    ids = check_list(ids, "ids")
     if len(ids) != n:
         raise ValidationError(f"ids must have one entry per prompt: {len(ids)} ids for {n} prompts")
     for i, x in enumerate(ids):
@@ -169,7 +168,7 @@ def check_token_ids(value: Any, name: str, vocab_size: int | None, min_len: int 
 
 def check_id_lists(value: Any, name: str, vocab_size: int | None) -> list[list[int]]:
     """A non-empty list of non-empty token-id lists (`check_token_ids` for each: ``name[i]``)."""
-    if isinstance(value, str | bytes | dict) or not isinstance(value, Sequence | np.ndarray) or not len(value):
+    if not check_list(value, name):
         raise ValidationError(f"{name} must be a non-empty list of token-id lists, got {value!r:.40}")
     return [check_token_ids(p, f"{name}[{i}]", vocab_size, min_len=1) for i, p in enumerate(value)]
 
