@@ -9,6 +9,8 @@ onto a fresh machine to resume the run there:
     python scripts/evidence_snapshot.py save /root/tracecal-runs/qwen1000 docs/runs/qwen1000
     python scripts/evidence_snapshot.py restore docs/runs/qwen1000 /root/tracecal-runs/qwen1000
 
+    python scripts/evidence_snapshot.py save RUN OUT --only hidden,results.json   # these top-level entries only
+
 ``rows.parquet`` and ``report.html`` (questions and golds) are never copied. ``save`` rewrites only shards that
 changed (same name and size of the stripped file are kept); ``restore`` copies only what the run
 directory lacks. Lock folders are never copied.
@@ -41,17 +43,21 @@ def stripped(table: pa.Table) -> pa.Table:
 NEVER_COPIED = {"rows.parquet", "report.html"}
 
 
-def _files(root: Path) -> list[Path]:
+def _files(root: Path, only: set[str] | None = None) -> list[Path]:
+    """The files under ``root`` a snapshot holds; ``only``: those under these top-level names."""
     return sorted(
         p
         for p in root.rglob("*")
-        if p.is_file() and ".locks" not in p.relative_to(root).parts and p.name not in NEVER_COPIED
+        if p.is_file()
+        and ".locks" not in p.relative_to(root).parts
+        and p.name not in NEVER_COPIED
+        and (only is None or p.relative_to(root).parts[0] in only)
     )
 
 
-def save(run: Path, out: Path) -> int:
+def save(run: Path, out: Path, only: set[str] | None = None) -> int:
     n = 0
-    for src in _files(run):
+    for src in _files(run, only):
         dst = out / src.relative_to(run)
         dst.parent.mkdir(parents=True, exist_ok=True)
         if src.suffix == ".parquet":
@@ -79,14 +85,18 @@ def restore(snapshot: Path, run: Path) -> int:
 
 
 def main(argv: list[str]) -> int:
+    only = None
+    if len(argv) == 5 and argv[0] == "save" and argv[3] == "--only":
+        only, argv = set(argv[4].split(",")), argv[:3]
     if len(argv) != 3 or argv[0] not in ("save", "restore"):
-        print(__doc__.strip().splitlines()[0], "\nusage: evidence_snapshot.py save RUN OUT | restore OUT RUN")
+        usage = "usage: evidence_snapshot.py save RUN OUT [--only A,B] | restore OUT RUN"
+        print(__doc__.strip().splitlines()[0], "\n" + usage)
         return 2
     src, dst = Path(argv[1]), Path(argv[2])
     if not src.is_dir():
         print(f"error: {src} is not a folder")
         return 2
-    n = save(src, dst) if argv[0] == "save" else restore(src, dst)
+    n = save(src, dst, only) if argv[0] == "save" else restore(src, dst)
     print(f"{argv[0]}: {n} files → {dst}")
     return 0
 

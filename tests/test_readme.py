@@ -80,5 +80,5 @@ def test_every_readme_block_runs_as_written(folder: Path) -> None:
             continue
         r = _run(lang, code, folder)
         assert r.returncode == 0, f"README block {i} ({lang}) failed:\n{code}\n--- output ---\n{r.stdout}\n{r.stderr}"
-    assert (folder / "scored.parquet").is_file() and (folder / "cal.json").is_file()
+    assert (folder / "scored.parquet").is_file() and (folder / "runs" / "main" / "calibrator.json").is_file()
     assert (folder / "runs" / "try" / "report.html").is_file()

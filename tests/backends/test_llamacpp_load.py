@@ -40,3 +40,21 @@ def test_a_misspelt_named_model_gets_the_names_and_a_suggestion() -> None:
 
     with pytest.raises(ValidationError, match="named model .*did you mean 'qwen2.5-coder-1.5b'"):
         load_model("qwen2.5-coder-1.5", backend="llamacpp")
+
+
+def test_llama_cpp_warnings_go_to_its_logger_not_the_terminal(
+    capfd: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    """A context shorter than the model's training context makes llama.cpp warn at load (n_ctx_per_seq <
+    n_ctx_train); llama-cpp-python 0.3.16 printed it whatever ``verbose`` said. It reaches `LLAMA_LOG` at WARNING,
+    shown only when a user lowers that logger's level."""
+    import logging
+
+    from tracecal.backends.hf import default_gguf_path
+
+    capfd.readouterr()
+    open_gguf(default_gguf_path(), 256, 1, None, "auto", "auto", False)
+    assert "n_ctx" not in capfd.readouterr().err
+    with caplog.at_level(logging.WARNING, logger="tracecal.llamacpp"):
+        open_gguf(default_gguf_path(), 256, 1, None, "auto", "auto", False)
+    assert any(r.levelno == logging.WARNING and "n_ctx_per_seq" in r.getMessage() for r in caplog.records)

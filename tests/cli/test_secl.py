@@ -190,3 +190,17 @@ def test_save_adapter_writes_a_folder_and_replaces_its_own_earlier_one(tmp_path,
         assert f"saved the LoRA adapter to {out}" in " ".join(r.output.split())
     assert {"adapter_model.safetensors", "secl_config.json"} <= {p.name for p in out.iterdir()}
     assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_progress_shows_each_twentieth_of_a_stage_whatever_the_batch_size(monkeypatch: pytest.MonkeyPatch) -> None:
+    import tracecal.cli.secl as secl
+
+    lines: list[str] = []
+    monkeypatch.setattr(secl, "note", lines.append)
+    monkeypatch.setattr(secl, "_SHOWN", {})
+    for done in range(16, 600 + 1, 16):  # batches of 16 never land on a multiple of 50 before 400
+        secl._progress("frozen pass", done, 600)
+    secl._progress("frozen pass", 600, 600)
+    counts = [int(line.split(": ")[1].split("/")[0]) for line in lines]
+    assert counts[0] == 32 and counts[-1] == 600 and len(counts) >= 19
+    assert all(b - a <= 2 * 30 for a, b in zip(counts, counts[1:], strict=False))

@@ -6,6 +6,8 @@ the checks and loading of `open_gguf`.
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import logging
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,7 +19,34 @@ from tracecal.backends.defaults import DEFAULT_MODEL, NAMED_MODELS, gguf_tokeniz
 from tracecal.backends.runtime import resolve_threads
 from tracecal.errors import TracecalError, ValidationError
 
-__all__ = ["LlamaCppMissingError", "import_llama_cpp", "llama_model_params", "open_gguf"]
+__all__ = ["LLAMA_LOG", "LlamaCppMissingError", "import_llama_cpp", "llama_model_params", "open_gguf"]
+
+LLAMA_LOG = logging.getLogger("tracecal.llamacpp")
+"""llama.cpp's own log lines, at their own levels (`route_llama_log`). Shown from ERROR up by default; lower it to
+see more (``logging.getLogger("tracecal.llamacpp").setLevel(logging.INFO)`` and a handler)."""
+LLAMA_LOG.setLevel(logging.ERROR)
+
+# ggml's log levels (ggml.h: NONE 0, DEBUG 1, INFO 2, WARN 3, ERROR 4, CONT 5 = the previous line's). llama-cpp-python
+# 0.3.16 maps them by an older enum (WARN read as ERROR), so a benign warning such as "n_ctx_per_seq (4096) <
+# n_ctx_train (32768)" was printed at every load even with verbose=False.
+_GGML_LEVELS = {0: logging.CRITICAL, 1: logging.DEBUG, 2: logging.INFO, 3: logging.WARNING, 4: logging.ERROR}
+_ROUTE: list[Any] = []  # the installed C callback, kept alive as long as llama.cpp may call it
+
+
+def route_llama_log(llama_cpp: Any) -> None:
+    """Send llama.cpp's log to `LLAMA_LOG` at the levels ggml gives (once per process)."""
+    if _ROUTE:
+        return
+    last = [logging.DEBUG]
+
+    @llama_cpp.llama_log_callback
+    def callback(level: int, text: bytes, _user: ctypes.c_void_p) -> None:
+        last[0] = last[0] if level == 5 else _GGML_LEVELS.get(level, logging.INFO)
+        if LLAMA_LOG.isEnabledFor(last[0]):
+            LLAMA_LOG.log(last[0], text.decode("utf-8", "replace").rstrip("\n"))
+
+    llama_cpp.llama_log_set(callback, ctypes.c_void_p(0))
+    _ROUTE.append(callback)
 
 
 class LlamaCppMissingError(TracecalError, ImportError):
@@ -54,6 +83,7 @@ def import_llama_cpp() -> Any:
             "the llama.cpp backend needs llama-cpp-python: pip install 'tracecal[llamacpp]' "
             "(it compiles llama.cpp, a few minutes)"
         ) from e
+    route_llama_log(llama_cpp)
     return llama_cpp
 
 

@@ -51,6 +51,16 @@ def _ranked_by_default(run_dir: Path) -> list[str] | None:
     return ranked
 
 
+SELECTIVE_COLUMNS = (
+    "coverage, realised risk: share answered and error rate among them on the evaluation splits, each split's "
+    "threshold chosen on its calibration split; splits with risk > α: should stay near δ or below; deploy: t: the "
+    "threshold to use, on the estimator's raw score (c_TRACE for trace, the fitted probability for trace_plus; "
+    "chosen on all of the task's answers, a fitted estimator's on the half its fit did not see; '—': none "
+    "certified); coverage (all): the share of all the task's answers at or above it"
+)
+"""The caption of `tracecal selective`'s tables: what each column means."""
+
+
 def _selective_table(task: str, per: dict[str, Any], alpha: float, delta: float, n_splits: int) -> Table:
     """Per estimator: mean coverage and realised risk over the splits, the share of splits with risk > α, and
     the deployed threshold with its coverage on all answers."""
@@ -58,7 +68,8 @@ def _selective_table(task: str, per: dict[str, Any], alpha: float, delta: float,
     base = first.get("base_rate", math.nan)
     table = Table(
         title=f"{shown(task)}: answer iff confidence ≥ t, risk ≤ {alpha:g} with probability ≥ {1 - delta:g} "
-        f"(base error rate {fmt_num(1 - base)}; mean over {n_splits} splits)"
+        f"(base error rate {fmt_num(1 - base)}; mean over {n_splits} splits)",
+        caption=SELECTIVE_COLUMNS,
     )
     for c in ("estimator", "coverage", "realised risk", "splits with risk > α", "deploy: t", "coverage (all)"):
         table.add_column(c, justify="left" if c == "estimator" else "right")
