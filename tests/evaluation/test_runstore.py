@@ -126,7 +126,7 @@ def test_a_worker_waits_for_the_shard_another_worker_holds(tmp_path: Path, tiny_
             other.release()  # the other worker dies: its shard becomes free
 
     res = evaluate(run, cfg, progress=progress, poll_s=0.0, model=tiny_model)
-    assert any(d.startswith("waiting for 1 shards") for d in seen)
+    assert any(d.startswith("waiting for other workers to finish 1 shard") for d in seen)
     assert res is not None and res.tasks["triviaqa"]["n"] == 8
 
 

@@ -35,7 +35,8 @@ class RunView:
     Without a terminal (a log file) it prints lines instead of redrawing bars: one when the stage changes, one at
     each 10 % of the run and one at least every ``every_s`` seconds of wall time (a heartbeat thread, started by
     ``with RunView(pb) as view``, prints it while one long shard computes). Each line reads ``[elapsed] whole run
-    P % (done/total), ETA h:mm:ss · stage done/total``. The ETA is (total − done) / rate, the rate being the work
+    P %, ETA h:mm:ss · stage done/total``: P is the share of the run's work (answers weighted by each pass's cost,
+    so no count is shown beside it, which would not be one of answers); the stage's counts are its answers. The ETA is (total − done) / rate, the rate being the work
     done in this invocation over the time it took: shards already on disk when the run started (a resumed run)
     count in done, not in the rate; before the first shard of this invocation ends there is no rate ("ETA after
     the first shard"). ``clock``: seconds, monotonic (a fake one in tests)."""
@@ -97,7 +98,7 @@ class RunView:
         if self.first is not None:
             eta = self.eta()
             left = ", computed" if self.done >= self.total else ", ETA after the first shard" if eta is None else ""
-            run = f"whole run {100 * self.done / max(self.total, 1):3.0f} % ({self.done}/{self.total})"
+            run = f"whole run {100 * self.done / max(self.total, 1):3.0f} %"  # of its cost-weighted work: no count
             parts.append(run + (left or f", ETA {hms(eta or 0.0)}"))
         if self.stage_name:
             parts.append(f"{self.stage_name} {self.stage_done}/{self.stage_total}")

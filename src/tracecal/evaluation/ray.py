@@ -322,7 +322,7 @@ class RayExecutor:
             while todo or flights:
                 self.submit(sched, todo, flights, examples)
                 if not flights:
-                    sched.progress(f"waiting for {len(todo)} shards other workers hold", 0, len(todo))
+                    sched.progress(f"waiting for other workers to finish {len(todo)} shard(s)", 0, len(todo))
                     time.sleep(poll_s)
                     continue
                 for u in self.collect(sched, flights, todo, fails):

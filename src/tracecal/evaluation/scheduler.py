@@ -172,7 +172,7 @@ class Scheduler:
                     held += 1
             if not held:
                 return
-            self.progress(f"waiting for {held} shards other workers hold", 0, held)
+            self.progress(f"waiting for other workers to finish {held} shard(s)", 0, held)
             time.sleep(poll_s)
 
     def pass_of(self, name: str) -> Pass:
