@@ -69,7 +69,7 @@ def test_legacy_run_directories_are_read_with_their_old_identity(tmp_path: Path)
     old = {"config": {"tasks": ["triviaqa"], "limit": 10, "model": None, "dtype": "auto", "shard_size": 64}}
     (run / "config.json").write_text(json.dumps(old))
     s = RunStore(run)
-    ident = EvalConfig(tasks=["triviaqa"], limit=10).identity()
+    ident = EvalConfig(tasks=["triviaqa"], limit=10, dtype="float32").identity()  # what auto meant on that CPU
     s.open({"tasks": ["triviaqa"]}, ident, legacy=legacy_identity)  # auto on a CPU was float32: accepted
     assert json.loads((run / "config.json").read_text())["identity"]["dtype"] == "float32"
     with pytest.raises(ConfigMismatchError, match="limit=10, not 11"):
