@@ -9,7 +9,7 @@ onto a fresh machine to resume the run there:
     python scripts/evidence_snapshot.py save /root/tracecal-runs/qwen1000 docs/runs/qwen1000
     python scripts/evidence_snapshot.py restore docs/runs/qwen1000 /root/tracecal-runs/qwen1000
 
-    python scripts/evidence_snapshot.py save RUN OUT --only hidden,results.json   # these top-level entries only
+    python scripts/evidence_snapshot.py save RUN OUT --only hidden,results.json   # only these (relative paths)
 
 ``rows.parquet`` and ``report.html`` (questions and golds) are never copied. ``save`` rewrites only shards that
 changed (same name and size of the stripped file are kept); ``restore`` copies only what the run
@@ -44,15 +44,19 @@ NEVER_COPIED = {"rows.parquet", "report.html"}
 
 
 def _files(root: Path, only: set[str] | None = None) -> list[Path]:
-    """The files under ``root`` a snapshot holds; ``only``: those under these top-level names."""
+    """The files under ``root`` a snapshot holds; ``only``: those at or under these relative paths."""
     return sorted(
         p
         for p in root.rglob("*")
         if p.is_file()
         and ".locks" not in p.relative_to(root).parts
         and p.name not in NEVER_COPIED
-        and (only is None or p.relative_to(root).parts[0] in only)
+        and (only is None or any(_under(p.relative_to(root), o) for o in only))
     )
+
+
+def _under(rel: Path, prefix: str) -> bool:
+    return rel.parts[: len(Path(prefix).parts)] == Path(prefix).parts
 
 
 def save(run: Path, out: Path, only: set[str] | None = None) -> int:

@@ -25,8 +25,9 @@ LOG=$RUN.log
 PIDFILE=$RUN.pid
 [[ -f $SEED/config.json ]] || { echo "no committed run docs/runs/$NAME (config.json)"; exit 2; }
 if [[ ${2:-} == save ]]; then
-    "$PY" "$REPO/scripts/evidence_snapshot.py" save "$RUN" "$SNAPSHOT" --only \
-        hidden,results.json,results.md,results.csv,learning_curve.json,learning_curve.csv,hidden_transfer.json,hidden_transfer.md
+    KEEP=hidden,traces/file-csqa,results.json,results.md,results.csv,hidden_transfer.json,hidden_transfer.md
+    for f in "$RUN"/learning_curve*; do [[ -e $f ]] && KEEP+=",$(basename "$f")"; done
+    "$PY" "$REPO/scripts/evidence_snapshot.py" save "$RUN" "$SNAPSHOT" --only "$KEEP"
     exit 0
 fi
 if [[ -f $PIDFILE ]] && kill -0 "$(cat "$PIDFILE")" 2>/dev/null; then

@@ -7,7 +7,8 @@ RUN is a scored run directory that holds the hidden pass (``tracecal evaluate --
 scored: its rows table holds the labels). For every fitted estimator e and every ordered pair of tasks (a, b), e is
 fitted on all of task a's answers and scored on all of task b's (a = b: the in-task number, by 5-fold
 cross-fitting, so no answer is scored by a model fitted on it); TRACE (label-free) is given for reference. Writes a
-JSON document {"auroc": {estimator: {fit_task: {eval_task: AUROC}}}} and prints one table per estimator.
+JSON document {"auroc": {estimator: {fit_task: {eval_task: AUROC}}}} and beside it (``.md``) one Markdown table per
+estimator, which it also prints.
 """
 
 from __future__ import annotations
@@ -63,15 +64,27 @@ def main() -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         doc: dict[str, Any] = {"run": str(a.run), "auroc": transfer(data, names)}
-    tasks = [d.task for d in data]
-    print("TRACE (label-free): " + ", ".join(f"{t} {doc['auroc']['trace'][t]:.3f}" for t in tasks))
-    for name in names:
-        print(f"\n{name}: AUROC, rows = fitted on, columns = evaluated on (diagonal: 5-fold in-task)")
-        print("fit \\ eval".ljust(12) + "".join(t.rjust(12) for t in tasks))
-        for t in tasks:
-            print(t.ljust(12) + "".join(f"{doc['auroc'][name][t][u]:12.3f}" for u in tasks))
+    md = markdown(doc, [d.task for d in data], names, {d.task: (len(d.y), int(d.y.sum())) for d in data})
+    print(md)
     out = Path(a.out) if a.out else Path(a.run) / "hidden_transfer.json"
     out.write_text(json.dumps(doc, indent=1), encoding="utf-8")
+    out.with_suffix(".md").write_text(md + "\n", encoding="utf-8")
+
+
+def markdown(doc: dict[str, Any], tasks: list[str], names: list[str], sizes: dict[str, tuple[int, int]]) -> str:
+    """One Markdown table per fitted estimator (rows: fitted on, columns: evaluated on), TRACE's row first."""
+    head = "| fit \\ eval | " + " | ".join(f"{t} ({sizes[t][1]}/{sizes[t][0]} right)" for t in tasks) + " |"
+    rule = "|---|" + "--:|" * len(tasks)
+    lines = [f"TRACE (label-free, nothing fitted)\n\n{head}\n{rule}"]
+    lines[0] += "\n| — | " + " | ".join(f"{doc['auroc']['trace'][t]:.3f}" for t in tasks) + " |"
+    for name in names:
+        rows = [f"| {t} | " + " | ".join(_cell(doc["auroc"][name][t][u], t == u) for u in tasks) + " |" for t in tasks]
+        lines.append(f"`{name}`: AUROC (diagonal: 5-fold cross-fitted in-task)\n\n{head}\n{rule}\n" + "\n".join(rows))
+    return "\n\n".join(lines)
+
+
+def _cell(x: float, diagonal: bool) -> str:
+    return "—" if not np.isfinite(x) else f"*{x:.3f}*" if diagonal else f"{x:.3f}"
 
 
 if __name__ == "__main__":
