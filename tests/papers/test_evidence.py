@@ -107,3 +107,18 @@ def test_the_localisation_tables_in_the_docs_are_what_the_script_makes() -> None
     assert len(rows) >= 6, r.stdout
     missing = [row for row in rows if row not in doc]
     assert not missing, f"rows of the script not in docs/localisation.md (regenerate it): {missing}"
+
+
+def test_the_hidden_probe_tables_in_the_docs_are_what_the_script_makes() -> None:
+    """docs/results.md's probe tables are generated, not typed: scripts/hidden_tables.py on the committed SmolLM2
+    hidden run prints rows that stand verbatim in the document (issue 39)."""
+    repo = Path(__file__).resolve().parents[2]
+    script = str(repo / "scripts" / "hidden_tables.py")
+    run = str(repo / "docs" / "runs" / "hidden-smollm1000")
+    r = subprocess.run([sys.executable, script, run], capture_output=True, text=True, cwd=repo)
+    assert r.returncode == 0, r.stderr
+    doc = (repo / "docs" / "results.md").read_text(encoding="utf-8")
+    rows = [line for line in r.stdout.splitlines() if line.startswith("| hidden-smollm1000")]
+    assert len(rows) >= 30, r.stdout
+    missing = [row for row in rows if row not in doc]
+    assert not missing, f"rows of the script not in docs/results.md (regenerate them): {missing}"
