@@ -339,3 +339,19 @@ def test_every_command_hands_its_dtype_and_threads_to_the_loader(monkeypatch, tm
     for extra, want in (([], "auto"), (["--threads", "3"], 3)):
         r = CliRunner().invoke(app, ["evaluate", "--run-dir", str(tmp_path / "run"), "--no-score", *extra])
         assert r.exit_code == 0 and applied[-1] == want, r.output
+
+
+def test_a_library_warning_on_the_command_line_is_one_line_without_source(capsys: pytest.CaptureFixture[str]) -> None:
+    import warnings
+
+    from typer.testing import CliRunner
+
+    from tracecal.cli.app import app
+    from tracecal.cli.common import show_warning
+
+    assert CliRunner().invoke(app, ["tasks"]).exit_code == 0
+    assert warnings.showwarning is show_warning  # every command installs it
+    warnings.showwarning(UserWarning("file-csqa: beam pass incomplete\nnot scored"), UserWarning, "/x/run.py", 210)
+    err = capsys.readouterr().err
+    assert err.startswith("warning: file-csqa: beam pass incomplete") and "run.py" not in err
+    assert err.count("\n") == 1

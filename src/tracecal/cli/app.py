@@ -8,12 +8,14 @@ one ``fail``, one number formatter and one decorator mapping user errors to exit
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Callable
 
 import typer
 
 from tracecal.cli.analysis import ablate_command, cross_model_command, frontier_command
 from tracecal.cli.answers import score_answers
+from tracecal.cli.common import show_warning
 from tracecal.cli.evaluate import evaluate
 from tracecal.cli.listing import list_estimators, list_passes, list_tasks
 from tracecal.cli.models import models_command
@@ -30,6 +32,13 @@ app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_enable=False,
 )
+
+
+@app.callback()
+def _every_command() -> None:
+    # a library warning (a pass incomplete on a task, a split with one class, ...) is one line, not a source excerpt
+    warnings.showwarning = show_warning
+
 
 #: Every command by name, in the order of ``tracecal --help``.
 COMMANDS: dict[str, Callable[..., None]] = {

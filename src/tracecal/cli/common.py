@@ -170,6 +170,12 @@ def note(msg: str) -> None:
     console.print(safe_text(msg), markup=False, highlight=False, soft_wrap=True)
 
 
+def show_warning(message: Warning | str, category: type[Warning], *_: Any, **__: Any) -> None:
+    """`warnings.showwarning` for the command line: ``warning: <message>`` on one line of stderr, without the
+    library's file, line number and source line (which read like a crash to a user)."""
+    console.print(f"[yellow]warning:[/] {shown(one_line(str(message)))}", soft_wrap=True, highlight=False)
+
+
 def error_line(err: BaseException) -> str:
     """The line a user error is reported with: its message; for an ``OSError`` of the OS (or pyarrow) the one
     mapping `tracecal.errors.os_error_message` (a full disk or a read-only folder says what to do)."""

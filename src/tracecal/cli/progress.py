@@ -36,10 +36,11 @@ class RunView:
     each 10 % of the run and one at least every ``every_s`` seconds of wall time (a heartbeat thread, started by
     ``with RunView(pb) as view``, prints it while one long shard computes). Each line reads ``[elapsed] whole run
     P %, ETA h:mm:ss · stage done/total``: P is the share of the run's work (answers weighted by each pass's cost,
-    so no count is shown beside it, which would not be one of answers); the stage's counts are its answers. The ETA is (total − done) / rate, the rate being the work
-    done in this invocation over the time it took: shards already on disk when the run started (a resumed run)
-    count in done, not in the rate; before the first shard of this invocation ends there is no rate ("ETA after
-    the first shard"). ``clock``: seconds, monotonic (a fake one in tests)."""
+    so no count is shown beside it, which would not be one of answers); the stage's counts are its answers. The ETA
+    is (total − done) / rate, the rate being the work done in this invocation over the time it took: shards already
+    on disk when the run started (a resumed run) count in done, not in the rate; before the first shard of this
+    invocation ends there is no rate ("ETA after the first shard"). ``clock``: seconds, monotonic (a fake one in
+    tests)."""
 
     def __init__(
         self,
