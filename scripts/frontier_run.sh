@@ -21,16 +21,20 @@
 # TriviaQA greedy, P(True)/verbalised, beam and embedding (TokenSAR/MARS) shards (shards of 64, its identity), so
 # only the samples are computed, and scored with every estimator (`all,sampling`):
 #   MODEL=smollm2 bash scripts/frontier_run.sh      # run: /work/runs/frontier-smollm-triviaqa
+# TASK and LIMIT pick another task (default triviaqa, 1000): TASK=svamp LIMIT=200 bash scripts/frontier_run.sh runs
+# Qwen's SVAMP in /work/runs/frontier-qwen-lc-svamp (not run yet: read the first shard's time before sizing LIMIT).
 # A run stopped part-way (kill its PID) keeps its finished shards; `tracecal frontier` reads the questions whose
 # samples are stored (`--complete-only`, see docs/results.md).
 set -euo pipefail
 REPO=$(cd "$(dirname "$0")/.." && pwd)
 MODEL=${MODEL:-qwen}
+TASK=${TASK:-triviaqa}  # e.g. TASK=svamp LIMIT=200: SVAMP's chain-of-thought answers are ≈ 10× TriviaQA's length
+LIMIT=${LIMIT:-1000}
 PY=${PY:-/work/main/.venv/bin/python}
 if [[ $MODEL == smollm2 ]]; then
     BACKEND=hf
     MODEL_ID=smollm2-135m-instruct
-    RUN=${RUN:-/work/runs/frontier-smollm-triviaqa}
+    RUN=${RUN:-/work/runs/frontier-smollm-$TASK}
     SEED_FROM=$REPO/docs/runs/smollm1000
     SEED_PASSES=(traces extra beam semantic)
     ESTIMATORS=${ESTIMATORS:-all,sampling}
@@ -41,12 +45,12 @@ else
     SEED_PASSES=(traces extra)
 fi
 if [[ $BACKEND == hf ]]; then
-    RUN=${RUN:-/work/runs/frontier-$MODEL-triviaqa}
+    RUN=${RUN:-/work/runs/frontier-$MODEL-$TASK}
     DTYPE=${DTYPE:-bfloat16}
     SHARD=${SHARD:-64}
     RUNTIME=(--dtype "$DTYPE")
 else
-    RUN=${RUN:-/work/runs/frontier-qwen-lc-triviaqa}
+    RUN=${RUN:-/work/runs/frontier-qwen-lc-$TASK}
     DTYPE=gguf
     SHARD=${SHARD:-16}
     RUNTIME=()
@@ -68,12 +72,12 @@ fi
 if [[ ! -e $RUN && $BACKEND == hf && $DTYPE == bfloat16 && -f $SEED_FROM/config.json ]]; then
     for pass in "${SEED_PASSES[@]}"; do
         mkdir -p "$RUN/$pass"
-        cp -r "$SEED_FROM/$pass/triviaqa" "$RUN/$pass/"
+        cp -r "$SEED_FROM/$pass/$TASK" "$RUN/$pass/"
     done
-    "$PY" - "$SEED_FROM/config.json" "$RUN/config.json" <<'EOF'
+    "$PY" - "$SEED_FROM/config.json" "$RUN/config.json" "$TASK" <<'EOF'
 import json, sys
 doc = json.load(open(sys.argv[1]))
-doc["config"]["tasks"] = ["triviaqa"]  # the stored identity (model, dtype, limit, shard size, ...) is kept
+doc["config"]["tasks"] = [sys.argv[3]]  # the stored identity (model, dtype, limit, shard size, ...) is kept
 json.dump(doc, open(sys.argv[2], "w"), indent=1)
 EOF
     echo "seeded $RUN with the ${SEED_PASSES[*]} shards of $SEED_FROM" >>"$LOG"
@@ -91,7 +95,7 @@ cd "$(dirname "$RUN")"
 PYTHONPATH=$REPO/src HF_HUB_OFFLINE=1 TRACECAL_DATA=${TRACECAL_DATA:-/work/shared/data} \
     OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 TOKENIZERS_PARALLELISM=false \
     nohup setsid bash -c 'echo 19 >/proc/self/autogroup 2>/dev/null; exec nice -n 19 "$@"' _ "$PY" -m tracecal.cli evaluate --model $MODEL_ID --backend "$BACKEND" \
-    --tasks triviaqa --limit 1000 "${RUNTIME[@]}" --threads 1 --shard-size "$SHARD" --estimators "$ESTIMATORS" \
+    --tasks "$TASK" --limit "$LIMIT" "${RUNTIME[@]}" --threads 1 --shard-size "$SHARD" --estimators "$ESTIMATORS" \
     --num-samples 10 --sample-temperature 1.0 --sample-seed 0 --run-dir "$RUN" --no-report >>"$LOG" 2>&1 </dev/null &
 echo $! >"$PIDFILE"
 # setsid puts it in an autogroup of its own, which the scheduler shares fairly with every other session whatever
