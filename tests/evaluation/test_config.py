@@ -82,7 +82,10 @@ def test_backend_is_validated_and_only_llama_cpp_changes_the_identity() -> None:
     assert hf.backend == "auto" and hf.to_dict()["backend"] == "auto" and hf.backend_kind() == "hf"
     # auto and hf have the identity every run had before the option: no backend key, the resolved dtype
     assert hf.identity() == EvalConfig(["triviaqa"], limit=10, backend="hf").identity()
-    assert "backend" not in hf.identity() and hf.identity()["dtype"] == "float32"
+    from tracecal.backends.runtime import resolve_dtype
+
+    # auto: this machine's (float32, or bfloat16 on a CPU with bf16 matrix units)
+    assert "backend" not in hf.identity() and hf.identity()["dtype"] == resolve_dtype("auto")
     assert EvalConfig(["triviaqa"], model="http://127.0.0.1:9/v1").backend_kind() == "http"
     lc = EvalConfig(["triviaqa"], limit=10, backend="llamacpp")
     assert lc.backend_kind() == "llamacpp" and lc.validate() is lc
