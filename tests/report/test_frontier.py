@@ -11,6 +11,8 @@ from tracecal.report import write_report
 from tracecal.report.frontier import figure_file, frontier_section, frontier_svg, run_frontier
 from tracecal.testing import add_synthetic_samples, write_synthetic_run
 
+from .geometry import marks_outside_frames, outside_canvas
+
 
 def _run(tmp_path: Path) -> Path:
     run = write_synthetic_run(
@@ -30,6 +32,7 @@ def test_the_figure_marks_the_frontier_and_every_point(tmp_path: Path) -> None:
     d = doc["tasks"]["triviaqa"]
     svg = (run / figure_file("triviaqa")).read_text()
     assert svg == frontier_svg(d) and ET.fromstring(svg).tag.endswith("svg")
+    assert not outside_canvas(svg) and not marks_outside_frames(svg)  # each scale applied once
     assert svg.count("<circle") >= len(d["points"])
     for p in d["points"]:
         assert f">{p['estimator']}</text>" in svg

@@ -16,7 +16,7 @@ from typing import Any
 
 from tracecal.analysis import frontier as analysis
 from tracecal.evaluation.runstore import RunStore
-from tracecal.report.svg import PALETTE, TITLE_H, esc, keep_apart, safe_name, svg_document
+from tracecal.report.svg import PALETTE, TITLE_H, esc, keep_apart, px, safe_name, svg_document
 
 __all__ = ["run_frontier", "frontier_svg", "figure_file", "frontier_section"]
 
@@ -46,17 +46,17 @@ def _scales(points: Sequence[Mapping[str, Any]]) -> tuple[Any, Any, list[float],
     pad = max((max(ys) - min(ys)) * 0.08, 0.005)
     lo, hi = min(ys) - pad, max(ys) + pad
 
-    def px(v: float) -> float:
+    def sx(v: float) -> float:
         return X0 + (math.log10(v) - lx0) / (lx1 - lx0) * W
 
-    def py(v: float) -> float:
+    def sy(v: float) -> float:
         return Y0 + (1 - (v - lo) / (hi - lo)) * H
 
     decades = [10.0**e for e in range(math.ceil(lx0), math.floor(lx1) + 1)]
-    return px, py, decades, (lo, hi)
+    return sx, sy, decades, (lo, hi)
 
 
-def _axes(px: Any, py: Any, decades: list[float], yr: tuple[float, float]) -> list[str]:
+def _axes(sx: Any, sy: Any, decades: list[float], yr: tuple[float, float]) -> list[str]:
     parts = [
         f'<rect x="{X0}" y="{Y0}" width="{W}" height="{H}" class="frame"/>',
         f'<text x="{X0 + W / 2}" y="{Y0 + H + 32}" text-anchor="middle" class="ax">'
@@ -64,27 +64,27 @@ def _axes(px: Any, py: Any, decades: list[float], yr: tuple[float, float]) -> li
         f'<text x="14" y="{Y0 + H / 2}" text-anchor="middle" class="ax" transform="rotate(-90 14 {Y0 + H / 2})">'
         "AUROC (mean over splits ± sd)</text>",
     ]
-    for x, lab in keep_apart([(px(d), f"{d:g}") for d in decades], 11):
+    for x, lab in keep_apart([(sx(d), f"{d:g}") for d in decades], 11):
         parts.append(f'<line x1="{px(x)}" y1="{Y0}" x2="{px(x)}" y2="{Y0 + H}" class="grid"/>')
         parts.append(f'<text x="{px(x)}" y="{Y0 + H + 14}" text-anchor="middle" class="tk2">{esc(lab)}</text>')
     for frac in (0.0, 0.25, 0.5, 0.75, 1.0):
         v = yr[0] + frac * (yr[1] - yr[0])
-        parts.append(f'<line x1="{X0}" y1="{px(py(v))}" x2="{X0 + W}" y2="{px(py(v))}" class="grid"/>')
-        parts.append(f'<text x="{X0 - 4}" y="{px(py(v) + 4)}" text-anchor="end" class="tk2">{v:.3f}</text>')
+        parts.append(f'<line x1="{X0}" y1="{px(sy(v))}" x2="{X0 + W}" y2="{px(sy(v))}" class="grid"/>')
+        parts.append(f'<text x="{X0 - 4}" y="{px(sy(v) + 4)}" text-anchor="end" class="tk2">{v:.3f}</text>')
     return parts
 
 
-def _staircase(d: Mapping[str, Any], px: Any, py: Any) -> str:
+def _staircase(d: Mapping[str, Any], sx: Any, sy: Any) -> str:
     by = {p["estimator"]: p for p in d["points"]}
     on = [by[n] for n in d["frontier"]["cpu_seconds"] if by[n]["cpu_seconds"] > 0]
     pts: list[str] = []
     for i, p in enumerate(on):
-        x, y = px(p["cpu_seconds"]), py(p["auroc"]["mean"])
+        x, y = sx(p["cpu_seconds"]), sy(p["auroc"]["mean"])
         if i:
-            pts.append(f"{px(x)},{px(py(on[i - 1]['auroc']['mean']))}")
+            pts.append(f"{px(x)},{px(sy(on[i - 1]['auroc']['mean']))}")
         pts.append(f"{px(x)},{px(y)}")
     if on:
-        pts.append(f"{px(X0 + W)},{px(py(on[-1]['auroc']['mean']))}")
+        pts.append(f"{px(X0 + W)},{px(sy(on[-1]['auroc']['mean']))}")
     return (
         f'<polyline points="{" ".join(pts)}" fill="none" stroke="#444" stroke-width="1.2" stroke-dasharray="5 3">'
         "<title>frontier: no other estimator is cheaper and better</title></polyline>"
@@ -95,20 +95,20 @@ def frontier_svg(d: Mapping[str, Any]) -> str:
     """AUROC against CPU-seconds per answer for one task of a `tracecal.analysis.frontier` document."""
     d = analysis.with_nan(d)
     points = [p for p in d["points"] if math.isfinite(p["auroc"]["mean"]) and p["cpu_seconds"] > 0]
-    px, py, decades, yr = _scales(points)
+    sx, sy, decades, yr = _scales(points)
     colors = _colors(points)
-    parts = _axes(px, py, decades, yr) + [_staircase(d, px, py)]
+    parts = _axes(sx, sy, decades, yr) + [_staircase(d, sx, sy)]
     on = set(d["frontier"]["cpu_seconds"])
     for p in points:
-        x, m, sd = px(p["cpu_seconds"]), p["auroc"]["mean"], p["auroc"]["sd"]
+        x, m, sd = sx(p["cpu_seconds"]), p["auroc"]["mean"], p["auroc"]["sd"]
         c = colors[p["group"]]
         tip = f"{p['estimator']} ({p['group']}): AUROC {m:.3f} ± {sd:.3f}, {p['cpu_seconds']:.3g} CPU-s per answer"
-        parts.append(f'<line x1="{px(x)}" y1="{px(py(m - sd))}" x2="{px(x)}" y2="{px(py(m + sd))}" stroke="{c}"/>')
+        parts.append(f'<line x1="{px(x)}" y1="{px(sy(m - sd))}" x2="{px(x)}" y2="{px(sy(m + sd))}" stroke="{c}"/>')
         r, stroke = (4.0, ' stroke="#000" stroke-width="1.2"') if p["estimator"] in on else (3.0, "")
         parts.append(
-            f'<circle cx="{px(x)}" cy="{px(py(m))}" r="{r}" fill="{c}"{stroke}><title>{esc(tip)}</title></circle>'
+            f'<circle cx="{px(x)}" cy="{px(sy(m))}" r="{r}" fill="{c}"{stroke}><title>{esc(tip)}</title></circle>'
         )
-        parts.append(f'<text x="{px(x + 6)}" y="{px(py(m) - 4)}" class="tk2">{esc(p["estimator"])}</text>')
+        parts.append(f'<text x="{px(x + 6)}" y="{px(sy(m) - 4)}" class="tk2">{esc(p["estimator"])}</text>')
     ly = Y0 + 6
     for g, c in colors.items():
         parts.append(f'<circle cx="{X0 + W + 24}" cy="{ly}" r="4" fill="{c}"/>')

@@ -16,7 +16,7 @@ from typing import Any
 
 from tracecal.analysis import learning_curve as analysis
 from tracecal.evaluation.runstore import RunStore
-from tracecal.report.svg import PALETTE, TITLE_H, esc, keep_apart, safe_name, svg_document
+from tracecal.report.svg import PALETTE, TITLE_H, esc, keep_apart, px, safe_name, svg_document
 
 __all__ = ["run_learning_curve", "write_learning_curve_figures", "figure_file", "learning_curve_svg"]
 
@@ -54,7 +54,7 @@ def _lc_panel(lc: dict, metric: str, label: str, x_off: float) -> list[str]:
     sizes = sorted({s for s, _ in pts}) or [1]
     lx0, lx1 = math.log(sizes[0]), math.log(sizes[-1]) if len(sizes) > 1 else math.log(sizes[0]) + 1.0
 
-    def px(s: float) -> float:
+    def sx(s: float) -> float:
         return x0 + 10 + (math.log(s) - lx0) / (lx1 - lx0) * (w - 20)
 
     def py(v: float) -> float:
@@ -66,22 +66,23 @@ def _lc_panel(lc: dict, metric: str, label: str, x_off: float) -> list[str]:
         f'<text x="{px(x0 + w / 2)}" y="{y0 + h + 30}" text-anchor="middle" class="ax">'
         "calibration answers (log scale)</text>",
     ]
-    for x, size in keep_apart([(px(s), str(s)) for s in sizes], 11):  # class tk2: 11 px
+    for x, size in keep_apart([(sx(s), str(s)) for s in sizes], 11):  # class tk2: 11 px
         parts.append(f'<text x="{px(x)}" y="{y0 + h + 14}" text-anchor="middle" class="tk2">{size}</text>')
     for frac in (0.0, 0.5, 1.0):
         v = lo + frac * (hi - lo)
         parts.append(f'<line x1="{px(x0)}" y1="{px(py(v))}" x2="{px(x0 + w)}" y2="{px(py(v))}" class="grid"/>')
         parts.append(f'<text x="{px(x0 - 4)}" y="{px(py(v) + 4)}" text-anchor="end" class="tk2">{v:.3f}</text>')
+    dodge = min(2.5, 16 / max(len(lc["estimators"]) - 1, 1))  # estimators side by side, within the 10 px margin
     for i, (est, points) in enumerate(lc["estimators"].items()):
         color = PALETTE[i % len(PALETTE)]
         ok = [p for p in points if p[metric]["mean"] is not None and math.isfinite(p[metric]["mean"])]
-        line = " ".join(f"{px(px(p['size']))},{px(py(p[metric]['mean']))}" for p in ok)
+        line = " ".join(f"{px(sx(p['size']))},{px(py(p[metric]['mean']))}" for p in ok)
         parts.append(
             f'<polyline points="{line}" fill="none" stroke="{color}" stroke-width="1.8"><title>'
             f"{esc(est)}</title></polyline>"
         )
         for p in ok:
-            m, x = p[metric], px(p["size"]) + (i - len(lc["estimators"]) / 2) * 2.5
+            m, x = p[metric], sx(p["size"]) + (i - (len(lc["estimators"]) - 1) / 2) * dodge
             tip = f"{est}, {p['size']} answers: {metric} {m['mean']:.3f}"
             if m["lo"] is not None and m["hi"] is not None:
                 tip += f" [{m['lo']:.3f}, {m['hi']:.3f}]"
