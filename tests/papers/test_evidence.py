@@ -122,3 +122,14 @@ def test_the_hidden_probe_tables_in_the_docs_are_what_the_script_makes() -> None
     assert len(rows) >= 30, r.stdout
     missing = [row for row in rows if row not in doc]
     assert not missing, f"rows of the script not in docs/results.md (regenerate them): {missing}"
+
+
+def test_the_qwen_frontier_table_in_the_docs_is_the_committed_runs() -> None:
+    """docs/results.md's Qwen frontier table is `tracecal frontier`'s own table of the committed run (issue 39)."""
+    repo = Path(__file__).resolve().parents[2]
+    made = (repo / "docs" / "runs" / "frontier-qwen-lc-triviaqa" / "frontier.md").read_text(encoding="utf-8")
+    rows = [line for line in made.splitlines() if line.startswith("| ") and "|--" not in line]
+    assert len(rows) >= 17, made  # header, 4 single-pass rows, 12 sampling rows (K = 2, 5, 10)
+    doc = (repo / "docs" / "results.md").read_text(encoding="utf-8")
+    missing = [row for row in rows if row not in doc]
+    assert not missing, f"rows of frontier.md not in docs/results.md (paste the new table): {missing}"
