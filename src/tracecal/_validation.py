@@ -55,7 +55,21 @@ __all__ = [
     "int_array",
     "from_source",
     "is_number",
+    "closest",
 ]
+
+
+def closest(name: str, known: Any, cutoff: float = 0.6) -> str | None:
+    """The known name most like ``name`` (`difflib.get_close_matches`, similarity ≥ ``cutoff``), for a "did you
+    mean" hint; None when nothing is close.
+
+    >>> closest("trivaqa", ["triviaqa", "svamp"])
+    'triviaqa'
+    """
+    import difflib
+
+    got = difflib.get_close_matches(name, list(known), n=1, cutoff=cutoff)
+    return got[0] if got else None
 
 
 def check_text(text: Any, what: str, error: type[Exception] = ValidationError) -> str:

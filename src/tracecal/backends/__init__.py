@@ -17,7 +17,7 @@ import importlib
 import os
 from typing import Any
 
-from tracecal._validation import check_path
+from tracecal._validation import check_path, closest
 from tracecal.backends.arguments import PromptTooLongError, check_positive_int
 from tracecal.backends.base import Backend, BackendUnsupportedError, LocalBackend
 from tracecal.backends.registry import (
@@ -84,10 +84,8 @@ def _gguf_or_named(model: str | None) -> str | None:
 
     if model is not None and (model.startswith(("http://", "https://")) or not model.endswith(".gguf")):
         if model not in NAMED_MODELS:
-            import difflib
-
-            close = difflib.get_close_matches(model, list(NAMED_MODELS), n=1, cutoff=0.6)
-            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            close = closest(model, NAMED_MODELS)
+            hint = f" (did you mean {close!r}?)" if close else ""
             return (
                 f"--backend llamacpp runs a .gguf file or a named model ({', '.join(NAMED_MODELS)}) in this "
                 f"process, got {model!r}{hint}: give one, or leave out --backend"

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from tracecal._inputs import UserFileNotFoundError
+from tracecal._validation import closest
 from tracecal.backends.arguments import check_positive_int
 from tracecal.backends.defaults import DEFAULT_MODEL, NAMED_MODELS, gguf_tokenizer, named_gguf_path
 from tracecal.backends.runtime import resolve_threads
@@ -103,10 +104,8 @@ def open_gguf(
     model_id = DEFAULT_MODEL if path is None else str(path)
     p = named_gguf_path(model_id) if model_id in NAMED_MODELS else Path(model_id)  # a named model: defaults.py
     if p.suffix != ".gguf":
-        import difflib
-
-        close = difflib.get_close_matches(model_id, list(NAMED_MODELS), n=1, cutoff=0.6)
-        hint = f"; did you mean {close[0]!r}?" if close else ""
+        close = closest(model_id, NAMED_MODELS)
+        hint = f"; did you mean {close!r}?" if close else ""
         raise ValidationError(
             f"the llama.cpp backend runs a .gguf file or a named model ({', '.join(NAMED_MODELS)}); "
             f"{str(p)!r} is neither{hint}"

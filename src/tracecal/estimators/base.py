@@ -14,7 +14,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from tracecal._validation import Constraint, check_params
+from tracecal._validation import Constraint, check_params, closest
 from tracecal.errors import TracecalError, ValidationError
 from tracecal.passes import PASSES, TOKEN, passes_for, provider_of, stat_kind
 from tracecal.traces.trace import Trace, TraceBatch
@@ -183,10 +183,8 @@ class UnknownEstimatorError(TracecalError, ValueError):
 def get_estimator(name: str, **params: Any) -> Estimator:
     """An estimator instance by registry name, its parameters checked (`Estimator.check_params`)."""
     if name not in REGISTRY:
-        import difflib
-
-        close = difflib.get_close_matches(name, REGISTRY, n=1)
-        hint = f" Did you mean {close[0]!r}?" if close else ""
+        close = closest(name, REGISTRY)
+        hint = f" Did you mean {close!r}?" if close else ""
         raise UnknownEstimatorError(f"unknown estimator {name!r}.{hint} Known: {', '.join(sorted(REGISTRY))}")
     return REGISTRY[name](**params).check_params()
 

@@ -20,13 +20,13 @@ Rules of :func:`get_task` (``spec`` is what a user types after ``--task`` / ``--
 
 from __future__ import annotations
 
-import difflib
 import os
 from collections.abc import Iterable
 from pathlib import Path
 
 import tracecal.tasks.builtin  # noqa: F401  (registers the built-in tasks)
 from tracecal._inputs import user_path
+from tracecal._validation import closest
 from tracecal.tasks.base import TASKS, Task
 from tracecal.tasks.example import (
     AmbiguousTaskError,
@@ -75,8 +75,8 @@ def _user_file(spec: str) -> Task:
 
 def _unknown(spec: str) -> UnknownTaskError:
     key = spec.strip().lower().replace("-", "_")
-    close = difflib.get_close_matches(key, list(TASKS), n=1, cutoff=0.5)
-    hint = f" Did you mean {close[0]!r}?" if close else ""
+    close = closest(key, TASKS, cutoff=0.5)
+    hint = f" Did you mean {close!r}?" if close else ""
     if key.startswith(USER_TASK_PREFIX.replace("-", "_")):
         hint += f" A name {USER_TASK_PREFIX}<stem> is a user file's task name: pass the file's path instead."
     else:
