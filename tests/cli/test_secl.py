@@ -204,3 +204,16 @@ def test_progress_shows_each_twentieth_of_a_stage_whatever_the_batch_size(monkey
     counts = [int(line.split(": ")[1].split("/")[0]) for line in lines]
     assert counts[0] == 32 and counts[-1] == 600 and len(counts) >= 19
     assert all(b - a <= 2 * 30 for a, b in zip(counts, counts[1:], strict=False))
+
+
+def test_progress_starts_again_for_a_second_run_in_the_same_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    import tracecal.cli.secl as secl
+
+    lines: list[str] = []
+    monkeypatch.setattr(secl, "note", lines.append)
+    monkeypatch.setattr(secl, "_SHOWN", {})
+    for _ in range(2):
+        for done in range(16, 160 + 1, 16):
+            secl._progress("frozen pass", done, 160)
+    first, second = lines[: len(lines) // 2], lines[len(lines) // 2 :]
+    assert first == second and len(first) >= 5

@@ -202,8 +202,10 @@ _SHOWN: dict[str, int] = {}
 def _progress(stage: str, done: int, total: int) -> None:
     """A line each time a stage passes another 5 % of its items (batches rarely land on round numbers), and at
     its end."""
-    step = max(1, total // 20)
-    if done == total or done // step > _SHOWN.get(stage, 0) // step:
+    step, last = max(1, total // 20), _SHOWN.get(stage, 0)
+    if done <= last:  # the stage begins again (another run in this process)
+        last = 0
+    if done == total or done // step > last // step:
         _SHOWN[stage] = done
         note(f"  {stage}: {done}/{total}")
 
