@@ -95,32 +95,34 @@ def test_the_results_tables_script_fills_the_block_from_stored_runs(tmp_path: Pa
     assert bad.returncode == 2 and "holds no results.json" in bad.stderr and "Traceback" not in bad.stderr
 
 
+def _script_rows_missing_from(doc: str, script: str, args: list[str], prefix: str, at_least: int) -> list[str]:
+    """The rows starting with ``prefix`` that ``scripts/<script> <args>`` prints and ``docs/<doc>`` lacks (the script
+    ran, and printed at least ``at_least`` such rows)."""
+    repo = Path(__file__).resolve().parents[2]
+    r = subprocess.run(
+        [sys.executable, str(repo / "scripts" / script), *args], capture_output=True, text=True, cwd=repo
+    )
+    assert r.returncode == 0, r.stderr
+    text = (repo / "docs" / doc).read_text(encoding="utf-8")
+    rows = [line for line in r.stdout.splitlines() if line.startswith(prefix)]
+    assert len(rows) >= at_least, r.stdout
+    return [row for row in rows if row not in text]
+
+
 def test_the_localisation_tables_in_the_docs_are_what_the_script_makes() -> None:
     """docs/localisation.md's tables are generated, not typed: scripts/localisation_tables.py on the committed
     SmolLM2 run prints rows that stand verbatim in the document (issue 38)."""
-    repo = Path(__file__).resolve().parents[2]
-    script = str(repo / "scripts" / "localisation_tables.py")
-    r = subprocess.run([sys.executable, script, "--runs", "smollm1000"], capture_output=True, text=True, cwd=repo)
-    assert r.returncode == 0, r.stderr
-    doc = (repo / "docs" / "localisation.md").read_text(encoding="utf-8")
-    rows = [line for line in r.stdout.splitlines() if line.startswith("| smollm1000")]
-    assert len(rows) >= 6, r.stdout
-    missing = [row for row in rows if row not in doc]
+    missing = _script_rows_missing_from(
+        "localisation.md", "localisation_tables.py", ["--runs", "smollm1000"], "| smollm1000", 6
+    )
     assert not missing, f"rows of the script not in docs/localisation.md (regenerate it): {missing}"
 
 
 def test_the_hidden_probe_tables_in_the_docs_are_what_the_script_makes() -> None:
     """docs/results.md's probe tables are generated, not typed: scripts/hidden_tables.py on the committed SmolLM2
     hidden run prints rows that stand verbatim in the document (issue 39)."""
-    repo = Path(__file__).resolve().parents[2]
-    script = str(repo / "scripts" / "hidden_tables.py")
-    run = str(repo / "docs" / "runs" / "hidden-smollm1000")
-    r = subprocess.run([sys.executable, script, run], capture_output=True, text=True, cwd=repo)
-    assert r.returncode == 0, r.stderr
-    doc = (repo / "docs" / "results.md").read_text(encoding="utf-8")
-    rows = [line for line in r.stdout.splitlines() if line.startswith("| hidden-smollm1000")]
-    assert len(rows) >= 30, r.stdout
-    missing = [row for row in rows if row not in doc]
+    run = str(Path(__file__).resolve().parents[2] / "docs" / "runs" / "hidden-smollm1000")
+    missing = _script_rows_missing_from("results.md", "hidden_tables.py", [run], "| hidden-smollm1000", 30)
     assert not missing, f"rows of the script not in docs/results.md (regenerate them): {missing}"
 
 
