@@ -57,7 +57,6 @@ else
 fi
 ESTIMATORS=${ESTIMATORS:-trace-only,sampling}
 LOG=$RUN.log
-PIDFILE=$RUN.pid
 SNAPSHOT=${SNAPSHOT:-$REPO/docs/runs/$(basename "$RUN")}
 if [[ ${1:-} == save ]]; then
     "$PY" "$REPO/scripts/evidence_snapshot.py" save "$RUN" "$SNAPSHOT"
@@ -65,10 +64,8 @@ if [[ ${1:-} == save ]]; then
 fi
 mkdir -p "$(dirname "$RUN")"
 
-if [[ -f $PIDFILE ]] && kill -0 "$(cat "$PIDFILE")" 2>/dev/null; then
-    echo "already running: PID $(cat "$PIDFILE") (log: $LOG)"
-    exit 0
-fi
+. "$REPO/scripts/background_run.sh"
+running "$RUN" && exit 0
 if [[ ! -e $RUN && $BACKEND == hf && $DTYPE == bfloat16 && -f $SEED_FROM/config.json ]]; then
     for pass in "${SEED_PASSES[@]}"; do
         mkdir -p "$RUN/$pass"
@@ -91,16 +88,5 @@ if [[ -f $SNAPSHOT/config.json ]]; then
 fi
 mkdir -p "$(dirname "$RUN")"
 echo "[$(date -Is)] start: $REPO, backend $BACKEND, dtype $DTYPE" >>"$LOG"
-cd "$(dirname "$RUN")"
-PYTHONPATH=$REPO/src HF_HUB_OFFLINE=1 TRACECAL_DATA=${TRACECAL_DATA:-/work/shared/data} \
-    OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 TOKENIZERS_PARALLELISM=false \
-    nohup setsid bash -c 'echo 19 >/proc/self/autogroup 2>/dev/null; exec nice -n 19 "$@"' _ "$PY" -m tracecal.cli evaluate --model $MODEL_ID --backend "$BACKEND" \
-    --tasks "$TASK" --limit "$LIMIT" "${RUNTIME[@]}" --threads 1 --shard-size "$SHARD" --estimators "$ESTIMATORS" \
-    --num-samples 10 --sample-temperature 1.0 --sample-seed 0 --run-dir "$RUN" --no-report >>"$LOG" 2>&1 </dev/null &
-echo $! >"$PIDFILE"
-# setsid puts it in an autogroup of its own, which the scheduler shares fairly with every other session whatever
-# the nice value inside it: the group is niced too, or it takes a whole core from the foreground (measured: the main
-# job's two workers got half a core each beside it). It is niced from inside the new session (the `bash -c` above):
-# writing /proc/$!/autogroup from here raced the child's setsid and niced the caller's own group instead (seen:
-# the calling shell's autogroup at nice 19, the run's at 0)
-echo "started: PID $! (log: $LOG, run: $RUN)"
+start_detached "$RUN" --model "$MODEL_ID" --backend "$BACKEND" --tasks "$TASK" --limit "$LIMIT" "${RUNTIME[@]}" \
+    --shard-size "$SHARD" --estimators "$ESTIMATORS" --num-samples 10 --sample-temperature 1.0 --sample-seed 0

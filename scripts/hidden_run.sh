@@ -12,7 +12,7 @@
 # The run directory is the committed snapshot docs/runs/<name> restored (prompts are rebuilt from the task data),
 # plus docs/runs/hidden-<name> where an earlier session saved part of the hidden pass: a session's end kills the run,
 # this script resumes it (finished shards are kept). One thread, nice 19 in an autogroup of its own (see
-# frontier_run.sh), detached. The estimators: the seed run's passes that are stored (trace-only, extra, beam,
+# scripts/background_run.sh), detached. The estimators: the seed run's passes that are stored (trace-only, extra, beam,
 # semantic) and the hidden group (hidden_probe, hidden_probe_trace_plus); nothing but the hidden pass is computed.
 set -euo pipefail
 REPO=$(cd "$(dirname "$0")/.." && pwd)
@@ -22,7 +22,6 @@ SEED=$REPO/docs/runs/$NAME
 RUN=${RUN:-/work/runs/hidden-$NAME}
 SNAPSHOT=${SNAPSHOT:-$REPO/docs/runs/hidden-$NAME}
 LOG=$RUN.log
-PIDFILE=$RUN.pid
 [[ -f $SEED/config.json ]] || { echo "no committed run docs/runs/$NAME (config.json)"; exit 2; }
 if [[ ${2:-} == save ]]; then
     KEEP=hidden,traces/file-csqa,results.json,results.md,results.csv,hidden_transfer.json,hidden_transfer.md
@@ -30,10 +29,8 @@ if [[ ${2:-} == save ]]; then
     "$PY" "$REPO/scripts/evidence_snapshot.py" save "$RUN" "$SNAPSHOT" --only "$KEEP"
     exit 0
 fi
-if [[ -f $PIDFILE ]] && kill -0 "$(cat "$PIDFILE")" 2>/dev/null; then
-    echo "already running: PID $(cat "$PIDFILE") (log: $LOG)"
-    exit 0
-fi
+. "$REPO/scripts/background_run.sh"
+running "$RUN" && exit 0
 mkdir -p "$(dirname "$RUN")"
 "$PY" "$REPO/scripts/evidence_snapshot.py" restore "$SEED" "$RUN" >>"$LOG"
 [[ -d $SNAPSHOT ]] && "$PY" "$REPO/scripts/evidence_snapshot.py" restore "$SNAPSHOT" "$RUN" >>"$LOG"
@@ -51,11 +48,4 @@ for pass in extra beam semantic; do
 done
 ESTIMATORS+=",hidden"
 echo "[$(date -Is)] start: $REPO, $MODEL ($DTYPE), tasks $TASKS, limit $LIMIT, estimators $ESTIMATORS" >>"$LOG"
-cd "$(dirname "$RUN")"
-PYTHONPATH=$REPO/src HF_HUB_OFFLINE=1 TRACECAL_DATA=${TRACECAL_DATA:-/work/shared/data} \
-    OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 TOKENIZERS_PARALLELISM=false \
-    nohup setsid bash -c 'echo 19 >/proc/self/autogroup 2>/dev/null; exec nice -n 19 "$@"' _ "$PY" -m tracecal.cli evaluate \
-    --model "$MODEL" --dtype "$DTYPE" --tasks "$TASKS" --limit "$LIMIT" --threads 1 --estimators "$ESTIMATORS" \
-    --run-dir "$RUN" --no-report >>"$LOG" 2>&1 </dev/null &
-echo $! >"$PIDFILE"
-echo "started: PID $! (log: $LOG, run: $RUN)"
+start_detached "$RUN" --model "$MODEL" --dtype "$DTYPE" --tasks "$TASKS" --limit "$LIMIT" --estimators "$ESTIMATORS"
