@@ -41,6 +41,8 @@ c, i = d["config"], d["identity"]
 print(i["model"], i["dtype"], i["limit"], ",".join(c["tasks"]))
 EOF
 )
+# TASKS: the seed run's by default; a task added later (the SmolLM2 run's user file, docs/results.md) is scored only
+# when named here too, so name it before `save`, or that run's results.json loses it
 TASKS=${TASKS:-$STORED_TASKS}
 ESTIMATORS=trace-only
 for pass in extra beam semantic; do
