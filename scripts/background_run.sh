@@ -1,4 +1,4 @@
-# Sourced by the long evidence runs (frontier_run.sh, hidden_run.sh): one way to start `tracecal evaluate` detached,
+# Sourced by the long evidence runs (frontier_run.sh, pass_run.sh): one way to start `tracecal evaluate` detached,
 # on one thread, at the lowest priority, and to tell whether it is already running.
 #
 #   running RUN            # true (and says so) when RUN.pid names a live process

@@ -2,7 +2,7 @@
 
     python scripts/hidden_tables.py docs/runs/hidden-smollm1000 [docs/runs/hidden-lc-qwen3k ...]
 
-Per run (a snapshot `scripts/hidden_run.sh NAME save` wrote: its scored ``results.json``, ``learning_curve.json``
+Per run (a snapshot `scripts/pass_run.sh hidden NAME save` wrote: its scored ``results.json``, ``learning_curve.json``
 from ``tracecal learning-curve RUN --focus hidden_probe,hidden_probe_trace_plus`` and ``hidden_transfer.md`` from
 ``scripts/hidden_transfer.py RUN``), Markdown on stdout:
 

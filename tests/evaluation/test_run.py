@@ -52,6 +52,8 @@ def test_run_is_resumable_and_rescoring_never_generates(tmp_path: Path, tiny_mod
     saved = json.loads((run / "results.json").read_text())
     assert saved["metrics"]["svamp"]["trace"]["ece"]["n_seeds"] == 3
     assert (run / "results.md").read_text().startswith("| task |")
+    times = saved["timings"]  # each stage's wall seconds and the worker's process CPU seconds, over both runs
+    assert all(0 < times[f"cpu/{s}/{t}"] for s in ("generate", "extra") for t in ("triviaqa", "svamp"))
     # re-scoring with other settings generates nothing (score-only loads no model at all)
     never = Counting(tiny_model, fail_after=0)
     res2 = evaluate(run, cfg(n_seeds=5, calibrator="isotonic", estimators=["trace"]), model=never)

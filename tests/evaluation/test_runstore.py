@@ -110,6 +110,8 @@ def test_shards_and_tables_round_trip(tmp_path: Path) -> None:
     s.add_time("generate/t", 1.5)
     s.add_time("generate/t", 2.0)
     assert s.timings() == {"generate/t": 3.5}
+    s.add_time("generate/t", 1.0, cpu_seconds=0.75)  # a worker's process CPU time beside the wall seconds
+    assert s.timings() == {"generate/t": 4.5, "cpu/generate/t": 0.75}
     assert not list(tmp_path.rglob("*.tmp"))
 
 

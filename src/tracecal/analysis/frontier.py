@@ -12,8 +12,9 @@ calls) and CPU-seconds — summed over the passes an estimator reads:
 
 * greedy (``traces``): decode tokens = the stored answer tokens; forward passes = answer tokens + 1 for an answer
   that stopped (the call that produced the stop) — the prompt's prefill is the first call; CPU-seconds = the
-  pass's seconds in ``timings.json`` / its answers (seconds of single-threaded workers, summed over workers: wall
-  time, so an upper bound of CPU time where the core was shared). Every estimator pays it: each returns the
+  pass's process CPU seconds in ``timings.json`` (``cpu/<stage>``, summed over workers) / its answers; a run
+  recorded before that clock was kept has only the stage's wall seconds, used instead (an upper bound of CPU time
+  where the core was shared; ``clocks`` says which each pass used). Every estimator pays it: each returns the
   greedy answer.
 * ``extra`` (P(True) and verbalised from one pass): each its own prompt, 0 decode tokens; P(True) 1 forward pass
   (the prompt), verbalised 2 (the prompt and the digit tree's batched step on HF); half of the pass's seconds each.
@@ -24,7 +25,7 @@ calls) and CPU-seconds — summed over the passes an estimator reads:
 * ``samples``: the pass's measured per-question columns (``sample_decode_tokens``, ``sample_forward_passes``,
   ``sample_cpu_seconds``: process CPU time of drawing the K samples), means over the questions scored; an estimator
   reading k of the K samples pays k / K of them.
-* another pass: its seconds per answer, no token count.
+* another pass: its CPU (or wall) seconds per answer, no token count.
 
 Only the questions every pass read holds are scored (``n`` of the ``n_run`` answers; a run stopped part-way keeps
 its finished shards): with every pass complete this is the protocol of ``results.json`` exactly. The frontier
@@ -46,7 +47,7 @@ from tracecal.estimators import REGISTRY, Inputs, passes_of, resolve_estimators
 from tracecal.evaluation.blockscore import read_columns, stat_array
 from tracecal.evaluation.protocol import ScoreConfig, TaskStats, score_tasks
 from tracecal.evaluation.result_json import plain_json
-from tracecal.evaluation.runstore import TRACES, RunStore
+from tracecal.evaluation.runstore import CPU_PREFIX, TRACES, RunStore
 from tracecal.passes import PASSES
 from tracecal.stats.bootstrap import compare
 from tracecal.traces.trace import TraceBatch
@@ -58,6 +59,7 @@ __all__ = [
     "frontier",
     "frontier_set",
     "pass_costs",
+    "pass_clocks",
     "estimator_cost",
     "frontier_markdown",
     "diff_cell",
@@ -76,9 +78,21 @@ EXTRA_CALLS = {"p_true": 1.0, "verbalized": 2.0}
 _K = re.compile(r"_k(\d+)$")
 
 
-def _timing(timings: Mapping[str, float], name: str, task: str) -> float:
+def _timing(timings: Mapping[str, float], name: str, task: str) -> tuple[float, str]:
+    """A pass's seconds on a task and the clock they are: process CPU (``cpu``) where recorded, else ``wall``."""
     key = f"{'generate' if name == TRACES else name}/{task}"
-    return float(timings.get(key, math.nan))
+    if CPU_PREFIX + key in timings:
+        return float(timings[CPU_PREFIX + key]), "cpu"
+    return float(timings.get(key, math.nan)), "wall"
+
+
+def pass_clocks(
+    store: RunStore, task: str, passes: Sequence[str], timings: Mapping[str, float] | None = None
+) -> dict[str, str]:
+    """Per pass, the clock its CPU-seconds cost is read from: ``cpu`` (process CPU time), ``wall`` (a run recorded
+    before CPU time was kept: an upper bound) or ``measured`` (the samples pass's own per-question column)."""
+    times = {**(timings or {}), **store.timings()}
+    return {p: "measured" if p == "samples" else _timing(times, p, task)[1] for p in passes}
 
 
 def pass_costs(
@@ -95,7 +109,7 @@ def pass_costs(
     out: dict[str, dict[str, float]] = {}
     for name in passes:
         got = read_columns(store, name, data.task, ["id"])
-        per = _timing(times, name, data.task) / (got.num_rows if got is not None and got.num_rows else math.nan)
+        per = _timing(times, name, data.task)[0] / (got.num_rows if got is not None and got.num_rows else math.nan)
         if name == TRACES:
             fwd = float(np.mean(lengths + (stops if stops.size == lengths.size else 1.0)))
             out[name] = {"decode_tokens": float(lengths.mean()), "forward_passes": fwd, "cpu_seconds": per}
@@ -225,6 +239,7 @@ def frontier(
     """One task's frontier document (module docstring)::
 
         {"task", "n", "n_correct", "n_run", "best_statistic", "settings", "costs": {pass: {axis: per answer}},
+         "clocks": {pass: "cpu" | "wall" | "measured"},
          "points": [{"estimator", "group", "decode_tokens", "forward_passes", "cpu_seconds",
                      "auroc": {"mean", "sd"}, "brier": {...}, "vs_trace_plus": {"auroc": compare, "brier": ...}}],
          "frontier": {axis: [estimators on it, by increasing cost]}}
@@ -247,6 +262,7 @@ def frontier(
     metrics, draws = res.metrics[task], (res.draws or {}).get(task, {})
     shown, best = _shown(names, metrics)
     costs = pass_costs(store, data, passes, timings)
+    clocks = pass_clocks(store, task, passes, timings)
     points = [_point(n, metrics, draws, cfg.level) | estimator_cost(n, costs, k_max) for n in shown]
     on = {a: frontier_set({p["estimator"]: (p[a], p["auroc"]["mean"]) for p in points}) for a in COST_AXES}
     settings = {k: getattr(cfg, k) for k in ("n_seeds", "cal_frac", "calibrator", "n_boot", "level", "seed")}
@@ -259,6 +275,7 @@ def frontier(
         "best_statistic": best,
         "settings": settings,
         "costs": costs,
+        "clocks": clocks,
         "points": points,
         "frontier": on,
     }
@@ -304,6 +321,15 @@ def diff_cell(p: Mapping[str, Any], metric: str) -> str:
     return f"{c['diff']:+.3f} [{c['lo']:+.3f}, {c['hi']:+.3f}]{VERDICT.get(c['verdict'], '')}"
 
 
+def _clock_note(clocks: Mapping[str, str]) -> str:
+    """The caveat for passes whose CPU-seconds are wall seconds (a run recorded before CPU time was kept)."""
+    wall = [p for p, c in clocks.items() if c == "wall"]
+    if not wall:
+        return ""
+    why = "recorded before CPU time was kept: an upper bound"
+    return f" CPU-s of the {', '.join(wall)} pass(es): wall seconds ({why})."
+
+
 def frontier_markdown(doc: Mapping[str, Any]) -> str:
     """One Markdown table per task of a `run_frontier` document, by increasing CPU-seconds."""
     lines = []
@@ -316,7 +342,8 @@ def frontier_markdown(doc: Mapping[str, Any]) -> str:
             f"Split means of {s['n_seeds']} splits ({s['cal_frac']:.0%} calibration, {s['calibrator']}); "
             f"Δ against TRACE+: paired {s['level']:.0%} bootstrap interval ({s['n_boot']} resamples; ▲ / ▼ "
             "significantly better / worse; Brier: lower is better). Cost per answer; frontier: not dominated on "
-            f"that axis (cost ≤ and AUROC ≥). Best other single-pass statistic: {d['best_statistic']}.",
+            f"that axis (cost ≤ and AUROC ≥). Best other single-pass statistic: {d['best_statistic']}."
+            + _clock_note(d.get("clocks") or {}),
             "",
             "| estimator | passes | decode tokens | forward passes | CPU-s | AUROC | Δ AUROC | Brier | Δ Brier "
             "| frontier |",

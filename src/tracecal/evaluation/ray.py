@@ -173,12 +173,13 @@ class ModelWorker:
         """Where this actor runs: pid, host name, units computed since it (re)started."""
         return {"pid": os.getpid(), "host": socket.gethostname(), "units": self.units}
 
-    def compute(self, p: Any, task: Any, examples: Sequence[Any], traces: Sequence[Any]) -> tuple[bytes, float]:
-        """One unit (`compute_unit`): its shard as Arrow IPC bytes, and the seconds it took."""
-        t0 = time.perf_counter()
+    def compute(self, p: Any, task: Any, examples: Sequence[Any], traces: Sequence[Any]) -> tuple[bytes, float, float]:
+        """One unit (`compute_unit`): its shard as Arrow IPC bytes, the wall seconds it took and the actor's
+        process CPU seconds."""
+        t0, c0 = time.perf_counter(), time.process_time()
         table = compute_unit(p, self.res, task, examples, traces)
         self.units += 1
-        return table_to_ipc(table), time.perf_counter() - t0
+        return table_to_ipc(table), time.perf_counter() - t0, time.process_time() - c0
 
 
 @dataclass
@@ -369,7 +370,7 @@ class RayExecutor:
             f = flights.pop(ref)
             key = (f.unit.pass_name, f.unit.task.name, f.unit.k)
             try:
-                blob, seconds = ray.get(ref)
+                blob, seconds, cpu = ray.get(ref)
             except ray.exceptions.RayActorError as e:  # the actor died beyond its restarts: retry elsewhere
                 f.claim.release()
                 self.failures += 1
@@ -382,7 +383,7 @@ class RayExecutor:
             except Exception as e:  # noqa: BLE001 - the unit's own error, as the local path would raise it
                 f.claim.release()
                 raise self.unwrap(e) from None
-            sched.save(f.unit, ipc_to_table(blob), seconds)
+            sched.save(f.unit, ipc_to_table(blob), seconds, cpu)
             f.claim.release()
             self.written[key] = self.written.get(key, 0) + 1
             written.append(f.unit)

@@ -6,7 +6,8 @@ A run directory is the unit of work of an evaluation. Nothing outside this modul
     RUN/<pass>/<task>/<k>.parquet   shard k of a pass (``traces`` = the generation, ``extra``, ``beam``, ...):
                                     append-only, each written atomically (temp file + rename)
     RUN/rows.parquet, scores.parquet, predictions.parquet, results.json, results.csv, results.md
-    RUN/timings.json                seconds per stage, accumulated over resumed runs and workers
+    RUN/timings.json                seconds per stage, accumulated over resumed runs and workers: wall seconds
+                                    under the stage's name, process CPU seconds under ``cpu/<stage>`` (`CPU_PREFIX`)
     RUN/report.html, RUN/figures/   the report
     RUN/<analysis>.json             analyses of a scored run (``learning_curve``, ``selective``): `write_artefact`
     RUN/.locks/                     lock files (kernel ``flock``): claims on shards, config and timings updates
@@ -51,6 +52,7 @@ __all__ = ["RunStore", "Claim", "ConfigMismatchError", "DataChangedError", "NotA
 
 TRACES = "traces"  # the generation pass: one trace per answer
 TABLES = ("rows", "scores", "predictions")
+CPU_PREFIX = "cpu/"  # timings.json: process CPU seconds of a stage under "cpu/<stage>" (its wall seconds: "<stage>")
 DIGESTS = b"tracecal_question_digests"  # shard metadata: JSON {answer id: digest of the question it answers}
 Legacy = Callable[[dict[str, Any]], dict[str, Any]] | None  # the identity of a run written before they were stored
 
@@ -368,11 +370,15 @@ class RunStore:
             )
         return doc
 
-    def add_time(self, stage: str, seconds: float) -> None:
-        """Add ``seconds`` to ``stage`` in ``timings.json`` (locked: several workers may add at once)."""
+    def add_time(self, stage: str, seconds: float, cpu_seconds: float | None = None) -> None:
+        """Add ``seconds`` (wall) to ``stage`` in ``timings.json``, and ``cpu_seconds`` (the worker's process CPU
+        time, all its threads) to ``cpu/<stage>`` when given (locked: several workers may add at once)."""
         with self._locked("timings"):
             t = self._read_json(self._p("timings.json")) or {}
             t[stage] = t.get(stage, 0.0) + float(seconds)
+            if cpu_seconds is not None:
+                key = CPU_PREFIX + stage
+                t[key] = t.get(key, 0.0) + float(cpu_seconds)
             self._write_json(self._p("timings.json"), t)
 
     def timings(self) -> dict[str, float]:

@@ -188,13 +188,14 @@ class Scheduler:
         """What unit ``u`` reads besides its questions: the traces of the same answers when its pass depends on them."""
         return self.store.read_traces_shard(u.task.name, u.k) if self.pass_of(u.pass_name).depends else []
 
-    def save(self, u: Unit, table: pa.Table, seconds: float) -> None:
+    def save(self, u: Unit, table: pa.Table, seconds: float, cpu_seconds: float | None = None) -> None:
         """Write the table of unit ``u`` through the store, stamped with the run's identity (`MADE_BY`), and add
-        its compute time (seconds) to its stage."""
+        its compute time to its stage: ``seconds`` wall, ``cpu_seconds`` the worker's process CPU time."""
         stamp = json.dumps(plain_json(self.cfg.identity()), sort_keys=True, default=str).encode()
         table = table.replace_schema_metadata(dict(table.schema.metadata or {}) | {MADE_BY: stamp})
         self.store.write_shard(u.pass_name, u.task.name, u.k, table, u.digests or None)
-        self.store.add_time(f"{'generate' if u.pass_name == TRACES else u.pass_name}/{u.task.name}", seconds)
+        stage = f"{'generate' if u.pass_name == TRACES else u.pass_name}/{u.task.name}"
+        self.store.add_time(stage, seconds, cpu_seconds)
 
     def _do(self, u: Unit, examples: list[Any]) -> bool:
         """Compute unit ``u`` unless it is written, its inputs are not, or another worker holds it."""
@@ -208,9 +209,9 @@ class Scheduler:
             if store.has(u.pass_name, name, u.k):  # written by another worker since we looked
                 return False
             self.progress(f"{u.pass_name} {name}", u.a, len(examples))
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             table = compute_unit(self.pass_of(u.pass_name), self.res, u.task, examples[u.a : u.b], self.upstream(u))
-            self.save(u, table, time.perf_counter() - t0)
+            self.save(u, table, time.perf_counter() - t0, time.process_time() - c0)
             self.progress(f"{u.pass_name} {name}", u.b, len(examples))
         return True
 
