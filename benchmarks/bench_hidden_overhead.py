@@ -9,6 +9,11 @@ must be identical. Prints tokens/s of each, the throughput ratio and the bytes a
 recorder's own share, which the wall clock of a shared machine cannot resolve: one more generation with hidden
 states under cProfile, and the time spent inside `tracecal.backends.hidden` (its layer hooks, the per-step logits
 processor, the summaries) over the time of that generation.
+
+The gateway's path is timed in the same loop (third arm): the gateway generates without the recorder (so that
+streaming's and early stopping's step hooks stay as they are) and gives each finished answer its summary from one
+teacher-forced pass over its prompt and tokens (`tracecal.serve.scoring.record_extra`, ``trace_answers``); printed:
+that pass's time over the generation's, and the largest difference between its summaries and the recorder's.
 """
 
 from __future__ import annotations
@@ -44,8 +49,8 @@ def main() -> None:
     print(f"model {lm.model_id}, {a.n} prompts, batch {a.batch_size}, max_new_tokens {a.max_new_tokens}")
     lm.generate(prompts[:2], max_new_tokens=2, hidden_layers="auto")  # warm-up (not timed)
     batches = [prompts[i : i + a.batch_size] for i in range(0, len(prompts), a.batch_size)]
-    t_off, t_on = np.zeros(a.rounds), np.zeros(a.rounds)
-    same, tokens, sizes = True, 0, []
+    t_off, t_on, t_forced = np.zeros(a.rounds), np.zeros(a.rounds), np.zeros(a.rounds)
+    same, tokens, sizes, gap = True, 0, [], 0.0
     for r in range(a.rounds):
         for j, batch in enumerate(batches):
             runs = {}
@@ -58,6 +63,12 @@ def main() -> None:
                 else:
                     t_off[r] += dt
             same &= all(np.array_equal(x.token_ids, y.token_ids) for x, y in zip(runs["off"], runs["on"], strict=True))
+            t0 = time.perf_counter()  # the gateway's second pass over the answers generated without the recorder
+            ids = [t.token_ids.tolist() for t in runs["off"]]
+            forced = lm.trace_answers(batch, ids, batch_size=len(ids), hidden_layers="auto")
+            t_forced[r] += time.perf_counter() - t0
+            gaps = [float(np.abs(f.hidden - o.hidden).max()) for f, o in zip(forced, runs["on"], strict=True)]
+            gap = max([gap, *gaps])
             if r == 0:
                 tokens += sum(t.length for t in runs["off"])
                 sizes += [t.hidden.nbytes for t in runs["on"]]
@@ -69,6 +80,11 @@ def main() -> None:
     print(f"with hidden states:    {tokens / on:.1f} tokens/s (median {on:.2f} s; runs {np.round(t_on, 2).tolist()})")
     print(f"throughput ratio with/without: {off / on:.4f}  (overhead {100 * (on / off - 1):+.2f}%)")
     print(f"summary kept per answer: {sizes[0]} bytes (2 × 3 layers × d float32)")
+    forced = float(np.median(t_forced))
+    print(
+        f"gateway's teacher-forced pass: {100 * forced / off:.1f}% of the generation's time (median {forced:.2f} s; "
+        f"runs {np.round(t_forced, 2).tolist()}); largest |summary difference| vs the recorder {gap:.2e}"
+    )
     share = recorder_share(lm, batches[0], kw)
     print(f"time inside tracecal.backends.hidden (cProfile, one batch): {100 * share:.2f}% of the generation")
     print(
@@ -79,6 +95,8 @@ def main() -> None:
                 "tokens": tokens,
                 "bytes_per_answer": sizes[0],
                 "recorder_share": share,
+                "gateway_pass_share": forced / off,
+                "gateway_summary_gap": gap,
             }
         )
     )

@@ -8,6 +8,8 @@
 #   bash scripts/pass_run.sh semantic qwen1000      # Qwen's TokenSAR / MARS pass, the four tasks
 #   TASKS=triviaqa,svamp bash scripts/pass_run.sh beam qwen1000   # a subset of the run's tasks
 #   bash scripts/pass_run.sh semantic qwen1000 save # the pass, results and timings → docs/runs/semantic-qwen1000
+#   bash scripts/pass_run.sh semantic qwen1000 merge  # once complete: the whole run → docs/runs/qwen1000 (it gains
+#                                                     # the pass; its results, scores and ablations are the new ones)
 #
 # The run directory /work/runs/PASS-NAME is the committed snapshot docs/runs/NAME restored (prompts are rebuilt from
 # the task data), plus docs/runs/PASS-NAME where an earlier session saved part of this pass: a session's end kills the
@@ -16,7 +18,7 @@
 # and `save` again keeps the ablations beside the results.
 set -euo pipefail
 REPO=$(cd "$(dirname "$0")/.." && pwd)
-USAGE="usage: pass_run.sh PASS RUN_NAME [save]  (PASS: hidden, semantic or beam; RUN_NAME: a folder of docs/runs)"
+USAGE="usage: pass_run.sh PASS RUN_NAME [save|merge]  (PASS: hidden, semantic or beam; RUN_NAME: a folder of docs/runs)"
 PASS=${1:?$USAGE}
 NAME=${2:?$USAGE}
 [[ $PASS =~ ^(hidden|semantic|beam)$ ]] || { echo "unknown pass '$PASS'; $USAGE"; exit 2; }
@@ -34,6 +36,20 @@ if [[ ${3:-} == save ]]; then
     exit 0
 fi
 . "$REPO/scripts/background_run.sh"
+if [[ ${3:-} == merge ]]; then
+    running "$RUN" && { echo "the $PASS pass of $NAME is still running: merge it when it is complete"; exit 1; }
+    PYTHONPATH=$REPO/src "$PY" - "$RUN" "$PASS" <<'PYEOF' || exit 1
+import sys
+from tracecal.evaluation.runstore import TRACES, RunStore
+store, name = RunStore(sys.argv[1]), sys.argv[2]
+tasks = store.config()["config"]["tasks"]
+short = [t for t in tasks if store.shard_count(name, t) < store.shard_count(TRACES, t)]
+if short or not (store.path / "results.json").exists():
+    sys.exit(f"not merged: the {name} pass of {', '.join(short) or 'the run'} is incomplete or unscored")
+PYEOF
+    "$PY" "$REPO/scripts/evidence_snapshot.py" save "$RUN" "$SEED"
+    exit 0
+fi
 running "$RUN" && exit 0
 mkdir -p "$(dirname "$RUN")"
 "$PY" "$REPO/scripts/evidence_snapshot.py" restore "$SEED" "$RUN" >>"$LOG"

@@ -105,9 +105,33 @@ def test_auto_layers_spread_over_depth() -> None:
     assert resolve_layers("auto", 1) == (1,)
 
 
-def test_on_step_and_hidden_layers_are_refused_together(deep_model: Any) -> None:
-    with pytest.raises(ValidationError, match="on_step"):
-        deep_model.generate(["Hi"], hidden_layers="auto", on_step=lambda *a: None)
+@pytest.mark.parametrize("pad", ["eos", "other"])
+def test_with_a_step_hook_an_ended_answer_is_summarised_over_the_tokens_it_keeps(
+    deep_model: Any, pad: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The gateway's streaming and early stopping (`on_step`) record the summaries in the same pass: an answer the
+    hook ends after n tokens has the teacher-forced summary of those n tokens; the others are as without a hook.
+    ``pad="other"``: the rows the hook ended are padded with a token that is no stop token (so only the hook's
+    ``kept`` count can end their summaries)."""
+    if pad == "other":
+        monkeypatch.setattr(deep_model, "pad_id", next(i for i in range(3, 100) if i not in deep_model.stop_ids))
+    ends = {0: 3, 2: 5}  # prompt row -> the step after which the hook ends it
+
+    def hook(rows: np.ndarray, tokens: np.ndarray, s: np.ndarray, h: np.ndarray) -> list[bool]:
+        seen.update({int(r): seen.get(int(r), 0) + 1 for r in rows})
+        return [seen[int(r)] == ends.get(int(r)) for r in rows]
+
+    seen: dict[int, int] = {}
+    kw: dict[str, Any] = {"max_new_tokens": 12, "hidden_layers": "auto", **SAMPLED}
+    hooked = deep_model.generate(PROMPTS, on_step=hook, **kw)
+    plain = deep_model.generate(PROMPTS, **kw)
+    layers = resolve_layers("auto", 4)
+    for i, t in enumerate(hooked):
+        assert t.stop_reason == "stopped" if i in ends else t.stop_reason != "stopped"
+        assert t.length == ends.get(i, plain[i].length)
+        np.testing.assert_allclose(t.hidden, reference(deep_model, t.prompt_ids, t.token_ids, layers), atol=1e-4)
+        if i not in ends:
+            np.testing.assert_allclose(t.hidden, plain[i].hidden, atol=1e-5)
 
 
 @pytest.mark.parametrize("backend", ["llamacpp", "http"])

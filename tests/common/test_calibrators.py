@@ -150,20 +150,25 @@ def test_the_gateway_serves_it(fitted: dict[str, Any], data: Any, request: pytes
 
 def check_served_by_hf(cal: Any, body: dict[str, Any], model: Any) -> None:
     """The gateway on an HF backend: a chat answer's probability is the calibrator's on that answer traced with what
-    it reads (`Calibrator.backend_options`); ``/score`` (numbers only) says what it lacks."""
+    it reads (`Calibrator.backend_options`), recorded in the generation pass itself (no second pass: the model's
+    ``trace_answers`` fails here), an answer stopped on risk included; ``/score`` (numbers only) says what it lacks."""
     from tracecal.serve import ServeConfig, create_app
 
-    chat = {"model": model.model_id, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4}
-    with TestClient(create_app(model, cal, ServeConfig())) as c:
+    chat = {"model": model.model_id, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 6}
+    stopped = chat | {"stop_on_risk": 1.0}  # c_TRACE < 1: ends the answer after risk_min_tokens = 2 tokens
+    with pytest.MonkeyPatch.context() as mp, TestClient(create_app(model, cal, ServeConfig(risk_min_tokens=2))) as c:
+        mp.setattr(model, "trace_answers", lambda *a, **k: pytest.fail("the gateway ran a second pass"))
         scored = c.post("/score", json=body)
-        got = c.post("/v1/chat/completions", json=chat).json()
+        got = [c.post("/v1/chat/completions", json=b).json()["choices"][0] for b in (chat, stopped)]
     assert scored.status_code == 422 and "hidden states" in scored.json()["error"]["message"]
-    conf = got["choices"][0]["confidence"]
-    assert conf["calibrator"] == type(cal).__name__
-    ids = model.generate([chat["messages"]], max_new_tokens=4)[0].token_ids.tolist()
-    forced = model.trace_answers([chat["messages"]], [ids], **cal.backend_options())
-    assert conf["tokens"] == len(ids) and forced[0].hidden_layers == tuple(cal.backend_options()["hidden_layers"])
-    assert conf["probability"] == pytest.approx(float(cal.confidence(forced)[0]), abs=1e-6)
+    ids = model.generate([chat["messages"]], max_new_tokens=6)[0].token_ids.tolist()
+    assert got[1]["finish_reason"] == "risk" and got[1]["confidence"]["tokens"] == 2 < len(ids)
+    for choice, kept in zip(got, (ids, ids[:2]), strict=True):
+        conf = choice["confidence"]
+        assert conf["calibrator"] == type(cal).__name__ and conf["tokens"] == len(kept)
+        forced = model.trace_answers([chat["messages"]], [kept], **cal.backend_options())  # the teacher-forced summary
+        assert forced[0].hidden_layers == tuple(cal.backend_options()["hidden_layers"])
+        assert conf["probability"] == pytest.approx(float(cal.confidence(forced)[0]), abs=1e-5)
 
 
 def test_tracecal_serve_builds_an_app_on_it(fitted: dict[str, Any]) -> None:

@@ -40,7 +40,7 @@ from tracecal.backends.hidden import HiddenRecorder, LayerTap
 from tracecal.backends.prefill import contiguous_head_input
 from tracecal.backends.recorder import StepCallback, StepHook, TraceRecorder, generated_trace, output_cache
 from tracecal.backends.runtime import apply_threads, check_threads
-from tracecal.errors import TracecalError, ValidationError
+from tracecal.errors import TracecalError
 from tracecal.traces.trace import Trace
 
 __all__ = [
@@ -222,10 +222,9 @@ class HFModel(HFForwardPasses):
                 True ends that answer, ``stop_reason="stopped"``): `tracecal.backends.recorder.StepHook`.
             hidden_layers: also record each answer's hidden-state summary in the same pass (``trace.hidden``, shape
                 (2, layers, d): the mean over the answer's decoding states and the state before its first token,
-                `tracecal.backends.hidden`): ``"auto"`` or 1-based layer indices; None (default) records none.
+                `tracecal.backends.hidden`): ``"auto"`` or 1-based layer indices; None (default) records none. With
+                ``on_step``, an answer the callback ends is summarised over the tokens it keeps.
         """
-        if hidden_layers is not None and on_step is not None:
-            raise ValidationError("hidden_layers and on_step cannot be combined: record hidden states without on_step")
         more = {"stop_strings": stop_strings, "progress": progress, "on_step": on_step, "hidden_layers": hidden_layers}
         prompts, max_new_tokens, bs, top_logprobs = check_generate_args(
             prompts, max_new_tokens, batch_size, self.batch_size, ids, top_logprobs, **more
@@ -305,7 +304,11 @@ class HFModel(HFForwardPasses):
         states = None
         if hidden is not None:
             states = HiddenRecorder(
-                LayerTap(self.model, hidden, True), self.tokenizer, self.stop_ids, policy.stop_strings
+                LayerTap(self.model, hidden, True),
+                self.tokenizer,
+                self.stop_ids,
+                policy.stop_strings,
+                kept=None if steps is None else steps.kept,
             )
         try:
             seqs = self.model.generate(

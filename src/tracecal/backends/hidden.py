@@ -82,10 +82,20 @@ class LayerTap:
 
 class HiddenRecorder(LogitsProcessor):
     """Accumulates the summaries (module docstring) during ``model.generate``, appended after the trace recorder:
-    each call settles the previous step's states with the token chosen from them (``input_ids[:, -1]``)."""
+    each call settles the previous step's states with the token chosen from them (``input_ids[:, -1]``).
+    ``kept``: a `tracecal.backends.recorder.StepHook`'s ``kept`` array (updated in place as its callback ends answers:
+    the number of tokens row b keeps, −1 while it goes on), so an answer ended that way is summarised over its kept
+    tokens only; None without a step hook."""
 
-    def __init__(self, tap: LayerTap, tokenizer: Any, stop_ids: Sequence[int], stop_strings: Sequence[str]) -> None:
-        self.tap, self.tokenizer, self.stop_strings = tap, tokenizer, tuple(stop_strings)
+    def __init__(
+        self,
+        tap: LayerTap,
+        tokenizer: Any,
+        stop_ids: Sequence[int],
+        stop_strings: Sequence[str],
+        kept: np.ndarray | None = None,
+    ) -> None:
+        self.tap, self.tokenizer, self.stop_strings, self.kept = tap, tokenizer, tuple(stop_strings), kept
         self.stop_ids = set(int(i) for i in stop_ids)
         self.sum: torch.Tensor | None = None  # (k, B, d)
         self.first: torch.Tensor | None = None
@@ -102,8 +112,11 @@ class HiddenRecorder(LogitsProcessor):
             if not self.alive[b]:
                 continue
             self.ids[b].append(int(tok))
-            end = tok in self.stop_ids or (
-                bool(self.stop_strings) and stop_string_hit(self.tokenizer.decode(self.ids[b]), self.stop_strings)
+            cut = self.kept is not None and 0 <= self.kept[b] <= self.count[b]  # the step hook ended it before
+            end = (
+                cut
+                or tok in self.stop_ids
+                or (bool(self.stop_strings) and stop_string_hit(self.tokenizer.decode(self.ids[b]), self.stop_strings))
             )
             self.alive[b], keep[b] = not end, not end
         if keep.any():

@@ -188,7 +188,9 @@ class Batcher:
         metrics: a `tracecal.serve.metrics.GatewayMetrics` (queue depth, batch sizes) or None.
 
     ``trace_options`` (set by the gateway): what the calibrator reads beyond the trace (`Scorer.backend_options`: a
-    hidden-state probe's ``hidden_layers``), given to each finished answer by `record_extra`.
+    hidden-state probe's ``hidden_layers``), recorded during generation by a backend that takes step hooks (HF: the
+    same pass, beside streaming and early stopping), else given to each finished answer by `record_extra` (one
+    teacher-forced pass over it: ≈ 60 % of the generation's time, docs/benchmarks.md).
     """
 
     def __init__(self, models: dict[str, Any], config: ServeConfig, trace_config: Any, metrics: Any = None) -> None:
@@ -367,6 +369,7 @@ class Batcher:
         if self.hooks[kind]:
             tokenizer = getattr(model, "tokenizer", None)
             kwargs.update(batch_size=len(jobs), on_step=StepReporter(jobs, tokenizer, self.config, self.trace_config))
+            kwargs.update(self.trace_options)  # recorded in this pass, over the tokens each answer keeps
         elif relayed:  # streamed jobs of a remote backend: each token as the upstream sends it
             kwargs["on_token"] = TokenRelay(jobs, self.config.risk_min_tokens, self.trace_config)
         try:
@@ -381,7 +384,8 @@ class Batcher:
                 j.post(("done", e))
             return
         results = [self._finish(j, t, self.hooks[kind] or relayed) for j, t in zip(jobs, traces, strict=True)]
-        failed = record_extra(model, [j.prompt for j in jobs], [r[0] for r in results], self.trace_options)
+        extra = {} if self.hooks[kind] else self.trace_options  # else recorded above, during generation
+        failed = record_extra(model, [j.prompt for j in jobs], [r[0] for r in results], extra)
         for j, t, result in zip(jobs, traces, results, strict=True):
             if result[1] == "cancelled" and self.metrics is not None:  # nobody is left to record it
                 self.metrics.early_stops.labels("cancelled").inc()

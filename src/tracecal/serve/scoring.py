@@ -75,8 +75,9 @@ def first_risky(risks: np.ndarray, stop_on_risk: float, min_tokens: int = 1) -> 
 def record_extra(model: Any, prompts: Sequence[Any], traces: Sequence[Trace], options: dict[str, Any]) -> Any:
     """Give each finished trace what a calibrator reads beyond it (``options``: `Scorer.backend_options`, e.g. a
     hidden-state probe's ``hidden_layers``) from one teacher-forced pass over its prompt and tokens
-    (``model.trace_answers(**options)``: the hidden summary equals what ``generate`` records, to float round-off, and
-    the step hooks of streaming and early stopping stay as they are). Returns None, or the exception it raised."""
+    (``model.trace_answers(**options)``: the hidden summary equals what ``generate`` records, to float round-off),
+    for answers generated without them (a backend without step hooks; HF records them during generation).
+    Returns None, or the exception it raised."""
     if not options:
         return None
     try:
