@@ -303,13 +303,8 @@ class HFModel(HFForwardPasses):
         gen_kwargs = _policy_kwargs(policy) | ({} if steps is None else steps.kwargs())
         states = None
         if hidden is not None:
-            states = HiddenRecorder(
-                LayerTap(self.model, hidden, True),
-                self.tokenizer,
-                self.stop_ids,
-                policy.stop_strings,
-                kept=None if steps is None else steps.kept,
-            )
+            tap, kept = LayerTap(self.model, hidden, True), None if steps is None else steps.kept
+            states = HiddenRecorder(tap, self.tokenizer, self.stop_ids, policy.stop_strings, kept=kept)
         try:
             seqs = self.model.generate(
                 input_ids=input_ids,

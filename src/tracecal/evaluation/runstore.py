@@ -6,8 +6,7 @@ A run directory is the unit of work of an evaluation. Nothing outside this modul
     RUN/<pass>/<task>/<k>.parquet   shard k of a pass (``traces`` = the generation, ``extra``, ``beam``, ...):
                                     append-only, each written atomically (temp file + rename)
     RUN/rows.parquet, scores.parquet, predictions.parquet, results.json, results.csv, results.md
-    RUN/timings.json                seconds per stage, accumulated over resumed runs and workers: wall seconds
-                                    under the stage's name, process CPU seconds under ``cpu/<stage>`` (`CPU_PREFIX`)
+    RUN/timings.json                wall and process CPU seconds (``cpu/<stage>``) per stage, over resumes and workers
     RUN/report.html, RUN/figures/   the report
     RUN/<analysis>.json             analyses of a scored run (``learning_curve``, ``selective``): `write_artefact`
     RUN/.locks/                     lock files (kernel ``flock``): claims on shards, config and timings updates
@@ -105,11 +104,8 @@ def _safe_name(name: str, what: str) -> str:
 
 
 class RunStore:
-    """Read and write one run directory (see the module docstring for the layout).
-
-    Args:
-        path: the run directory (created on the first write, never before `open` validated it).
-    """
+    """Read and write one run directory, ``path`` (the layout: the module docstring); it is created on the first
+    write, never before `open` validated it."""
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)
@@ -291,8 +287,7 @@ class RunStore:
         return pa.concat_tables(tables, promote_options="default")
 
     def shard_files(self, pass_name: str, task: str) -> list[Path]:
-        """The shard files of a pass for a task, in shard order (read as one dataset:
-        `tracecal.evaluation.blockscore`)."""
+        """The shard files of a pass for a task, in shard order (read as one dataset: `blockscore`)."""
         d = self._p(_safe_name(pass_name, "pass"), _safe_name(task, "task"))
         return sorted(d.glob("*.parquet")) if d.is_dir() else []
 
@@ -371,20 +366,18 @@ class RunStore:
         return doc
 
     def add_time(self, stage: str, seconds: float, cpu_seconds: float | None = None) -> None:
-        """Add ``seconds`` (wall) to ``stage`` in ``timings.json``, and ``cpu_seconds`` (the worker's process CPU
-        time, all its threads) to ``cpu/<stage>`` when given (locked: several workers may add at once)."""
+        """Add ``seconds`` (wall) to ``stage`` in ``timings.json`` and ``cpu_seconds`` (the worker's process CPU time,
+        all its threads) to ``cpu/<stage>`` when given (locked: several workers may add at once)."""
         with self._locked("timings"):
             t = self._read_json(self._p("timings.json")) or {}
-            t[stage] = t.get(stage, 0.0) + float(seconds)
-            if cpu_seconds is not None:
-                key = CPU_PREFIX + stage
-                t[key] = t.get(key, 0.0) + float(cpu_seconds)
+            for key, v in ((stage, seconds), (CPU_PREFIX + stage, cpu_seconds)):
+                if v is not None:
+                    t[key] = t.get(key, 0.0) + float(v)
             self._write_json(self._p("timings.json"), t)
 
     def timings(self) -> dict[str, float]:
         return self._read_json(self._p("timings.json")) or {}
 
-    # ----------------------------------------------------------------------------------- report files
     def write_text(self, name: str, text: str) -> Path:
         """A text artefact at the top of the run (e.g. ``report.html``); returns its path."""
         p = self._p(_safe_name(name, "file"))

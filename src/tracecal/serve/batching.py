@@ -2,10 +2,9 @@
 
 Handlers `Batcher.submit` one `Job` per prompt into a bounded thread-safe queue (full: 503 with ``Retry-After``)
 and await its future. One worker thread takes the first waiting job, collects the jobs that follow within
-``batch_wait_ms`` of the previous one (at most ``max_batch``, at most 4 × ``batch_wait_ms`` in all), and
-decodes them together (jobs of one kind and one stop list; with a backend that cannot stop answers one by
-one, also one ``max_tokens``). Results go back to each request's event loop with
-``call_soon_threadsafe``.
+``batch_wait_ms`` of the previous one (at most ``max_batch``, at most 4 × ``batch_wait_ms`` in all), and decodes
+them together (jobs of one kind and one stop list; with a backend that cannot stop answers one by one, also one
+``max_tokens``). Results go back to each request's event loop with ``call_soon_threadsafe``.
 
 With a backend that reports each step (``on_step``, the HF backend) the worker, after every step and for the
 whole batch at once: appends each answer's token, s_t and H_t; computes the running risk R_t of the answers
@@ -187,10 +186,8 @@ class Batcher:
         trace_config: the TRACE configuration of the running risk.
         metrics: a `tracecal.serve.metrics.GatewayMetrics` (queue depth, batch sizes) or None.
 
-    ``trace_options`` (set by the gateway): what the calibrator reads beyond the trace (`Scorer.backend_options`: a
-    hidden-state probe's ``hidden_layers``), recorded during generation by a backend that takes step hooks (HF: the
-    same pass, beside streaming and early stopping), else given to each finished answer by `record_extra` (one
-    teacher-forced pass over it: ≈ 60 % of the generation's time, docs/benchmarks.md).
+    ``trace_options`` (set by the gateway): what the calibrator reads beyond the trace (a probe's ``hidden_layers``),
+    recorded during generation where step hooks run (HF), else by `record_extra` (a second, teacher-forced pass).
     """
 
     def __init__(self, models: dict[str, Any], config: ServeConfig, trace_config: Any, metrics: Any = None) -> None:
@@ -366,10 +363,9 @@ class Batcher:
         if jobs[0].stops:
             kwargs["stop_strings"] = list(jobs[0].stops)
         relayed = not self.hooks[kind] and self.token_hooks[kind] and all(j.events is not None for j in jobs)
-        if self.hooks[kind]:
-            tokenizer = getattr(model, "tokenizer", None)
-            kwargs.update(batch_size=len(jobs), on_step=StepReporter(jobs, tokenizer, self.config, self.trace_config))
-            kwargs.update(self.trace_options)  # recorded in this pass, over the tokens each answer keeps
+        if self.hooks[kind]:  # step hooks; what the calibrator reads is recorded in the same pass
+            steps = StepReporter(jobs, getattr(model, "tokenizer", None), self.config, self.trace_config)
+            kwargs.update(batch_size=len(jobs), on_step=steps, **self.trace_options)
         elif relayed:  # streamed jobs of a remote backend: each token as the upstream sends it
             kwargs["on_token"] = TokenRelay(jobs, self.config.risk_min_tokens, self.trace_config)
         try:
