@@ -21,8 +21,13 @@
 # TriviaQA greedy, P(True)/verbalised, beam and embedding (TokenSAR/MARS) shards (shards of 64, its identity), so
 # only the samples are computed, and scored with every estimator (`all,sampling`):
 #   MODEL=smollm2 bash scripts/frontier_run.sh      # run: /work/runs/frontier-smollm-triviaqa
-# TASK and LIMIT pick another task (default triviaqa, 1000): TASK=svamp LIMIT=200 bash scripts/frontier_run.sh runs
-# Qwen's SVAMP in /work/runs/frontier-qwen-lc-svamp (not run yet: read the first shard's time before sizing LIMIT).
+# TASK and LIMIT pick another task (default triviaqa, 1000). Qwen's SVAMP run (started 2026-12-07, resumed the same
+# way; LIMIT is part of the run's identity, so always name it):
+#   TASK=svamp LIMIT=384 bash scripts/frontier_run.sh      # run: /work/runs/frontier-qwen-lc-svamp
+# 384 questions ≈ 12 CPU-hours: SVAMP's greedy answers average 60 tokens (96 at most), 8× TriviaQA's, and llama.cpp
+# decodes ≈ 8 tokens per CPU-second on one thread here, so ≈ 10 s greedy + ≈ 100 s for 10 samples per question.
+# The greedy pass runs over all 384 questions before the first sample is drawn (passes run in order).
+# ESTIMATORS=trace-only,sampling,extra,semantic adds P(True)/verbalised and TokenSAR/MARS (llama.cpp computes both).
 # A run stopped part-way (kill its PID) keeps its finished shards; `tracecal frontier` reads the questions whose
 # samples are stored (`--complete-only`, see docs/results.md).
 set -euo pipefail
