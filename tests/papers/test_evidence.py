@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -135,3 +137,33 @@ def test_the_qwen_frontier_table_in_the_docs_is_the_committed_runs() -> None:
     doc = (repo / "docs" / "results.md").read_text(encoding="utf-8")
     missing = [row for row in rows if row not in doc]
     assert not missing, f"rows of frontier.md not in docs/results.md (paste the new table): {missing}"
+
+
+def _pass_run(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    repo = Path(__file__).resolve().parents[2]
+    script = [str(repo / "scripts" / "pass_run.sh"), *args]
+    return subprocess.run(
+        ["bash", *script], capture_output=True, text=True, timeout=300, env=os.environ | {"PY": sys.executable} | env
+    )
+
+
+def test_pass_run_refuses_an_unknown_pass_and_merges_only_a_complete_scored_pass(tmp_path: Path) -> None:
+    """scripts/pass_run.sh (issue 39's added passes): a pass it does not know is refused; ``merge`` copies the run
+    back into the committed folder only once the pass is stored for every shard of every task."""
+    from tracecal.evaluation.runstore import RunStore
+    from tracecal.testing import add_synthetic_passes, write_synthetic_run
+
+    r = _pass_run("beams", "smollm1000")
+    assert r.returncode == 2 and "unknown pass 'beams'" in r.stdout
+    run = write_synthetic_run(tmp_path / "run", tasks=("triviaqa",), n_per_task=8, shard_size=4, n_seeds=2)
+    seed = tmp_path / "seed"
+    seed.mkdir()
+    shutil.copy(run / "config.json", seed / "config.json")
+    where = {"RUN": str(run), "SEED": str(seed)}
+    r = _pass_run("semantic", "x", "merge", **where)
+    assert r.returncode == 1 and "semantic pass of triviaqa is incomplete" in r.stderr
+    assert [p.name for p in seed.iterdir()] == ["config.json"]  # nothing merged
+    add_synthetic_passes(RunStore(run), ["triviaqa"], shard_size=4)
+    r = _pass_run("semantic", "x", "merge", **where)
+    assert r.returncode == 0, r.stderr
+    assert sorted(p.name for p in (seed / "semantic" / "triviaqa").iterdir()) == ["00000.parquet", "00001.parquet"]
