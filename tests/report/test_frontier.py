@@ -40,6 +40,7 @@ def test_the_figure_marks_the_frontier_and_every_point(tmp_path: Path) -> None:
     assert outlined == len(d["frontier"]["cpu_seconds"])
     html = frontier_section(doc)
     assert 'id="frontier"' in html and html.count("★") == outlined
+    assert "CPU-s of the traces pass(es): wall seconds" in html  # the synthetic run's greedy time is wall time
     assert frontier_section(None) == ""
 
 

@@ -60,6 +60,7 @@ __all__ = [
     "frontier_set",
     "pass_costs",
     "pass_clocks",
+    "clock_note",
     "estimator_cost",
     "frontier_markdown",
     "diff_cell",
@@ -321,7 +322,7 @@ def diff_cell(p: Mapping[str, Any], metric: str) -> str:
     return f"{c['diff']:+.3f} [{c['lo']:+.3f}, {c['hi']:+.3f}]{VERDICT.get(c['verdict'], '')}"
 
 
-def _clock_note(clocks: Mapping[str, str]) -> str:
+def clock_note(clocks: Mapping[str, str]) -> str:
     """The caveat for passes whose CPU-seconds are wall seconds (a run recorded before CPU time was kept)."""
     wall = [p for p, c in clocks.items() if c == "wall"]
     if not wall:
@@ -343,7 +344,7 @@ def frontier_markdown(doc: Mapping[str, Any]) -> str:
             f"Δ against TRACE+: paired {s['level']:.0%} bootstrap interval ({s['n_boot']} resamples; ▲ / ▼ "
             "significantly better / worse; Brier: lower is better). Cost per answer; frontier: not dominated on "
             f"that axis (cost ≤ and AUROC ≥). Best other single-pass statistic: {d['best_statistic']}."
-            + _clock_note(d.get("clocks") or {}),
+            + clock_note(d.get("clocks") or {}),
             "",
             "| estimator | passes | decode tokens | forward passes | CPU-s | AUROC | Δ AUROC | Brier | Δ Brier "
             "| frontier |",

@@ -181,6 +181,8 @@ def frontier_section(doc: Mapping[str, Any] | None) -> str:
         body.append(f"<h3>{esc(task)}: {d['n']} of {d['n_run']} questions</h3>")
         body.append(frontier_svg(d))
         body.append(_table_html(d))
+        if note := analysis.clock_note(d.get("clocks") or {}):
+            body.append(f"<p>{esc(note.strip())}</p>")
     intro = (
         "<p>What one pass gives up against K sampled answers, per unit of compute (<code>tracecal frontier</code>): "
         "AUROC and Brier of each estimator (the protocol's split means; Δ: paired bootstrap against TRACE+) against "
