@@ -14,8 +14,8 @@
 # The run directory /work/runs/PASS-NAME is the committed snapshot docs/runs/NAME restored (prompts are rebuilt from
 # the task data), plus docs/runs/PASS-NAME where an earlier session saved part of this pass: a session's end kills the
 # run, this script resumes it (finished shards are kept; commit the saved folder). One thread, nice 19 in an
-# autogroup of its own (scripts/background_run.sh), detached. Once the pass is complete, `tracecal ablate RUN` there
-# and `save` again keeps the ablations beside the results.
+# autogroup of its own (scripts/background_run.sh), detached. Once the pass is complete, `tracecal ablate RUN` there,
+# then `merge` puts the run with its new ablations back into docs/runs/NAME.
 set -euo pipefail
 REPO=$(cd "$(dirname "$0")/.." && pwd)
 USAGE="usage: pass_run.sh PASS RUN_NAME [save|merge]  (PASS: hidden, semantic or beam; RUN_NAME: a folder of docs/runs)"
@@ -29,9 +29,10 @@ SNAPSHOT=${SNAPSHOT:-$REPO/docs/runs/$PASS-$NAME}
 LOG=$RUN.log
 [[ -f $SEED/config.json ]] || { echo "no committed run docs/runs/$NAME (config.json)"; exit 2; }
 if [[ ${3:-} == save ]]; then
-    KEEP=$PASS,traces/file-csqa,results.json,results.md,results.csv,timings.json,ablations.json,ablations.md
-    KEEP+=,hidden_transfer.json,hidden_transfer.md
-    for f in "$RUN"/learning_curve*; do [[ -e $f ]] && KEEP+=",$(basename "$f")"; done
+    KEEP=$PASS,traces/file-csqa,results.json,results.md,results.csv,timings.json,hidden_transfer.json,hidden_transfer.md
+    for f in "$RUN"/learning_curve*; do  # this run's own learning curve (the probes'), not a copy of the seed's
+        [[ -e $f ]] && ! cmp -s "$f" "$SEED/$(basename "$f")" && KEEP+=",$(basename "$f")"
+    done
     "$PY" "$REPO/scripts/evidence_snapshot.py" save "$RUN" "$SNAPSHOT" --only "$KEEP"
     exit 0
 fi
